@@ -1,0 +1,190 @@
+"""`make run`: find or start every component, then serve the dashboard until Ctrl-C.
+
+Redis and Triton are used when they answer at REDIS_URL / TRITON_HTTP_URL; otherwise a
+private redis-server and a local tritonserver (from the nvidia-pytriton wheel) are
+started with their data and logs under var/. Every process started here is stopped on
+Ctrl-C; nothing is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def say(message: str) -> None:
+    print(f"[make run] {message}", flush=True)
+
+
+def fail(message: str) -> None:
+    print(f"[make run] ERROR: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from . import local_services as svc
+
+    var_dir = Path(settings.VAR_DIR)
+    var_dir.mkdir(parents=True, exist_ok=True)
+    logs = var_dir / "log"
+    started: list[tuple[str, subprocess.Popen]] = []
+
+    def shutdown(*_: object) -> None:
+        for name, proc in reversed(started):
+            if proc.poll() is None:
+                say(f"stopping {name}")
+                svc.stop(proc)
+        started.clear()
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        web_host = os.environ.get("WEB_HOST", "127.0.0.1")
+        web_port = int(os.environ.get("WEB_PORT", "8080"))
+        if svc.port_is_open(web_host, web_port):
+            fail(f"port {web_port} is taken (web server); free it or run `make run WEB_PORT=8090`")
+
+        # --- Redis
+        redis_url = urlparse(settings.REDIS_URL)
+        redis_port = redis_url.port or 6379
+        if svc.port_is_open(redis_url.hostname or "127.0.0.1", redis_port):
+            say(f"Redis: found at {settings.REDIS_URL}")
+        elif redis_url.hostname in ("127.0.0.1", "localhost"):
+            say(f"Redis: nothing answers at {settings.REDIS_URL}; starting a private redis-server")
+            started.append(
+                ("redis-server", svc.start_redis(var_dir, redis_port, logs / "redis.log"))
+            )
+            say(f"Redis: started on 127.0.0.1:{redis_port} (data in {var_dir / 'redis'})")
+        else:
+            fail(f"Redis unreachable at {settings.REDIS_URL} (REDIS_URL)")
+
+        # --- Triton
+        http_host, _, http_port = settings.TRITON_HTTP_URL.rpartition(":")
+        if svc.port_is_open(http_host, int(http_port)):
+            say(
+                f"Triton: found at {settings.TRITON_HTTP_URL} (HTTP) / {settings.TRITON_URL} (gRPC)"
+            )
+        elif http_host in ("127.0.0.1", "localhost"):
+            repo = Path(settings.MODEL_REPOSITORY)
+            if not repo.exists():
+                shutil.copytree(BASE_DIR / "examples" / "model_repository", repo)
+                say(f"Triton: seeded {repo} from examples/model_repository")
+            metrics_port = urlparse(settings.TRITON_METRICS_URL).port or 8002
+            ports = svc.TritonPorts(
+                http=int(http_port),
+                grpc=int(settings.TRITON_URL.rpartition(":")[2]),
+                metrics=metrics_port,
+            )
+            say(f"Triton: starting tritonserver (explicit model control) on {repo}")
+            proc = svc.start_tritonserver(
+                repo,
+                var_dir,
+                ports,
+                logs / "tritonserver.log",
+                load=("*",),
+                extra_args=("--exit-on-error=false",),
+            )
+            started.append(("tritonserver", proc))
+            say(
+                f"Triton: started on ports {ports.http}/{ports.grpc}/{ports.metrics} (log {logs / 'tritonserver.log'})"
+            )
+        else:
+            fail(f"Triton unreachable at {settings.TRITON_HTTP_URL} (TRITON_HTTP_URL)")
+
+        # --- database and first user
+        say(
+            f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]} {settings.DATABASES['default']['NAME']}"
+        )
+        call_command("migrate", interactive=False, verbosity=0)
+        login = ensure_admin(var_dir)
+
+        # --- web and worker
+        python = sys.executable
+        web = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "daphne",
+                "-b",
+                web_host,
+                "-p",
+                str(web_port),
+                "dashboard.asgi:application",
+            ],
+            cwd=BASE_DIR,
+            start_new_session=True,
+        )
+        started.append(("web (daphne)", web))
+        worker = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "dashboard",
+                "worker",
+                "--loglevel=INFO",
+                "--concurrency=2",
+                "--hostname=dashboard@%h",
+            ],
+            cwd=BASE_DIR,
+            start_new_session=True,
+        )
+        started.append(("worker (celery)", worker))
+        svc.wait_until(lambda: svc.port_is_open(web_host, web_port), 30, "web server", web)
+        say("")
+        say(f"Dashboard: http://{web_host}:{web_port}/   ({login})")
+        say("Press Ctrl-C to stop everything started here.")
+        while True:
+            for name, proc in started:
+                if proc.poll() is not None:
+                    fail(f"{name} exited with code {proc.returncode}; stopping the rest")
+            time.sleep(1)
+    except KeyboardInterrupt:
+        say("Ctrl-C: stopping")
+    except svc.ServiceError as exc:
+        print(f"[make run] ERROR: {exc}", file=sys.stderr)
+        shutdown()
+        raise SystemExit(1) from None
+    finally:
+        shutdown()
+
+
+def _interrupt(*_: object) -> None:
+    # `kill` (SIGTERM) stops everything the same way Ctrl-C does.
+    raise KeyboardInterrupt
+
+
+def ensure_admin(var_dir: Path) -> str:
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    password_file = var_dir / "admin-password.txt"
+    if not User.objects.filter(username="admin").exists():
+        password = secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "", password)
+        password_file.write_text(password + "\n")
+        password_file.chmod(0o600)
+        return f"login: admin / {password} (saved in {password_file})"
+    if password_file.exists():
+        return f"login: admin / {password_file.read_text().strip()}"
+    return "login: admin (password as set earlier)"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Read settings from the environment and fail with one clear line.
+
+Every variable is listed in `.env.example`. A wrong value stops the process with
+"Configuration error: NAME ..." on stderr instead of a traceback (healthchecks'
+`envbool`/`envint` spirit, with django-environ parsing URLs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import environ
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def config_error(name: str, problem: str) -> NoReturn:
+    sys.stderr.write(f"Configuration error: {name} {problem}\n")
+    raise SystemExit(2)
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    config_error(name, f"must be true or false, got {raw!r}")
+
+
+def env_number(name: str, default: float, *, minimum: float = 0) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        config_error(name, f"must be a number, got {raw!r}")
+    if value < minimum:
+        config_error(name, f"must be at least {minimum}, got {raw!r}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = env_number(name, default, minimum=minimum)
+    if value != int(value):
+        config_error(name, f"must be a whole number, got {os.environ[name]!r}")
+    return int(value)
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_database(name: str, default: str) -> dict[str, Any]:
+    raw = env_str(name, default)
+    try:
+        config = environ.Env.db_url_config(raw)
+    except Exception as exc:  # django-environ raises several types for bad URLs
+        config_error(name, f"is not a database URL ({exc}); use sqlite:///PATH or postgres://...")
+    if not config.get("ENGINE") or "sqlite3" not in config["ENGINE"] and not config.get("NAME"):
+        config_error(name, f"is not a usable database URL: {raw!r}")
+    return config
+
+
+def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
+    raw = env_str(name, default)
+    if not raw.startswith(tuple(f"{s}://" for s in schemes)):
+        config_error(
+            name, f"must start with {' or '.join(s + '://' for s in schemes)}, got {raw!r}"
+        )
+    return raw
+
+
+def env_hostport(name: str, default: str) -> str:
+    """A Triton address: host:port, with an optional http:// prefix (dropped)."""
+    raw = env_str(name, default)
+    value = raw.split("://", 1)[1] if "://" in raw else raw
+    value = value.rstrip("/")
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        config_error(name, f"must be host:port, got {raw!r}")
+    return value
+
+
+def env_path(name: str, default: Path) -> Path:
+    raw = os.environ.get(name)
+    return Path(raw).expanduser().resolve() if raw else default

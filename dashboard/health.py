@@ -1,0 +1,100 @@
+"""Health of each component the dashboard depends on, for `/healthz` and the overview."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+from repository_app.triton_client import TritonError, get_client
+
+from .celery_app import app as celery_app
+
+
+@dataclass
+class ComponentHealth:
+    up: bool
+    detail: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def check_database() -> ComponentHealth:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return ComponentHealth(True, connection.vendor)
+    except Exception as exc:  # any driver error means "down"
+        return ComponentHealth(False, f"database error: {exc}")
+    finally:
+        # Health checks run in worker threads: give their connection back.
+        connection.close()
+
+
+def check_redis() -> ComponentHealth:
+    try:
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1
+        )
+        client.ping()
+        return ComponentHealth(True, settings.REDIS_URL)
+    except redis.RedisError as exc:
+        return ComponentHealth(False, f"Redis unreachable at {settings.REDIS_URL}: {exc}")
+
+
+def check_worker(redis_up: bool) -> ComponentHealth:
+    if not redis_up:
+        return ComponentHealth(False, "unknown: the broker (Redis) is down")
+    try:
+        replies = celery_app.control.ping(timeout=1.0)
+    except Exception as exc:  # kombu raises several connection error types
+        return ComponentHealth(False, f"cannot ping workers: {exc}")
+    if not replies:
+        return ComponentHealth(False, "no Celery worker answered a ping")
+    names = sorted(name for reply in replies for name in reply)
+    return ComponentHealth(True, f"{len(names)} worker(s)", {"workers": names})
+
+
+def check_triton() -> ComponentHealth:
+    try:
+        info = get_client().server_info()
+    except TritonError as exc:
+        return ComponentHealth(False, exc.message)
+    return ComponentHealth(
+        info.live and info.ready,
+        "live and ready" if info.live and info.ready else f"live={info.live} ready={info.ready}",
+        {
+            "live": info.live,
+            "ready": info.ready,
+            "version": info.version,
+            "extensions": info.extensions,
+            "model_control_mode": info.control_mode,
+            "url": settings.TRITON_URL,
+        },
+    )
+
+
+def system_health() -> dict[str, ComponentHealth]:
+    """All components, checked concurrently so one slow component costs one timeout."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        database = pool.submit(check_database)
+        redis_health = pool.submit(check_redis)
+        triton = pool.submit(check_triton)
+        redis_result = redis_health.result()
+        worker = check_worker(redis_result.up)
+        return {
+            "database": database.result(),
+            "redis": redis_result,
+            "worker": worker,
+            "triton": triton.result(),
+        }
+
+
+def as_json(components: dict[str, ComponentHealth]) -> dict[str, Any]:
+    return {
+        "status": "ok" if all(c.up for c in components.values()) else "degraded",
+        "components": {name: asdict(c) for name, c in components.items()},
+    }

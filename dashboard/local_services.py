@@ -1,0 +1,238 @@
+"""Start the local services that development and tests use: tritonserver and Redis.
+
+`make run` and the test fixtures share this module. tritonserver comes from the
+nvidia-pytriton wheel (a real Triton 2.51 with the Python backend); Redis is
+Debian's redis-server, with its data under var/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ServiceError(RuntimeError):
+    """A local service could not be found or started; the message says why and what to do."""
+
+
+def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+            raise ServiceError(f"{what} exited with code {proc.returncode}.\n{tail}")
+        time.sleep(0.2)
+    raise ServiceError(f"{what} did not become ready within {timeout:.0f} s")
+
+
+# --- tritonserver from the nvidia-pytriton wheel ---------------------------------------------
+
+
+def _pytriton_root() -> Path:
+    try:
+        import pytriton
+    except ImportError as exc:
+        raise ServiceError(
+            "nvidia-pytriton is not installed: `pip install nvidia-pytriton==0.7.0` "
+            "(it carries tritonserver), or point TRITON_URL at a running Triton."
+        ) from exc
+    return Path(pytriton.__file__).parent
+
+
+def tritonserver_binary() -> Path:
+    return _pytriton_root() / "tritonserver" / "bin" / "tritonserver"
+
+
+def prepare_backends(var_dir: Path) -> Path:
+    """Lay out a backend directory with the Python backend and the stub for this interpreter.
+
+    The wheel keeps one stub per Python version; Triton looks for the stub beside the
+    backend library, so the matching one is copied into place once.
+    """
+    root = _pytriton_root() / "tritonserver"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.exists():
+        raise ServiceError(f"nvidia-pytriton has no Python-backend stub for Python {version}")
+    target = var_dir / "triton_backends"
+    python_dir = target / "python"
+    if not (python_dir / "triton_python_backend_stub").exists():
+        if python_dir.exists():
+            shutil.rmtree(python_dir)
+        shutil.copytree(root / "backends" / "python", python_dir)
+        shutil.copy2(stub, python_dir / "triton_python_backend_stub")
+    return target
+
+
+@dataclass
+class TritonPorts:
+    http: int = 8000
+    grpc: int = 8001
+    metrics: int = 8002
+
+
+def triton_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    libs = _pytriton_root().parent / "nvidia_pytriton.libs"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libs), env.get("LD_LIBRARY_PATH")]))
+    # The Python-backend stub runs model.py with this interpreter's packages (numpy).
+    bin_dir = Path(sys.executable).parent
+    env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [sysconfig.get_paths()["purelib"], env.get("PYTHONPATH")])
+    )
+    return env
+
+
+def start_tritonserver(
+    repository: Path,
+    var_dir: Path,
+    ports: TritonPorts,
+    log_path: Path,
+    *,
+    control_mode: str = "explicit",
+    load: tuple[str, ...] = (),
+    extra_args: tuple[str, ...] = (),
+    new_session: bool = True,
+) -> subprocess.Popen:
+    """Start tritonserver on 127.0.0.1 and wait until it is live."""
+    for port in (ports.http, ports.grpc, ports.metrics):
+        if port_is_open("127.0.0.1", port):
+            raise ServiceError(f"port {port} is taken; set TRITON_*_PORT to free ports")
+    backends = prepare_backends(var_dir)
+    cmd = [
+        str(tritonserver_binary()),
+        f"--model-repository={repository}",
+        f"--backend-directory={backends}",
+        f"--model-control-mode={control_mode}",
+        f"--http-port={ports.http}",
+        f"--grpc-port={ports.grpc}",
+        f"--metrics-port={ports.metrics}",
+        "--http-address=127.0.0.1",
+        "--grpc-address=127.0.0.1",
+        "--metrics-address=127.0.0.1",
+        "--exit-timeout-secs=5",
+        "--log-verbose=0",
+        *(f"--load-model={name}" for name in load),
+        *extra_args,
+    ]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    proc = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=triton_environment(),
+        start_new_session=new_session,
+    )
+    url = f"http://127.0.0.1:{ports.http}/v2/health/live"
+    wait_until(lambda: _http_ok(url), 90, "tritonserver", proc, log_path)
+    return proc
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+# --- Redis -----------------------------------------------------------------------------------
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        # A fresh Debian machine may lack it; root can install it non-interactively.
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server"], check=False, env=env)
+        found = shutil.which("redis-server")
+        if found:
+            return found
+    raise ServiceError(
+        "redis-server is not installed and could not be installed; "
+        "install it (apt-get install redis-server) or set REDIS_URL to a running Redis"
+    )
+
+
+def start_redis(
+    var_dir: Path, port: int, log_path: Path, *, new_session: bool = True
+) -> subprocess.Popen:
+    if port_is_open("127.0.0.1", port):
+        raise ServiceError(f"port {port} is taken; set REDIS_URL to another port")
+    data_dir = var_dir / "redis"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        redis_server_binary(),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dir",
+        str(data_dir),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+    ]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        cmd, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=new_session
+    )
+    wait_until(lambda: port_is_open("127.0.0.1", port), 20, "redis-server", proc, log_path)
+    return proc
+
+
+def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
+    """Terminate a process started here (and its process group), then kill if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, 15)
+    except (ProcessLookupError, PermissionError):
+        proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait(5)

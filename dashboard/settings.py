@@ -1,0 +1,156 @@
+"""Django settings, all from the environment (see .env.example for every variable).
+
+The defaults make `make run` work untouched: SQLite under var/, Redis on
+127.0.0.1:6379, a local Triton on its standard ports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .env import (
+    env_bool,
+    env_database,
+    env_hostport,
+    env_int,
+    env_list,
+    env_number,
+    env_path,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = env_path("VAR_DIR", BASE_DIR / "var")
+# SQLite, logs and local services live here; create it so a fresh clone just works.
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+_DEV_KEY = "dev-only-insecure-key-change-me-in-production"
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", _DEV_KEY if DEBUG else "")
+if not SECRET_KEY:
+    from .env import config_error
+
+    config_error("DJANGO_SECRET_KEY", "must be set when DJANGO_DEBUG is false")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "repository_app",
+    "profiler_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+ASGI_APPLICATION = "dashboard.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if "sqlite3" in DATABASES["default"]["ENGINE"]:
+    # Several processes (web, worker) share the file: wait for locks instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # A file-backed test database so the worker and web subprocesses of the tests see it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # Plotly's own bundled plotly.min.js, served as static/vendor/plotly.min.js (no CDN).
+    "dashboard.staticfinders.PlotlyFinder",
+]
+
+# --- Redis, Channels, Celery -------------------------------------------------
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", ("redis", "rediss", "unix"))
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+    }
+}
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, ("redis", "rediss", "unix"))
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# Sweeps run for minutes: acknowledge a task only when it finished, hand it back when
+# the worker dies, and keep Redis from re-delivering it while it still runs.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_S", 6 * 3600, minimum=60)
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Triton ------------------------------------------------------------------
+TRITON_URL = env_hostport("TRITON_URL", "127.0.0.1:8001")  # gRPC
+TRITON_HTTP_URL = env_hostport("TRITON_HTTP_URL", "127.0.0.1:8000")
+TRITON_METRICS_URL = env_url(
+    "TRITON_METRICS_URL", "http://127.0.0.1:8002/metrics", ("http", "https")
+)
+TRITON_TIMEOUT_S = env_number("TRITON_TIMEOUT_S", 5.0, minimum=0.1)
+TRITON_LOAD_TIMEOUT_S = env_number("TRITON_LOAD_TIMEOUT_S", 120.0, minimum=1)
+MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}
+
+# Whitenoise serves static files from the finders too, so Daphne alone serves plotly.min.js
+# in development; production images run collectstatic.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG

@@ -1,0 +1,39 @@
+"""Project-level pages: the overview and the health endpoint."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from repository_app.triton_client import TritonError, get_client
+
+from .health import as_json, system_health
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    payload = as_json(system_health())
+    return JsonResponse(payload, status=200 if payload["status"] == "ok" else 503)
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    components = system_health()
+    triton = components["triton"]
+    models: dict[str, int] | None = None
+    if triton.up:
+        try:
+            index = get_client().repository_index()
+        except TritonError as exc:
+            triton.detail = exc.message
+        else:
+            names = {m.name for m in index}
+            ready = {m.name for m in index if m.state == "READY"}
+            models = {"total": len(names), "ready": len(ready)}
+    return render(
+        request,
+        "overview.html",
+        {"components": components, "triton": triton, "models": models},
+    )

@@ -1,0 +1,262 @@
+"""The one module that talks to Triton.
+
+Every call goes through `TritonClient`: it sets timeouts, keeps one gRPC client per
+thread (tritonclient's HTTP client is gevent-based and not thread-safe; the gRPC one
+is, but a channel per thread keeps a hung call from blocking others), and turns every
+failure into `TritonError` whose message a user can read: Triton's own reason text
+verbatim where Triton gives one, "Triton unreachable at URL" when nothing answers.
+
+Quirks documented once, here:
+- `load_model(config=...)` takes the override as a JSON string of ModelConfig; with
+  `files=` the config override is mandatory and file keys are "file:<version>/<name>".
+- A load that outlasts the client timeout is still running inside Triton. Sending it
+  again would queue a second load, so `load` polls the repository index instead until
+  the model leaves LOADING.
+- Triton exposes no "control mode" field. In NONE and POLL mode any load/unload answers
+  "explicit model load / unload is not allowed if polling is enabled"; in EXPLICIT mode
+  unloading a model that does not exist succeeds silently. `control_mode` probes that.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import tritonclient.grpc as grpcclient
+from google.protobuf import json_format
+from tritonclient.utils import InferenceServerException
+
+from .metrics import MetricSample, parse_prometheus
+
+POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
+PROBE_MODEL = "__dashboard_control_mode_probe__"
+# Triton's repository-index states; "not loaded" is ours, for folders Triton never loaded.
+STATES = ("READY", "UNAVAILABLE", "LOADING", "UNLOADING")
+
+
+class TritonError(Exception):
+    """Any failure talking to Triton, with a message fit to show a user."""
+
+    def __init__(self, message: str, *, unreachable: bool = False, status: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.unreachable = unreachable
+        self.status = status
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class ModelState:
+    name: str
+    version: str
+    state: str
+    reason: str = ""
+
+
+@dataclass
+class ServerInfo:
+    live: bool
+    ready: bool
+    version: str
+    extensions: list[str] = field(default_factory=list)
+    control_mode: str = "unknown"  # "explicit", "none/poll" or "unknown"
+
+    @property
+    def explicit(self) -> bool:
+        return self.control_mode == "explicit"
+
+
+class TritonClient:
+    def __init__(
+        self,
+        grpc_url: str,
+        metrics_url: str,
+        timeout_s: float = 5.0,
+        load_timeout_s: float = 120.0,
+    ) -> None:
+        self.grpc_url = grpc_url
+        self.metrics_url = metrics_url
+        self.timeout_s = timeout_s
+        self.load_timeout_s = load_timeout_s
+        self._local = threading.local()
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _client(self) -> grpcclient.InferenceServerClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = grpcclient.InferenceServerClient(self.grpc_url)
+            self._local.client = client
+        return client
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._client(), method)(
+                *args, client_timeout=timeout or self.timeout_s, **kwargs
+            )
+        except InferenceServerException as exc:
+            raise self._translate(exc) from exc
+        except grpc.RpcError as exc:  # not always wrapped by tritonclient
+            raise TritonError(f"Triton unreachable at {self.grpc_url}", unreachable=True) from exc
+
+    def _translate(self, exc: InferenceServerException) -> TritonError:
+        status = exc.status() or ""
+        message = exc.message() or str(exc)
+        if "UNAVAILABLE" in status or "failed to connect" in message.lower():
+            return TritonError(
+                f"Triton unreachable at {self.grpc_url}", unreachable=True, status=status
+            )
+        if "DEADLINE_EXCEEDED" in status:
+            return TritonError(
+                f"Triton at {self.grpc_url} did not answer within {self.timeout_s:g} s",
+                unreachable=True,
+                status=status,
+            )
+        return TritonError(message, status=status)
+
+    # --- server ------------------------------------------------------------------------------
+
+    def is_live(self) -> bool:
+        return bool(self._call("is_server_live"))
+
+    def is_ready(self) -> bool:
+        return bool(self._call("is_server_ready"))
+
+    def server_metadata(self) -> dict[str, Any]:
+        return dict(self._call("get_server_metadata", as_json=True))
+
+    def control_mode(self) -> str:
+        try:
+            self._call("unload_model", PROBE_MODEL)
+        except TritonError as exc:
+            if POLLING_REFUSAL in exc.message:
+                return "none/poll"
+            if exc.unreachable:
+                raise
+            return "unknown"
+        return "explicit"
+
+    def server_info(self) -> ServerInfo:
+        """Liveness, readiness, version, extensions and control mode in one call."""
+        live = self.is_live()
+        meta = self.server_metadata()
+        return ServerInfo(
+            live=live,
+            ready=self.is_ready(),
+            version=meta.get("version", ""),
+            extensions=list(meta.get("extensions", [])),
+            control_mode=self.control_mode(),
+        )
+
+    # --- repository --------------------------------------------------------------------------
+
+    def repository_index(self) -> list[ModelState]:
+        index = self._call("get_model_repository_index", as_json=True)
+        return [
+            ModelState(
+                name=m["name"],
+                version=m.get("version", ""),
+                state=m.get("state", ""),
+                reason=m.get("reason", ""),
+            )
+            for m in index.get("models", [])
+        ]
+
+    def model_states(self, name: str) -> list[ModelState]:
+        return [m for m in self.repository_index() if m.name == name]
+
+    def load(
+        self,
+        name: str,
+        *,
+        config: dict[str, Any] | str | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> list[ModelState]:
+        """Load (or reload) a model and return its version states once it settled.
+
+        `config` overrides config.pbtxt for this load only (a dict or a JSON string).
+        Raises TritonError with Triton's reason when the load fails.
+        """
+        config_json = json.dumps(config) if isinstance(config, dict) else config
+        try:
+            self._call("load_model", name, config=config_json, files=files, timeout=self.timeout_s)
+        except TritonError as exc:
+            if exc.status is None or "DEADLINE_EXCEEDED" not in exc.status:
+                raise
+            # Still loading inside Triton: wait for it rather than sending a second load.
+            return self.wait_until_settled(name)
+        return self.model_states(name)
+
+    def wait_until_settled(self, name: str) -> list[ModelState]:
+        deadline = time.monotonic() + self.load_timeout_s
+        while True:
+            states = self.model_states(name)
+            if not any(s.state in ("LOADING", "UNLOADING") for s in states):
+                failed = [s for s in states if s.state == "UNAVAILABLE" and s.reason]
+                if failed and not any(s.state == "READY" for s in states):
+                    raise TritonError(failed[0].reason)
+                return states
+            if time.monotonic() > deadline:
+                raise TritonError(
+                    f"model '{name}' is still loading after {self.load_timeout_s:g} s"
+                )
+            time.sleep(0.25)
+
+    def unload(self, name: str, *, unload_dependents: bool = False) -> list[ModelState]:
+        self._call("unload_model", name, unload_dependents=unload_dependents)
+        return self.wait_until_settled(name)
+
+    # --- models ------------------------------------------------------------------------------
+
+    def model_config(self, name: str, version: str = "") -> dict[str, Any]:
+        response = self._call("get_model_config", name, model_version=version, as_json=True)
+        return dict(response.get("config", {}))
+
+    def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        return dict(self._call("get_model_metadata", name, model_version=version, as_json=True))
+
+    def model_statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
+        response = self._call("get_inference_statistics", model_name=name, model_version=version)
+        data = json_format.MessageToDict(response, preserving_proto_field_name=True)
+        return list(data.get("model_stats", []))
+
+    # --- metrics (port 8002) -----------------------------------------------------------------
+
+    def metrics(self) -> list[MetricSample]:
+        try:
+            with urllib.request.urlopen(self.metrics_url, timeout=self.timeout_s) as response:
+                text = response.read().decode("utf-8", errors="replace")
+        except (urllib.error.URLError, OSError) as exc:
+            raise TritonError(
+                f"Triton metrics unreachable at {self.metrics_url}", unreachable=True
+            ) from exc
+        return parse_prometheus(text)
+
+
+_clients: dict[tuple[str, str, float, float], TritonClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client() -> TritonClient:
+    """The client for the configured Triton (settings read at call time, for tests)."""
+    from django.conf import settings
+
+    key = (
+        settings.TRITON_URL,
+        settings.TRITON_METRICS_URL,
+        float(settings.TRITON_TIMEOUT_S),
+        float(settings.TRITON_LOAD_TIMEOUT_S),
+    )
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = TritonClient(*key)
+        return client

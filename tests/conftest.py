@@ -1,0 +1,230 @@
+"""Session fixtures for the real services: tritonserver, Redis, a Celery worker, Daphne.
+
+Unit tests use none of them. Integration tests ask for `triton` (a real tritonserver on
+free ports over a temporary copy of the demo repository plus the test-only models),
+`celery_worker` and `web_server` (subprocesses sharing the test database).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+
+from dashboard import local_services as svc
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_REPOSITORY = ROOT / "examples" / "model_repository"
+TEST_MODELS = Path(__file__).resolve().parent / "models"
+
+
+@dataclass
+class TritonFixture:
+    repository: Path
+    ports: svc.TritonPorts
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.metrics}/metrics"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "TRITON_URL": self.grpc_url,
+            "TRITON_HTTP_URL": self.http_url,
+            "TRITON_METRICS_URL": self.metrics_url,
+            "MODEL_REPOSITORY": str(self.repository),
+        }
+
+
+@pytest.fixture(scope="session")
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
+    """A real tritonserver (explicit model control) over a temporary model repository."""
+    work = tmp_path_factory.mktemp("triton")
+    repository = work / "model_repository"
+    shutil.copytree(DEMO_REPOSITORY, repository)
+    for model in TEST_MODELS.iterdir():
+        shutil.copytree(model, repository / model.name)
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    log = work / "tritonserver.log"
+    process = svc.start_tritonserver(repository, Path(settings.VAR_DIR), ports, log)
+    fixture = TritonFixture(repository, ports, process, log)
+    saved = {k: getattr(settings, k) for k in fixture.env()}
+    settings.TRITON_URL = fixture.grpc_url
+    settings.TRITON_HTTP_URL = fixture.http_url
+    settings.TRITON_METRICS_URL = fixture.metrics_url
+    settings.MODEL_REPOSITORY = repository
+    yield fixture
+    for key, value in saved.items():
+        setattr(settings, key, value)
+    svc.stop(process)
+
+
+@pytest.fixture()
+def redis_db() -> Iterator[redis.Redis]:
+    """The test Redis database, flushed before and after the test."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+def _database_url() -> str:
+    """The URL of the test database that pytest-django created, for subprocesses."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture) -> dict[str, str]:
+    """Environment for the web and worker subprocesses: same database, Redis and Triton."""
+    with django_db_blocker.unblock():
+        database_url = _database_url()
+    return {
+        **os.environ,
+        **triton.env(),
+        "DATABASE_URL": database_url,
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_worker(service_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+    """A real Celery worker process against the real broker."""
+    from dashboard.celery_app import app
+
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    hostname = f"test-{os.getpid()}@localhost"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "--loglevel=INFO",
+            "--concurrency=1",
+            "--pool=prefork",
+            f"--hostname={hostname}",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=service_env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    svc.wait_until(
+        lambda: any(hostname in reply for reply in app.control.ping(timeout=0.5) or []),
+        60,
+        "celery worker",
+        proc,
+        log,
+    )
+    yield proc
+    svc.stop(proc)
+
+
+@dataclass
+class WebServer:
+    url: str
+    process: subprocess.Popen
+
+
+@pytest.fixture(scope="session")
+def web_server(service_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+    """The real ASGI server (Daphne: HTTP and websockets) on a free port."""
+    port = svc.free_port()
+    log = tmp_path_factory.mktemp("web") / "daphne.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "dashboard.asgi:application",
+        ],
+        cwd=ROOT,
+        env=service_env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", proc, log)
+    yield WebServer(f"http://127.0.0.1:{port}", proc)
+    svc.stop(proc)
+
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright (never `playwright install`)."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the tests still use the
+    # ORM synchronously between page actions, which is safe here.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture()
+def admin_credentials(transactional_db) -> tuple[str, str]:
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_superuser("alice", "alice@example.com", "alice-password-1")
+    return "alice", "alice-password-1"
+
+
+def login(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
