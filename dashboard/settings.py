@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import environ
+
 from .env import (
     env_bool,
     env_database,
@@ -21,6 +23,9 @@ from .env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+if (BASE_DIR / ".env").exists():
+    # Values already in the environment win over the file.
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 VAR_DIR = env_path("VAR_DIR", BASE_DIR / "var")
 # SQLite, logs and local services live here; create it so a fresh clone just works.
 VAR_DIR.mkdir(parents=True, exist_ok=True)

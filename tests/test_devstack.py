@@ -1,0 +1,107 @@
+"""`make run`'s orchestrator on a machine with nothing running: it starts everything and
+Ctrl-C stops everything it started."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dashboard.local_services import free_port, port_is_open
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(tmp_path: Path, **ports: int) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TRITON", "REDIS", "CELERY", "DATABASE", "MODEL_REPOSITORY"))
+    }
+    env.update(
+        VAR_DIR=str(tmp_path / "var"),
+        WEB_PORT=str(ports["web"]),
+        REDIS_URL=f"redis://127.0.0.1:{ports['redis']}/0",
+        TRITON_URL=f"127.0.0.1:{ports['grpc']}",
+        TRITON_HTTP_URL=f"127.0.0.1:{ports['http']}",
+        TRITON_METRICS_URL=f"http://127.0.0.1:{ports['metrics']}/metrics",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _healthz(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
+    ports = {name: free_port() for name in ("web", "redis", "http", "grpc", "metrics")}
+    log = tmp_path / "run.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashboard.devstack"],
+        cwd=ROOT,
+        env=_env(tmp_path, **ports),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while "Dashboard: http://" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        output = log.read_text()
+        assert "Redis: nothing answers" in output and "Redis: started" in output
+        assert "Triton: starting tritonserver" in output and "Triton: started" in output
+        assert f"Dashboard: http://127.0.0.1:{ports['web']}/   (login: admin / " in output
+        password = (tmp_path / "var" / "admin-password.txt").read_text().strip()
+        assert password in output
+        # The seeded demo repository is loaded, and the worker answers a ping.
+        assert (tmp_path / "var" / "model_repository" / "add_sub" / "config.pbtxt").exists()
+        url = f"http://127.0.0.1:{ports['web']}/healthz"
+        while True:
+            status, body = _healthz(url)
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert status == 200, body
+        assert body["components"]["triton"]["info"]["model_control_mode"] == "explicit"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    output = log.read_text()
+    assert "Ctrl-C: stopping" in output
+    for name, port in ports.items():
+        assert not port_is_open("127.0.0.1", port), f"{name} still listens on {port}"
+
+
+def test_make_run_names_the_taken_port(tmp_path):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        ports = {name: free_port() for name in ("redis", "http", "grpc", "metrics")}
+        result = subprocess.run(
+            [sys.executable, "-m", "dashboard.devstack"],
+            cwd=ROOT,
+            env=_env(tmp_path, web=taken, **ports),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert f"port {taken} is taken (web server)" in result.stderr
+    assert "WEB_PORT=" in result.stderr
+    assert "Traceback" not in result.stderr
