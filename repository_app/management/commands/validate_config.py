@@ -1,0 +1,57 @@
+"""``manage.py validate_config PATH [PATH ...]``: lint config.pbtxt files, model folders, repositories."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from repository_app.modelconfig.findings import Finding
+from repository_app.modelconfig.validate import ServerFacts, validate_path
+
+
+class Command(BaseCommand):
+    help = (
+        "Validate Triton model configs. PATH is a config.pbtxt, a model folder (holds "
+        "config.pbtxt) or a model repository. Exits 1 when any error is found."
+    )
+    requires_system_checks: list[str] = []  # runs without a database or full app setup
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument("--format", choices=("text", "json"), default="text")
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="mirror --disable-auto-complete-config: require fields Triton could auto-fill",
+        )
+        parser.add_argument(
+            "--gpus",
+            default=None,
+            help="comma-separated GPU ids of the target server ('' for a CPU-only server)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        server = None
+        if options["gpus"] is not None:
+            ids = [int(x) for x in options["gpus"].split(",") if x.strip()]
+            server = ServerFacts(gpu_ids=ids)
+        findings: list[Finding] = []
+        for path in options["paths"]:
+            for source, found in validate_path(
+                path, server=server, strict=options["strict"]
+            ).items():
+                findings.extend(f.with_file(source) for f in found)
+        if options["format"] == "json":
+            self.stdout.write(json.dumps([f.to_dict() for f in findings], indent=2))
+        else:
+            for f in findings:
+                self.stdout.write(f.format())
+            errors = sum(f.is_error for f in findings)
+            warnings = len(findings) - errors
+            self.stderr.write(f"{errors} error(s), {warnings} warning(s)")
+        if any(f.is_error for f in findings):
+            self.stdout.flush()
+            sys.exit(1)

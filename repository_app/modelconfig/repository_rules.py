@@ -1,0 +1,598 @@
+"""Folder- and repository-level rules: version folders, model files, ensembles across models.
+
+Cross-model ensemble checks mirror Triton's ``ensemble_utils.cc`` (tensor mapping,
+data type/shape consistency, batch size, decoupled branching) and the repository
+manager's dependency checks (missing models, required versions, cycles).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as pb
+
+from .backends import AUTOCOMPLETE_BACKENDS, complete_backend_fields
+from .context import RuleContext, ServerFacts
+from .findings import ERROR, WARNING, Finding, sort_findings
+from .onnx_io import cross_check_onnx
+from .parsing import FieldLocator, parse_config
+from .validate import run_rules
+
+_VERSION_RE = re.compile(r"^\d+$")
+
+# Files each backend loads from a version folder (besides default_model_filename).
+_COMPANION_FILES = {"openvino": ("model.bin",)}
+_BACKENDS_WITH_FILES = frozenset(
+    {"tensorrt", "onnxruntime", "pytorch", "openvino", "python", "dali", "tensorflow"}
+)
+
+
+@dataclass
+class ModelEntry:
+    """One model folder after its own checks."""
+
+    name: str
+    path: Path
+    config: pb.ModelConfig | None
+    locator: FieldLocator = field(default_factory=FieldLocator)
+    versions: list[int] = field(default_factory=list)  # numeric version folders
+    loaded_versions: list[int] = field(default_factory=list)  # per the version policy
+    backend: str = ""
+    platform: str = ""
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.pbtxt"
+
+    def add(self, finding: Finding) -> None:
+        """Attach ``finding``, positioned in config.pbtxt when it names a field."""
+        if finding.file is None:
+            target = self.config_path if finding.field or finding.line else self.path
+            if finding.field and finding.line is None:
+                line, col = self.locator.locate(finding.field)
+                finding = Finding(
+                    finding.severity, finding.rule, finding.message, finding.field, line, col
+                )
+            finding = finding.with_file(str(target))
+        self.findings.append(finding)
+
+
+def _version_folders(entry: ModelEntry) -> Iterator[Finding]:
+    try:
+        children = sorted(
+            p for p in entry.path.iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
+    except OSError as exc:
+        yield Finding(ERROR, "folder.unreadable", f"cannot list {entry.path}: {exc}")
+        return
+    for child in children:
+        if not _VERSION_RE.match(child.name):
+            yield Finding(
+                WARNING,
+                "version.not-numeric",
+                f"folder '{child.name}' is not a version number, so Triton ignores it: rename it "
+                "to a positive integer (1, 2, ...) or move it out of the model folder",
+                file=str(child),
+            )
+            continue
+        if child.name != "0" and child.name.startswith("0"):
+            yield Finding(
+                ERROR,
+                "version.leading-zero",
+                f"version folder '{child.name}' has a leading zero; Triton reads it as version "
+                f"{int(child.name)}, which clashes with or hides folder '{int(child.name)}': "
+                f"rename it to '{int(child.name)}'",
+                file=str(child),
+            )
+        if int(child.name) == 0:
+            yield Finding(
+                ERROR,
+                "version.zero",
+                "version folder '0' is not a valid version (versions start at 1): rename it to '1'",
+                file=str(child),
+            )
+            continue
+        entry.versions.append(int(child.name))
+    entry.versions = sorted(set(entry.versions))
+
+
+def _select_versions(entry: ModelEntry) -> Iterator[Finding]:
+    """Versions the version policy loads; none available is a load failure."""
+    config = entry.config or pb.ModelConfig()
+    policy = config.version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        loaded = list(entry.versions)
+    elif which == "specific":
+        loaded = [v for v in entry.versions if v in set(policy.specific.versions)]
+        for v in policy.specific.versions:
+            if v > 0 and v not in entry.versions:
+                yield Finding(
+                    ERROR,
+                    "version.specific-missing",
+                    f"version_policy asks for version {v} of '{entry.name}' but folder "
+                    f"{entry.name}/{v}/ does not exist: create it or drop {v} from the policy",
+                    "version_policy.specific",
+                )
+    else:
+        count = policy.latest.num_versions if which == "latest" else 1
+        loaded = entry.versions[-count:] if count > 0 else []
+    entry.loaded_versions = loaded
+    if not loaded:
+        yield Finding(
+            ERROR,
+            "version.none-available",
+            f"at least one version must be available under the version policy of model "
+            f"'{entry.name}': add a version folder such as {entry.name}/1/ holding the model "
+            "file" + (" (or widen version_policy)" if entry.versions else ""),
+        )
+
+
+def _model_files(entry: ModelEntry) -> Iterator[Finding]:
+    if entry.backend not in _BACKENDS_WITH_FILES or entry.platform == "ensemble":
+        return
+    config = entry.config or pb.ModelConfig()
+    filename = (
+        config.default_model_filename
+        or complete_backend_fields(entry.platform, entry.backend, "").default_model_filename
+    )
+    if not filename:
+        return
+    wanted = (
+        filename,
+        *(_COMPANION_FILES.get(entry.backend, ()) if filename == "model.xml" else ()),
+    )
+    if config.cc_model_filenames:
+        return  # per-GPU file names; too many combinations to check statically
+    for version in entry.loaded_versions:
+        folder = entry.path / str(version)
+        for name in wanted:
+            if not (folder / name).exists():
+                hint = (
+                    "add it, or set default_model_filename if your file has another name"
+                    if name == filename
+                    else "add it next to model.xml"
+                )
+                yield Finding(
+                    ERROR,
+                    "version.model-file-missing",
+                    f"version folder {entry.name}/{version}/ has no '{name}', the file the "
+                    f"{entry.backend} backend loads: {hint}",
+                    file=str(folder),
+                )
+    if entry.backend == "onnxruntime" and entry.loaded_versions:
+        onnx_path = entry.path / str(entry.loaded_versions[-1]) / filename
+        if onnx_path.is_file() and (config.input or config.output):
+            yield from cross_check_onnx(config, onnx_path)
+
+
+def load_model_dir(
+    path: Path, *, server: ServerFacts | None = None, strict: bool = False
+) -> ModelEntry:
+    """Parse and check one model folder; the result keeps what cross-model rules need."""
+    entry = ModelEntry(path.name, path, None)
+    try:
+        data: bytes | None = entry.config_path.read_bytes()
+    except FileNotFoundError:
+        data = None
+    except OSError as exc:
+        entry.add(
+            Finding(
+                ERROR,
+                "file.unreadable",
+                f"cannot read config.pbtxt: {exc}",
+                file=str(entry.config_path),
+            )
+        )
+        return entry
+    if data is None:
+        entry.add(
+            Finding(
+                WARNING if not strict else ERROR,
+                "model.config-missing",
+                f"model folder '{entry.name}' has no config.pbtxt; Triton can only generate one "
+                "for backends that auto-complete (onnxruntime, tensorrt, openvino, tensorflow, "
+                "python): add a config.pbtxt",
+            )
+        )
+        config = pb.ModelConfig()
+    else:
+        parsed = parse_config(data)
+        entry.locator = parsed.locator
+        for f in parsed.findings:
+            entry.add(f.with_file(str(entry.config_path)))
+        if parsed.config is None:
+            return entry
+        config = parsed.config
+    entry.config = config
+
+    for f in _version_folders(entry):
+        entry.add(f)
+    first = sorted(str(v) for v in entry.versions)[:1]
+    version_files: set[str] | None = None
+    version_dir = entry.path / first[0] if first else None
+    if version_dir is not None:
+        try:
+            version_files = {p.name for p in version_dir.iterdir()}
+        except OSError:
+            version_files = set()
+    fields = complete_backend_fields(
+        config.platform,
+        config.backend,
+        config.default_model_filename,
+        model_name=entry.name,
+        version_files=version_files,
+        is_dir=(lambda name: (version_dir / name).is_dir()) if version_dir else None,
+    )
+    entry.platform, entry.backend = fields.platform, fields.backend
+    if fields.error:
+        entry.add(
+            Finding(
+                ERROR,
+                "model.backend-undetermined",
+                f"{fields.error} Set backend (or platform) in config.pbtxt, or put a model file "
+                "Triton recognises (model.onnx, model.plan, model.pt, model.py, ...) in a version folder",
+                file=str(entry.config_path if data is not None else entry.path),
+            )
+        )
+    ctx = RuleContext(
+        config, entry.locator, folder_name=entry.name, server=server, strict=strict, fields=fields
+    )
+    for f in run_rules(ctx):
+        if f.rule == "model.backend-missing" and (fields.backend or fields.error):
+            continue  # the folder settled (or already reported) what the text could not
+        entry.add(f)
+    for f in _select_versions(entry):
+        entry.add(f)
+    for f in _model_files(entry):
+        entry.add(f)
+    entry.findings = sort_findings(entry.findings)
+    return entry
+
+
+# --- ensembles across the repository -------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Node:
+    """Ensemble tensor as in Triton's TensorNode (type/shape and where they came from)."""
+
+    model: str
+    data_type: int = pb.TYPE_INVALID
+    dims: tuple[int, ...] = ()
+    full_dims: tuple[int, ...] = ()
+    is_decoupled: bool = False
+    label: int = 0
+    visited: bool = False
+    prev: list[_Node] = field(default_factory=list)
+    next: list[_Node] = field(default_factory=list)
+    sibling: _Node | None = None
+
+
+def _node(model: str, batching: bool, data_type: int, dims: list[int]) -> _Node:
+    full = ((-1,) if batching else ()) + tuple(dims)
+    return _Node(model, data_type, tuple(dims), full)
+
+
+def _dims_compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    return len(a) == len(b) and all(x == y or x == -1 or y == -1 for x, y in zip(a, b, strict=True))
+
+
+def _dims_str(dims: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _consistency(prefix: str, lhs: _Node, rhs: _Node) -> str | None:
+    if lhs.data_type == pb.TYPE_INVALID or rhs.data_type == pb.TYPE_INVALID:
+        return None  # left for auto-complete; cannot judge statically
+    if lhs.data_type != rhs.data_type:
+        return (
+            f"{prefix}inconsistent data type: {pb.DataType.Name(lhs.data_type)} is inferred from "
+            f"model {lhs.model} while {pb.DataType.Name(rhs.data_type)} is inferred from model "
+            f"{rhs.model}: make both sides use the same data_type"
+        )
+    if not lhs.dims or not rhs.dims:
+        return None
+    if not _dims_compatible(lhs.dims, rhs.dims) and not _dims_compatible(
+        lhs.full_dims, rhs.full_dims
+    ):
+        return (
+            f"{prefix}inconsistent shape: {_dims_str(lhs.full_dims)} is inferred from model "
+            f"{lhs.model} while {_dims_str(rhs.full_dims)} is inferred from model {rhs.model}: "
+            "make the dims agree (or use -1 for a variable dimension)"
+        )
+    return None
+
+
+def _step_is_opaque(config: pb.ModelConfig, backend: str) -> bool:
+    """A step model whose I/O Triton would fill from its model file: we cannot check it."""
+    return (
+        not config.input and not config.output and (not backend or backend in AUTOCOMPLETE_BACKENDS)
+    )
+
+
+def _check_ensemble_models(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterator[Finding]:
+    config = ens.config
+    assert config is not None
+    name = config.name or ens.name
+    steps = config.ensemble_scheduling.step
+    missing = sorted({s.model_name for s in steps if s.model_name and s.model_name not in models})
+    if missing:
+        yield Finding(
+            ERROR,
+            "ensemble.step-model-missing",
+            f"ensemble {name} contains models that are not available or ambiguous: "
+            f"{', '.join(missing)}: add those model folders to the repository or fix model_name",
+            "ensemble_scheduling.step",
+        )
+    for idx, step in enumerate(steps):
+        target = models.get(step.model_name)
+        if target is None or target.config is None:
+            continue
+        path = f"ensemble_scheduling.step[{idx}].model_version"
+        if step.model_version >= 0 and step.model_version not in target.loaded_versions:
+            have = ", ".join(str(v) for v in target.loaded_versions) or "none"
+            yield Finding(
+                ERROR,
+                "ensemble.step-version-missing",
+                f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                f"{step.model_version} is not loaded (loaded versions: {have}): add folder "
+                f"{step.model_name}/{step.model_version}/, widen its version_policy, or use "
+                "model_version: -1",
+                path,
+            )
+        elif step.model_version < 0 and not target.loaded_versions:
+            yield Finding(
+                ERROR,
+                "ensemble.step-version-missing",
+                f"ensemble '{name}' depends on '{step.model_name}' which has no loadable "
+                f"version: add a version folder to {step.model_name}",
+                path,
+            )
+    yield from _check_tensor_flow(ens, models)
+
+
+def _check_tensor_flow(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterator[Finding]:
+    """ValidateEnsembleConfig: mapping, consistency, batch size, decoupled branching."""
+    config = ens.config
+    assert config is not None
+    name = config.name or ens.name
+    batching = config.max_batch_size > 0
+    tensors: dict[str, _Node] = {}
+    for io in config.input:
+        dims = list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
+        tensors.setdefault(io.name, _node(name, batching, io.data_type, dims))
+    sink = _Node(name)
+    for io in config.output:
+        dims = list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
+        node = tensors.setdefault(io.name, _node(name, batching, io.data_type, dims))
+        sink.prev.append(node)
+        node.next.append(sink)
+
+    complete = True
+    for idx, step in enumerate(config.ensemble_scheduling.step):
+        target = models.get(step.model_name)
+        spath = f"ensemble_scheduling.step[{idx}]"
+        if (
+            target is None
+            or target.config is None
+            or _step_is_opaque(target.config, target.backend)
+        ):
+            complete = False
+            continue
+        mc = target.config
+        sname = step.model_name
+        if mc.max_batch_size != 0 and mc.max_batch_size < config.max_batch_size:
+            yield Finding(
+                ERROR,
+                "ensemble.step-batch-size",
+                f"ensemble {name} allows maximum batch size {config.max_batch_size}, but it "
+                f"contains model {sname} which only allows maximum batch size to be "
+                f"{mc.max_batch_size}: lower the ensemble's max_batch_size to "
+                f"{mc.max_batch_size} or raise the step model's",
+                "max_batch_size",
+            )
+        step_batching = mc.max_batch_size > 0
+        inputs = {io.name: io for io in mc.input}
+        outputs = {io.name: io for io in mc.output}
+        ok = True
+        for key, tname in step.input_map.items():
+            if key not in inputs:
+                ok = False
+                yield Finding(
+                    ERROR,
+                    "ensemble.map-unknown-input",
+                    f"in ensemble {name}, ensemble tensor {tname} is mapping to non-existing input "
+                    f"{key} in model {sname}: use one of {', '.join(sorted(inputs)) or 'no inputs'}",
+                    f'{spath}.input_map["{key}"]',
+                )
+        for io in mc.input:
+            mapped = [t for k, t in step.input_map.items() if k == io.name]
+            if not mapped:
+                if not io.optional:
+                    ok = False
+                    yield Finding(
+                        ERROR,
+                        "ensemble.step-input-unmapped",
+                        f"in ensemble {name}, input {io.name} in model {sname} is not mapped to "
+                        f'any ensemble tensors: add input_map {{ key: "{io.name}" value: "..." }} '
+                        "to the step (or mark the input optional)",
+                        spath,
+                    )
+                continue
+            model_node = _node(sname, step_batching, io.data_type, list(io.dims))
+            existing = tensors.get(mapped[0])
+            if existing is None:
+                tensors[mapped[0]] = model_node
+            elif msg := _consistency(
+                f"in ensemble {name}, ensemble tensor {mapped[0]}: ", existing, model_node
+            ):
+                yield Finding(
+                    ERROR, "ensemble.tensor-mismatch", msg, f'{spath}.input_map["{io.name}"]'
+                )
+        for key, tname in step.output_map.items():
+            if key not in outputs:
+                ok = False
+                yield Finding(
+                    ERROR,
+                    "ensemble.map-unknown-output",
+                    f"in ensemble {name}, ensemble tensor {tname} is mapped from non-existing "
+                    f"output {key} in model {sname}: use one of "
+                    f"{', '.join(sorted(outputs)) or 'no outputs'}",
+                    f'{spath}.output_map["{key}"]',
+                )
+        if not ok:
+            complete = False
+            continue
+        sibling = _Node(sname)
+        for key, tname in step.output_map.items():
+            io = outputs[key]
+            model_node = _node(sname, step_batching, io.data_type, list(io.dims))
+            existing = tensors.get(tname)
+            if existing is None:
+                existing = tensors[tname] = model_node
+            elif msg := _consistency(
+                f"in ensemble {name}, ensemble tensor {tname}: ", existing, model_node
+            ):
+                yield Finding(
+                    ERROR, "ensemble.tensor-mismatch", msg, f'{spath}.output_map["{key}"]'
+                )
+            existing.sibling = sibling
+        decoupled = mc.model_transaction_policy.decoupled
+        for tname in step.output_map.values():
+            node = tensors[tname]
+            node.is_decoupled = decoupled
+            for in_name in step.input_map.values():
+                prev = tensors.get(in_name)
+                if prev is None:
+                    prev = tensors[in_name] = _Node(name)
+                node.prev.append(prev)
+                prev.next.append(node)
+    if complete:
+        yield from _check_decoupled(name, config, tensors)
+
+
+def _check_decoupled(
+    name: str, config: pb.ModelConfig, tensors: dict[str, _Node]
+) -> Iterator[Finding]:
+    label = 0
+    queue: list[_Node] = []
+    for io in config.input:
+        node = tensors.get(io.name)
+        if node is not None:
+            node.visited = True
+            queue.append(node)
+    while queue:
+        current = queue.pop(0)
+        for nxt in current.next:
+            if nxt.visited or not all(p.visited for p in nxt.prev):
+                continue
+            first_label = nxt.prev[0].label
+            if any(p.label != first_label for p in nxt.prev):
+                yield Finding(
+                    ERROR,
+                    "ensemble.decoupled-branching",
+                    f"in ensemble {name}, step of model '{nxt.model}' receives inputs originated "
+                    "from different decoupled models: feed it from a single decoupled branch (or "
+                    "make the upstream models non-decoupled)",
+                    "ensemble_scheduling",
+                )
+                return
+            if nxt.sibling is not None:
+                if nxt.sibling.visited:
+                    nxt.label = nxt.sibling.label
+                else:
+                    if nxt.is_decoupled:
+                        label += 1
+                        nxt.label = label
+                    else:
+                        nxt.label = first_label
+                    nxt.sibling.label = nxt.label
+                    nxt.sibling.visited = True
+            elif nxt.is_decoupled:
+                label += 1
+                nxt.label = label
+            else:
+                nxt.label = first_label
+            nxt.visited = True
+            queue.append(nxt)
+
+
+def _cycles(models: dict[str, ModelEntry]) -> dict[str, str]:
+    """Ensemble name -> Triton-style cycle message, for ensembles that depend on themselves."""
+    deps: dict[str, list[str]] = {}
+    for name, entry in models.items():
+        cfg = entry.config
+        if cfg is not None and cfg.HasField("ensemble_scheduling"):
+            deps[name] = [
+                s.model_name for s in cfg.ensemble_scheduling.step if s.model_name in models
+            ]
+    found: dict[str, str] = {}
+    for start in deps:
+        stack = [(start, [start])]
+        seen: set[str] = set()
+        while stack:
+            current, trail = stack.pop()
+            for upstream in deps.get(current, []):
+                if upstream == start:
+                    cycle = " -> ".join([*trail, start])
+                    found[start] = (
+                        f"circular dependency between ensembles: {start} -> ... -> {current} -> "
+                        f"{start} (cycle: {cycle}): remove one of these steps so no ensemble "
+                        "runs itself"
+                    )
+                    stack.clear()
+                    break
+                if upstream not in seen:
+                    seen.add(upstream)
+                    stack.append((upstream, [*trail, upstream]))
+    return found
+
+
+def validate_repository_dir(
+    path: Path, *, server: ServerFacts | None = None, strict: bool = False
+) -> dict[str, list[Finding]]:
+    """Validate every model folder under ``path`` plus cross-model ensemble rules."""
+    result: dict[str, list[Finding]] = {}
+    try:
+        folders = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as exc:
+        return {
+            "": [
+                Finding(
+                    ERROR, "repository.unreadable", f"cannot list {path}: {exc}", file=str(path)
+                )
+            ]
+        }
+    if not folders:
+        return {
+            "": [
+                Finding(
+                    WARNING,
+                    "repository.empty",
+                    f"{path} holds no model folders: add one folder per model (each with "
+                    "config.pbtxt and version folders)",
+                    file=str(path),
+                )
+            ]
+        }
+    models = {p.name: load_model_dir(p, server=server, strict=strict) for p in folders}
+    cycles = _cycles(models)
+    for name, entry in models.items():
+        cfg = entry.config
+        if cfg is None or not cfg.HasField("ensemble_scheduling") or entry.platform != "ensemble":
+            continue
+        if name in cycles:
+            entry.add(
+                Finding(ERROR, "ensemble.circular-dependency", cycles[name], "ensemble_scheduling")
+            )
+        for finding in _check_ensemble_models(entry, models):
+            entry.add(finding)
+        entry.findings = sort_findings(entry.findings)
+    for name, entry in models.items():
+        result[name] = entry.findings
+    return result

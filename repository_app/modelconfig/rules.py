@@ -1,0 +1,893 @@
+"""Triton's own model-config rules (``model_config_utils.cc``), one check per function.
+
+Messages start with Triton's wording (so they match server logs) and end with the
+fix. Unlike Triton, which stops at the first error, every check reports all it finds.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2 as pb
+
+from .backends import (
+    AUTOCOMPLETE_BACKENDS,
+    KNOWN_BACKENDS,
+    KNOWN_PLATFORMS,
+    TENSORRT_PLAN,
+    TYPED_BACKENDS,
+    backend_for_platform,
+)
+from .context import RuleContext
+from .findings import ERROR, WARNING, Finding, Severity
+
+Rule = Callable[[RuleContext], Iterator[Finding]]
+
+WILDCARD = -1
+CUSTOMIZABLE_METRIC_FAMILIES = frozenset({"nv_inference_first_response_histogram_ms"})
+MAX_SENSIBLE_INSTANCES = 64
+
+
+def check_name(ctx: RuleContext) -> Iterator[Finding]:
+    """name present (else the folder name is used) and equal to the folder."""
+    c = ctx.config
+    if not c.name:
+        fallback = f'the folder name "{ctx.folder_name}"' if ctx.folder_name else "the folder name"
+        yield ctx.finding(
+            WARNING,
+            "model.name-missing",
+            f"model configuration does not specify 'name', so Triton uses {fallback}: "
+            'add name: "<folder name>" to make it explicit',
+        )
+    elif ctx.folder_name is not None and c.name != ctx.folder_name:
+        yield ctx.finding(
+            ERROR,
+            "model.name-mismatch",
+            f"unexpected directory name '{ctx.folder_name}' for model '{c.name}', directory "
+            f"name must equal model name: rename the folder to '{c.name}' or set name: \"{ctx.folder_name}\"",
+            "name",
+        )
+
+
+def check_platform_backend(ctx: RuleContext) -> Iterator[Finding]:
+    """platform/backend set, known and consistent (ValidateModelConfig)."""
+    c, platform, backend = ctx.config, ctx.platform, ctx.backend
+    where = "platform" if c.platform else "backend"
+    if not backend and platform != "ensemble":
+        if platform:
+            close = difflib.get_close_matches(platform, sorted(KNOWN_PLATFORMS), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "use a known platform"
+            yield ctx.finding(
+                ERROR,
+                "model.platform-unknown",
+                f"unexpected platform type '{platform}' for {ctx.name}: {hint} Known platforms: "
+                f"{', '.join(sorted(KNOWN_PLATFORMS))}; or set 'backend' instead "
+                '(e.g. backend: "onnxruntime")',
+                "platform",
+            )
+        else:
+            severity = ERROR if ctx.strict else WARNING
+            suffix = (
+                "with auto-complete disabled Triton cannot infer it"
+                if ctx.strict
+                else "Triton will try to infer it from the model file name in the version folder"
+            )
+            problem = (
+                f"must specify 'platform' or 'backend' for '{ctx.name}'"
+                if ctx.strict
+                else f"neither 'platform' nor 'backend' is set for '{ctx.name}'"
+            )
+            yield ctx.finding(
+                severity,
+                "model.backend-missing",
+                f"{problem} ({suffix}): set "
+                'backend (e.g. backend: "onnxruntime") or platform (e.g. platform: "tensorrt_plan")',
+            )
+        return
+    if backend and platform == "ensemble":
+        yield ctx.finding(
+            ERROR,
+            "ensemble.has-backend",
+            f"Ensemble model '{ctx.name}' must have platform type 'ensemble' and empty backend "
+            "type: remove the 'backend' line",
+            "backend",
+        )
+        return
+    if backend in TYPED_BACKENDS and backend != backend_for_platform(platform):
+        expected = [p for p in sorted(KNOWN_PLATFORMS) if backend_for_platform(p) == backend]
+        yield ctx.finding(
+            ERROR,
+            "model.platform-backend-mismatch",
+            f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}: backend "
+            f"'{backend}' needs platform {' or '.join(repr(p) for p in expected)}; fix or "
+            "remove the 'platform' line",
+            "platform" if c.platform else "backend",
+        )
+    if backend and backend not in KNOWN_BACKENDS and not c.runtime:
+        yield ctx.finding(
+            WARNING,
+            "model.backend-unknown",
+            f"backend '{backend}' is not one of the backends shipped with Triton "
+            f"({', '.join(sorted(KNOWN_BACKENDS))}): check the spelling, or install it under "
+            f"<backend-directory>/{backend}/",
+            where,
+        )
+    runtime = c.runtime
+    if runtime and (runtime.startswith("/") or ".." in runtime.replace("\\", "/").split("/")):
+        yield ctx.finding(
+            ERROR,
+            "model.runtime-escapes",
+            f"backend library name '{runtime}' escapes backend directory: name a library "
+            'inside the backend\'s folder (e.g. runtime: "model.py" or a plain file name)',
+            "runtime",
+        )
+
+
+def check_max_batch_size(ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.config.max_batch_size < 0:
+        yield ctx.finding(
+            ERROR,
+            "model.max-batch-size-negative",
+            f"'max_batch_size' must be non-negative value for {ctx.name}: use 0 for a model "
+            "without a batch dimension or the largest batch the model accepts",
+            "max_batch_size",
+        )
+
+
+def _io_missing_severity(ctx: RuleContext) -> tuple[Severity, str]:
+    """Missing data_type/dims is fatal unless Triton can still fill it from the model."""
+    if ctx.strict or ctx.is_ensemble or (ctx.backend and ctx.backend not in AUTOCOMPLETE_BACKENDS):
+        return ERROR, ""
+    return WARNING, " (Triton can fill it from the model file only while auto-complete is on)"
+
+
+def _element_count(dims: Any) -> int:
+    count = 1
+    for d in dims:
+        if d == WILDCARD:
+            return WILDCARD
+        count *= d
+    return count
+
+
+def _chunks(dims: Any) -> list[int]:
+    """Element counts of the runs between variable-size dimensions."""
+    out, cur = [], 1
+    for d in dims:
+        if d == WILDCARD:
+            out.append(cur)
+            cur = 1
+        else:
+            cur *= d
+    out.append(cur)
+    return out
+
+
+def _check_io_shape(
+    ctx: RuleContext, io: Any, path: str, kind: str, seen: dict[str, str]
+) -> Iterator[Finding]:
+    """ValidateIOShape for one input/output."""
+    prefix = f"model {kind} "
+    if not io.name:
+        yield ctx.finding(
+            ERROR, f"{kind}.name-missing", f"{prefix}must specify 'name': add name: \"...\"", path
+        )
+        return
+    label = f"{prefix}'{io.name}' "
+    if io.name in seen:
+        yield ctx.finding(
+            ERROR,
+            f"{kind}.duplicate-name",
+            f"{label}is declared twice (also at {seen[io.name]}): give each {kind} a unique name",
+            f"{path}.name",
+        )
+    seen.setdefault(io.name, path)
+    severity, why = _io_missing_severity(ctx)
+    verb = "must specify" if severity == ERROR else "does not specify"
+    if io.data_type == pb.TYPE_INVALID:
+        yield ctx.finding(
+            severity,
+            f"{kind}.data-type-missing",
+            f"{label}{verb} 'data_type'{why}: add e.g. data_type: TYPE_FP32",
+            path,
+        )
+    if len(io.dims) == 0:
+        yield ctx.finding(
+            severity,
+            f"{kind}.dims-missing",
+            f"{label}{verb} 'dims'{why}: add e.g. dims: [ -1 ] (without the batch "
+            "dimension when max_batch_size > 0)",
+            path,
+        )
+    max_bs = ctx.config.max_batch_size
+    has_reshape = io.HasField("reshape")
+    if has_reshape and len(io.reshape.shape) == 0 and max_bs == 0:
+        yield ctx.finding(
+            ERROR,
+            f"{kind}.reshape-empty",
+            f"{label}cannot have empty reshape for non-batching model as scalar tensors are "
+            f"not supported for {ctx.name}: give reshape a shape or set max_batch_size > 0",
+            f"{path}.reshape",
+        )
+    for i, d in enumerate(io.dims):
+        if d < 1 and d != WILDCARD:
+            yield ctx.finding(
+                ERROR,
+                f"{kind}.dims-invalid",
+                f"{label}dimension must be integer >= 1, or -1 to indicate a variable-size "
+                f"dimension for {ctx.name}: dims[{i}] is {d}; use a positive size or -1",
+                f"{path}.dims[{i}]",
+            )
+    if not has_reshape:
+        return
+    bad_reshape = False
+    for i, d in enumerate(io.reshape.shape):
+        if d < 1 and d != WILDCARD:
+            bad_reshape = True
+            yield ctx.finding(
+                ERROR,
+                f"{kind}.reshape-invalid",
+                f"{label}reshape dimensions must be integer >= 1, or -1 to indicate a "
+                f"variable-size dimension for {ctx.name}: reshape shape[{i}] is {d}; use a "
+                "positive size or -1",
+                f"{path}.reshape.shape[{i}]",
+            )
+    if bad_reshape or any(d < 1 and d != WILDCARD for d in io.dims):
+        return
+    dims_size = _element_count(io.dims)
+    reshape_size = _element_count(io.reshape.shape)
+    if len(io.reshape.shape) == 0:
+        reshape_size = 0
+    size_msg = (
+        f"{label}has different size for dims and reshape for {ctx.name}: dims "
+        f"{list(io.dims)} and reshape {list(io.reshape.shape)} must hold the same number of "
+        "elements; fix one of them"
+    )
+    if dims_size != reshape_size and (reshape_size != 0 or dims_size != 1):
+        yield ctx.finding(ERROR, f"{kind}.reshape-size", size_msg, f"{path}.reshape")
+        return
+    if dims_size == WILDCARD:
+        a, b = _chunks(io.dims), _chunks(io.reshape.shape)
+        if len(a) != len(b):
+            yield ctx.finding(
+                ERROR,
+                f"{kind}.reshape-variable",
+                f"{label}has different number of variable-size dimensions for dims and reshape "
+                f"for {ctx.name}: use as many -1 entries in reshape as in dims",
+                f"{path}.reshape",
+            )
+        elif a != b:
+            yield ctx.finding(ERROR, f"{kind}.reshape-size", size_msg, f"{path}.reshape")
+
+
+def _check_io_kind_rules(ctx: RuleContext, io: Any, path: str, kind: str) -> Iterator[Finding]:
+    platform_known = bool(ctx.platform or ctx.backend)
+    not_trt = platform_known and ctx.platform != TENSORRT_PLAN
+    image_format = kind == "input" and io.format in (
+        pb.ModelInput.FORMAT_NHWC,
+        pb.ModelInput.FORMAT_NCHW,
+    )
+    if image_format and len(io.dims) != 3:
+        yield ctx.finding(
+            ERROR,
+            "input.format-dims",
+            f"model input NHWC/NCHW require 3 dims for {ctx.name}: input '{io.name}' has "
+            f"{len(io.dims)}; list exactly 3 dims (without the batch dimension) or use "
+            "FORMAT_NONE",
+            f"{path}.format",
+        )
+    if io.is_shape_tensor and not_trt:
+        yield ctx.finding(
+            ERROR,
+            f"{kind}.shape-tensor-platform",
+            f"shape tensors are only supported for TensorRT platform ({kind} '{io.name}' of "
+            f"{ctx.name}): remove is_shape_tensor",
+            f"{path}.is_shape_tensor",
+        )
+    if io.is_non_linear_format_io:
+        if not_trt:
+            yield ctx.finding(
+                ERROR,
+                f"{kind}.non-linear-platform",
+                "Non-linear IO format is only supported for the TensorRT platform "
+                f"({kind} '{io.name}'): remove is_non_linear_format_io",
+                f"{path}.is_non_linear_format_io",
+            )
+        elif len(io.dims) != 3:
+            yield ctx.finding(
+                ERROR,
+                f"{kind}.non-linear-dims",
+                f"Non-linear IO format {kind} requires 3 dims ({kind} '{io.name}' has "
+                f"{len(io.dims)}): list exactly 3 dims",
+                f"{path}.dims",
+            )
+
+
+def check_io(ctx: RuleContext) -> Iterator[Finding]:
+    """ValidateModelInput / ValidateModelOutput for every tensor."""
+    for kind, ios in (("input", ctx.config.input), ("output", ctx.config.output)):
+        seen: dict[str, str] = {}
+        for i, io in enumerate(ios):
+            path = f"{kind}[{i}]"
+            yield from _check_io_shape(ctx, io, path, kind, seen)
+            yield from _check_io_kind_rules(ctx, io, path, kind)
+
+
+_BATCH_INPUT_KINDS = {
+    pb.BatchInput.BATCH_ELEMENT_COUNT,
+    pb.BatchInput.BATCH_ACCUMULATED_ELEMENT_COUNT,
+    pb.BatchInput.BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO,
+    pb.BatchInput.BATCH_MAX_ELEMENT_COUNT_AS_SHAPE,
+    pb.BatchInput.BATCH_ITEM_SHAPE,
+    pb.BatchInput.BATCH_ITEM_SHAPE_FLATTEN,
+}
+
+
+def check_batch_io(ctx: RuleContext) -> Iterator[Finding]:
+    """ValidateBatchIO: kinds, one source each, known source/target names."""
+    c = ctx.config
+    inputs = {io.name for io in c.input}
+    outputs = {io.name for io in c.output}
+    for i, bi in enumerate(c.batch_input):
+        path = f"batch_input[{i}]"
+        kind = pb.BatchInput.Kind.Name(bi.kind)
+        if bi.kind in _BATCH_INPUT_KINDS and len(bi.source_input) != 1:
+            yield ctx.finding(
+                ERROR,
+                "batch-input.source-count",
+                f"batch input kind '{kind}' expects 1 source input, got {len(bi.source_input)} "
+                f"for {ctx.name}: list exactly one source_input",
+                f"{path}.source_input" if bi.source_input else path,
+            )
+        if bi.data_type not in (pb.TYPE_INT32, pb.TYPE_FP32):
+            yield ctx.finding(
+                ERROR,
+                "batch-input.data-type",
+                f"batch input data type must be TYPE_INT32 or TYPE_FP32 for {ctx.name}: "
+                f"batch input '{bi.target_name}' has {pb.DataType.Name(bi.data_type)}",
+                f"{path}.data_type",
+            )
+        for j, src in enumerate(bi.source_input):
+            if src not in inputs:
+                yield ctx.finding(
+                    ERROR,
+                    "batch-input.unknown-source",
+                    f"unknown source input name '{src}' for {ctx.name}: use one of the model "
+                    f"inputs ({', '.join(sorted(inputs)) or 'none declared'})",
+                    f"{path}.source_input[{j}]",
+                )
+    for i, bo in enumerate(c.batch_output):
+        path = f"batch_output[{i}]"
+        kind = pb.BatchOutput.Kind.Name(bo.kind)
+        if len(bo.source_input) != 1:
+            yield ctx.finding(
+                ERROR,
+                "batch-output.source-count",
+                f"batch output kind '{kind}' expects 1 source input, got {len(bo.source_input)} "
+                f"for {ctx.name}: list exactly one source_input",
+                f"{path}.source_input" if bo.source_input else path,
+            )
+        for j, src in enumerate(bo.source_input):
+            if src not in inputs:
+                yield ctx.finding(
+                    ERROR,
+                    "batch-output.unknown-source",
+                    f"unknown source input name '{src}' for {ctx.name}: use one of the model "
+                    f"inputs ({', '.join(sorted(inputs)) or 'none declared'})",
+                    f"{path}.source_input[{j}]",
+                )
+        targets: set[str] = set()
+        for j, target in enumerate(bo.target_name):
+            if target not in outputs:
+                yield ctx.finding(
+                    ERROR,
+                    "batch-output.unknown-target",
+                    f"unknown target output name '{target}' for {ctx.name}: use one of the "
+                    f"model outputs ({', '.join(sorted(outputs)) or 'none declared'})",
+                    f"{path}.target_name[{j}]",
+                )
+            elif target in targets:
+                yield ctx.finding(
+                    ERROR,
+                    "batch-output.duplicate-target",
+                    f"target output name '{target}' can only be specified once for "
+                    f"{ctx.name}: remove the repeated entry",
+                    f"{path}.target_name[{j}]",
+                )
+            targets.add(target)
+
+
+def check_dynamic_batching(ctx: RuleContext) -> Iterator[Finding]:
+    c = ctx.config
+    if not c.HasField("dynamic_batching"):
+        return
+    db = c.dynamic_batching
+    max_bs = c.max_batch_size
+    if max_bs == 0 and not db.preferred_batch_size:
+        yield ctx.finding(
+            WARNING,
+            "dynamic-batching.no-batching",
+            f"dynamic_batching has no effect on {ctx.name} because max_batch_size is 0: set "
+            "max_batch_size > 0 (and drop the batch dimension from dims) or remove "
+            "dynamic_batching",
+            "dynamic_batching",
+        )
+    seen: set[int] = set()
+    for i, size in enumerate(db.preferred_batch_size):
+        path = f"dynamic_batching.preferred_batch_size[{i}]"
+        if size <= 0:
+            yield ctx.finding(
+                ERROR,
+                "dynamic-batching.preferred-not-positive",
+                f"dynamic batching preferred size must be positive for {ctx.name}: "
+                f"preferred_batch_size {size} must be at least 1",
+                path,
+            )
+        elif size > max_bs:
+            yield ctx.finding(
+                ERROR,
+                "dynamic-batching.preferred-above-max",
+                f"dynamic batching preferred size must be <= max batch size for {ctx.name}: "
+                f"preferred_batch_size {size} exceeds max_batch_size {max_bs}; lower it to at "
+                f"most {max_bs} or raise max_batch_size",
+                path,
+            )
+        elif size in seen:
+            yield ctx.finding(
+                WARNING,
+                "dynamic-batching.preferred-duplicate",
+                f"preferred_batch_size {size} is listed twice for {ctx.name}: remove the repeat",
+                path,
+            )
+        seen.add(size)
+    levels = db.priority_levels
+    if levels:
+        if db.default_priority_level == 0 or db.default_priority_level > levels:
+            yield ctx.finding(
+                ERROR,
+                "dynamic-batching.default-priority-range",
+                f"default priority level must be in range [1, {levels}] for {ctx.name}: set "
+                f"default_priority_level between 1 and {levels}",
+                "dynamic_batching.default_priority_level"
+                if ctx.locator.has("dynamic_batching.default_priority_level")
+                else "dynamic_batching.priority_levels",
+            )
+        for key in sorted(db.priority_queue_policy):
+            if key == 0 or key > levels:
+                yield ctx.finding(
+                    ERROR,
+                    "dynamic-batching.priority-policy-range",
+                    f"priority queue policy must have priority level in range [1, {levels}] for "
+                    f"{ctx.name}: priority_queue_policy key {key} is outside it",
+                    "dynamic_batching.priority_queue_policy",
+                )
+    if db.preserve_ordering:
+        if levels > 1:
+            yield ctx.finding(
+                ERROR,
+                "dynamic-batching.preserve-ordering-priorities",
+                f"Only one priority level is allowed when 'preserve_ordering' is true for "
+                f"{ctx.name}: set priority_levels to 0 or 1, or drop preserve_ordering",
+                "dynamic_batching.priority_levels",
+            )
+        policies = [("dynamic_batching.default_queue_policy", db.default_queue_policy)]
+        policies += [
+            ("dynamic_batching.priority_queue_policy", p)
+            for _, p in sorted(db.priority_queue_policy.items())
+        ]
+        for path, policy in policies:
+            if (
+                policy.default_timeout_microseconds != 0
+                and policy.timeout_action == pb.ModelQueuePolicy.DELAY
+            ):
+                yield ctx.finding(
+                    ERROR,
+                    "dynamic-batching.preserve-ordering-delay",
+                    "Queue policy can not have DELAY as timeout action when 'preserve_ordering' "
+                    f"is true for {ctx.name}: use timeout_action: REJECT or drop preserve_ordering",
+                    path,
+                )
+
+
+_CONTROL = pb.ModelSequenceBatching.Control
+
+
+def _check_controls(ctx: RuleContext, kind: int, typed: bool) -> Iterator[Finding]:
+    """Get{Boolean,Typed}SequenceControlProperties for one control kind."""
+    sb = ctx.config.sequence_batching
+    kind_name = _CONTROL.Kind.Name(kind)
+    seen_control = False
+    for i, ci in enumerate(sb.control_input):
+        for j, ctrl in enumerate(ci.control):
+            if ctrl.kind != kind:
+                continue
+            path = f"sequence_batching.control_input[{i}].control[{j}]"
+            if seen_control:
+                yield ctx.finding(
+                    ERROR,
+                    "sequence-batching.control-kind-repeated",
+                    f"sequence batching specifies multiple {kind_name} tensors for {ctx.name}: "
+                    f"keep a single control_input with kind {kind_name}",
+                    path,
+                )
+                continue
+            seen_control = True
+            counts = {
+                "int32_false_true": len(ctrl.int32_false_true),
+                "fp32_false_true": len(ctrl.fp32_false_true),
+                "bool_false_true": len(ctrl.bool_false_true),
+            }
+            given = [k for k, n in counts.items() if n]
+            if typed:
+                if given:
+                    yield ctx.finding(
+                        ERROR,
+                        "sequence-batching.control-values-not-allowed",
+                        "sequence batching must not specify either 'int32_false_true', "
+                        f"'fp32_false_true' or 'bool_false_true' for {kind_name} for {ctx.name}: "
+                        "give data_type instead",
+                        path,
+                    )
+                elif kind == _CONTROL.CONTROL_SEQUENCE_CORRID and ctrl.data_type not in (
+                    pb.TYPE_UINT64,
+                    pb.TYPE_INT64,
+                    pb.TYPE_UINT32,
+                    pb.TYPE_INT32,
+                    pb.TYPE_STRING,
+                ):
+                    yield ctx.finding(
+                        ERROR,
+                        "sequence-batching.corrid-data-type",
+                        f"unexpected data type for control {kind_name} for {ctx.name}. Allowed "
+                        "data types are TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and "
+                        "TYPE_STRING: set one of them as data_type",
+                        f"{path}.data_type",
+                    )
+                continue
+            if not given:
+                yield ctx.finding(
+                    ERROR,
+                    "sequence-batching.control-values-missing",
+                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' "
+                    f"or 'bool_false_true' for {kind_name} for {ctx.name}: add e.g. "
+                    "int32_false_true: [ 0, 1 ]",
+                    path,
+                )
+            elif len(given) > 1:
+                yield ctx.finding(
+                    ERROR,
+                    "sequence-batching.control-values-conflict",
+                    "sequence batching specifies more than one from 'int32_false_true', "
+                    f"'fp32_false_true' and 'bool_false_true' for {kind_name} for {ctx.name}: "
+                    "keep one",
+                    path,
+                )
+            elif counts[given[0]] != 2:
+                yield ctx.finding(
+                    ERROR,
+                    "sequence-batching.control-values-count",
+                    f"sequence batching control '{given[0]}' must have exactly 2 entries for "
+                    f"{kind_name} for {ctx.name}: give [ false_value, true_value ]",
+                    f"{path}.{given[0]}",
+                )
+
+
+def check_sequence_batching(ctx: RuleContext) -> Iterator[Finding]:
+    c = ctx.config
+    if not c.HasField("sequence_batching"):
+        return
+    sb = c.sequence_batching
+    if c.response_cache.enable:
+        yield ctx.finding(
+            ERROR,
+            "sequence-batching.response-cache",
+            f"Response Cache does not currently support model {ctx.name} with sequence "
+            "batching scheduler. Please disable the response cache: set response_cache { enable: false }",
+            "response_cache",
+        )
+    seen: set[str] = set()
+    for i, ci in enumerate(sb.control_input):
+        path = f"sequence_batching.control_input[{i}]"
+        if not ci.name:
+            yield ctx.finding(
+                ERROR,
+                "sequence-batching.control-name-missing",
+                f'sequence batching control tensor must have a name for {ctx.name}: add name: "..."',
+                path,
+            )
+        elif ci.name in seen:
+            yield ctx.finding(
+                ERROR,
+                "sequence-batching.control-tensor-repeated",
+                f"sequence batching control tensor '{ci.name}' is specified for multiple control "
+                f"kinds for {ctx.name}: give each control_input its own tensor name",
+                f"{path}.name",
+            )
+        seen.add(ci.name)
+    for kind in (
+        _CONTROL.CONTROL_SEQUENCE_START,
+        _CONTROL.CONTROL_SEQUENCE_END,
+        _CONTROL.CONTROL_SEQUENCE_READY,
+    ):
+        yield from _check_controls(ctx, kind, typed=False)
+    yield from _check_controls(ctx, _CONTROL.CONTROL_SEQUENCE_CORRID, typed=True)
+    if sb.HasField("oldest"):
+        for i, size in enumerate(sb.oldest.preferred_batch_size):
+            path = f"sequence_batching.oldest.preferred_batch_size[{i}]"
+            if size <= 0:
+                yield ctx.finding(
+                    ERROR,
+                    "sequence-batching.preferred-not-positive",
+                    f"sequence batching preferred batch size must be positive for {ctx.name}: "
+                    f"{size} must be at least 1",
+                    path,
+                )
+            elif size > c.max_batch_size:
+                yield ctx.finding(
+                    ERROR,
+                    "sequence-batching.preferred-above-max",
+                    f"sequence batching preferred batch size must be <= max batch size for "
+                    f"{ctx.name}: {size} exceeds max_batch_size {c.max_batch_size}; lower it or "
+                    "raise max_batch_size",
+                    path,
+                )
+    if sb.HasField("direct"):
+        util = sb.direct.minimum_slot_utilization
+        if util < 0.0 or util > 1.0:
+            yield ctx.finding(
+                ERROR,
+                "sequence-batching.slot-utilization",
+                f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for "
+                f"{ctx.name}: {util} is outside it",
+                "sequence_batching.direct.minimum_slot_utilization",
+            )
+
+
+def check_scheduling_choice(ctx: RuleContext) -> Iterator[Finding]:
+    """ensemble_scheduling only (and always) with platform ensemble."""
+    c = ctx.config
+    if c.HasField("ensemble_scheduling"):
+        if ctx.platform != "ensemble":
+            yield ctx.finding(
+                ERROR,
+                "ensemble.scheduling-on-non-ensemble",
+                f"ensemble scheduling cannot be set for model '{ctx.name}' whose platform is not "
+                'ensemble: set platform: "ensemble" (and no backend) or remove ensemble_scheduling',
+                "ensemble_scheduling",
+            )
+    elif ctx.platform == "ensemble":
+        yield ctx.finding(
+            ERROR,
+            "ensemble.scheduling-missing",
+            f"ensemble scheduling must be set for ensemble {ctx.name} whose platform is "
+            "ensemble: add ensemble_scheduling { step [ ... ] }",
+            "platform",
+        )
+
+
+def check_transaction_policy(ctx: RuleContext) -> Iterator[Finding]:
+    c = ctx.config
+    if c.model_transaction_policy.decoupled and c.response_cache.enable:
+        yield ctx.finding(
+            ERROR,
+            "model.decoupled-response-cache",
+            f"Response Cache does not currently support model {ctx.name} with 'decoupled' "
+            "transaction policy. Please disable the response cache: set response_cache { enable: false }",
+            "response_cache",
+        )
+
+
+def check_model_metrics(ctx: RuleContext) -> Iterator[Finding]:
+    """ValidateModelMetrics."""
+    for i, mc in enumerate(ctx.config.model_metrics.metric_control):
+        path = f"model_metrics.metric_control[{i}]"
+        if not mc.HasField("metric_identifier"):
+            yield ctx.finding(
+                ERROR,
+                "metrics.identifier-missing",
+                "metric control must specify 'metric_identifier': add metric_identifier "
+                '{ family: "nv_inference_first_response_histogram_ms" }',
+                path,
+            )
+        elif not mc.metric_identifier.family:
+            yield ctx.finding(
+                ERROR,
+                "metrics.family-empty",
+                "metric identifier must specify non-empty 'family': name the metric family "
+                "to customise",
+                f"{path}.metric_identifier",
+            )
+        elif mc.metric_identifier.family not in CUSTOMIZABLE_METRIC_FAMILIES:
+            yield ctx.finding(
+                WARNING,
+                "metrics.family-unknown",
+                f"Metric family '{mc.metric_identifier.family}' in 'metric_identifier' is not a "
+                "customizable metric in Triton core. Triton ignores it: use one of "
+                f"{', '.join(sorted(CUSTOMIZABLE_METRIC_FAMILIES))}",
+                f"{path}.metric_identifier.family",
+            )
+        if not mc.HasField("histogram_options"):
+            yield ctx.finding(
+                ERROR,
+                "metrics.histogram-missing",
+                "metric control must specify 'histogram_options': add histogram_options "
+                "{ buckets: [ ... ] }",
+                path,
+            )
+        elif not mc.histogram_options.buckets:
+            yield ctx.finding(
+                ERROR,
+                "metrics.buckets-empty",
+                "histogram options must specify non-empty 'buckets': list the bucket bounds",
+                f"{path}.histogram_options",
+            )
+
+
+_KIND = pb.ModelInstanceGroup
+
+
+def check_instance_groups(ctx: RuleContext) -> Iterator[Finding]:
+    """ValidateInstanceGroup plus server facts and sanity warnings."""
+    c = ctx.config
+    if c.HasField("ensemble_scheduling") or ctx.is_ensemble:
+        return  # reported by the ensemble rules
+    server = ctx.server
+    for i, group in enumerate(c.instance_group):
+        path = f"instance_group[{i}]"
+        gname = group.name or f"{ctx.name}_{i}"
+        label = f"instance group {gname} of model {ctx.name}"
+        kind = _KIND.Kind.Name(group.kind)
+        if group.kind in (_KIND.KIND_CPU, _KIND.KIND_MODEL) and group.gpus:
+            yield ctx.finding(
+                ERROR,
+                "instance-group.gpus-on-non-gpu",
+                f"{label} has kind {kind} but specifies one or more GPUs: remove 'gpus' or use "
+                "kind: KIND_GPU",
+                f"{path}.gpus",
+            )
+        if group.kind in (_KIND.KIND_GPU, _KIND.KIND_AUTO):
+            for j, gid in enumerate(group.gpus):
+                if gid < 0:
+                    yield ctx.finding(
+                        ERROR,
+                        "instance-group.gpu-invalid",
+                        f"{label} specifies invalid or unsupported gpu id {gid}. GPUs with at "
+                        "least the minimum required CUDA compute compatibility are numbered "
+                        "from 0: use a non-negative GPU id",
+                        f"{path}.gpus[{j}]",
+                    )
+                elif server is not None and gid not in server.gpu_ids:
+                    available = ", ".join(str(g) for g in sorted(server.gpu_ids)) or "none"
+                    severity = ERROR if group.kind == _KIND.KIND_GPU else WARNING
+                    fallback = "" if severity == ERROR else " (KIND_AUTO then falls back to CPU)"
+                    yield ctx.finding(
+                        severity,
+                        "instance-group.gpu-unavailable",
+                        f"{label} specifies invalid or unsupported gpu id {gid}. GPUs with at "
+                        f"least the minimum required CUDA compute compatibility are: "
+                        f"{available}{fallback}: use one of those ids",
+                        f"{path}.gpus[{j}]",
+                    )
+            if group.kind == _KIND.KIND_GPU and server is not None and not server.gpu_ids:
+                yield ctx.finding(
+                    ERROR,
+                    "instance-group.no-gpus",
+                    f"{label} has kind KIND_GPU but no GPUs are available (the server reports "
+                    "no usable GPU): use kind: KIND_CPU or run Triton with GPUs",
+                    f"{path}.kind" if ctx.locator.has(f"{path}.kind") else path,
+                )
+        if ctx.locator.has(f"{path}.count") and group.count <= 0:
+            yield ctx.finding(
+                WARNING,
+                "instance-group.count-not-positive",
+                f"{label} has count {group.count}; Triton treats it as the default (1, or 2 "
+                "for CPU instances of some backends): set count to 1 or more",
+                f"{path}.count",
+            )
+        elif group.count > MAX_SENSIBLE_INSTANCES:
+            yield ctx.finding(
+                WARNING,
+                "instance-group.count-huge",
+                f"{label} asks for {group.count} instances (per device); each loads its own "
+                f"copy of the model: use {MAX_SENSIBLE_INSTANCES} or fewer unless you are sure",
+                f"{path}.count",
+            )
+        known_platform = bool(ctx.platform or ctx.backend)
+        for j, profile in enumerate(group.profile):
+            ppath = f"{path}.profile[{j}]"
+            if known_platform and ctx.platform != TENSORRT_PLAN:
+                yield ctx.finding(
+                    ERROR,
+                    "instance-group.profile-non-tensorrt",
+                    f"{label} and platform {ctx.platform} specifies profile field which is only "
+                    "supported for TensorRT models: remove 'profile'",
+                    ppath,
+                )
+                break
+            if not profile.lstrip("-").isdigit() or int(profile) < 0:
+                yield ctx.finding(
+                    ERROR,
+                    "instance-group.profile-invalid",
+                    f"{label} specifies invalid profile {profile}. The field should contain the "
+                    "string representation of a non-negative integer: use a TensorRT optimization "
+                    'profile index such as profile: "0"',
+                    ppath,
+                )
+
+
+def check_version_policy(ctx: RuleContext) -> Iterator[Finding]:
+    vp = ctx.config.version_policy
+    which = vp.WhichOneof("policy_choice")
+    if (
+        which == "latest"
+        and ctx.locator.has("version_policy.latest.num_versions")
+        and vp.latest.num_versions == 0
+    ):
+        yield ctx.finding(
+            ERROR,
+            "version-policy.latest-zero",
+            f"version_policy latest num_versions is 0 for {ctx.name}, so no version would be "
+            "served: set num_versions to 1 or more",
+            "version_policy.latest.num_versions",
+        )
+    if which == "specific":
+        if not vp.specific.versions:
+            yield ctx.finding(
+                ERROR,
+                "version-policy.specific-empty",
+                f"version_policy specific lists no versions for {ctx.name}: list the version "
+                "folders to serve, e.g. versions: [ 1 ]",
+                "version_policy.specific",
+            )
+        for j, v in enumerate(vp.specific.versions):
+            if v <= 0:
+                yield ctx.finding(
+                    ERROR,
+                    "version-policy.specific-invalid",
+                    f"version_policy specific version {v} for {ctx.name} is not a positive "
+                    "integer, so no folder can match it: use the number of a version folder",
+                    f"version_policy.specific.versions[{j}]",
+                )
+
+
+def check_usability(ctx: RuleContext) -> Iterator[Finding]:
+    """Configs Triton accepts but that will not behave as the author expects."""
+    c = ctx.config
+    if c.max_batch_size > 0 and len(c.input) > 0 and not ctx.is_ensemble:
+        leading = [io for io in c.input if len(io.dims) >= 2 and io.dims[0] == WILDCARD]
+        if len(leading) == len(c.input):
+            yield ctx.finding(
+                WARNING,
+                "io.batch-dim-in-dims",
+                f"every input of {ctx.name} starts with -1 although max_batch_size is "
+                f"{c.max_batch_size}: Triton already adds the batch dimension, so dims should "
+                "leave it out; drop the leading -1 (or set max_batch_size: 0)",
+                "input[0].dims[0]",
+            )
+    if ctx.backend == "python" and len(c.input) == 0:
+        yield ctx.finding(
+            WARNING,
+            "python.no-inputs",
+            f"python model {ctx.name} declares no inputs: Triton loads it but every request "
+            "with tensors is then rejected; declare the inputs model.py reads",
+            "input",
+        )
+
+
+RULES: list[Rule] = [
+    check_name,
+    check_platform_backend,
+    check_max_batch_size,
+    check_io,
+    check_batch_io,
+    check_dynamic_batching,
+    check_sequence_batching,
+    check_scheduling_choice,
+    check_transaction_policy,
+    check_model_metrics,
+    check_instance_groups,
+    check_version_policy,
+    check_usability,
+]

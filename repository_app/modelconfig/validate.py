@@ -1,0 +1,152 @@
+"""Public API of the config.pbtxt validator.
+
+- ``validate_text(text, *, folder_name=None, server=None, strict=False) -> list[Finding]``
+  checks one config.pbtxt given as ``str`` or ``bytes``; never raises.
+- ``validate_config(config, ...) -> list[Finding]`` does the same for a parsed
+  ``ModelConfig`` (no positions).
+- ``validate_model_dir(path, *, server=None, strict=False) -> list[Finding]`` adds the
+  folder rules: name equals folder, version folders, model files, ONNX cross-check.
+- ``validate_repository(path, *, server=None, strict=False) -> dict[str, list[Finding]]``
+  validates every model folder (keyed by folder name) plus cross-model ensemble rules;
+  findings that concern the repository itself are keyed by ``""``.
+- ``validate_path(path, ...) -> dict[str, list[Finding]]`` auto-detects a config file,
+  a model folder (holds config.pbtxt) or a repository; keys are display paths.
+
+``server`` (``ServerFacts``) enables server rules such as GPU ids that do not exist.
+``strict=True`` mirrors ``tritonserver --disable-auto-complete-config``: fields
+Triton could otherwise fill from the model file (platform, data_type, dims) become
+required. Findings carry ``file`` (the config or folder), ``field``, ``line``, ``col``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2
+
+from .backends import BackendFields
+from .context import RuleContext, ServerFacts
+from .ensemble_rules import check_ensemble
+from .findings import Finding, sort_findings
+from .parsing import FieldLocator, parse_config
+from .rules import RULES
+
+__all__ = [
+    "ServerFacts",
+    "validate_config",
+    "validate_model_dir",
+    "validate_path",
+    "validate_repository",
+    "validate_text",
+]
+
+
+def run_rules(ctx: RuleContext) -> list[Finding]:
+    """Run every single-config rule over ``ctx``."""
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule(ctx))
+    findings.extend(check_ensemble(ctx))
+    return findings
+
+
+def validate_config(
+    config: model_config_pb2.ModelConfig,
+    *,
+    folder_name: str | None = None,
+    server: ServerFacts | None = None,
+    strict: bool = False,
+    locator: FieldLocator | None = None,
+    fields: BackendFields | None = None,
+) -> list[Finding]:
+    """Validate an already parsed ModelConfig (positions only when ``locator`` is given)."""
+    ctx = RuleContext(
+        config,
+        locator or FieldLocator(),
+        folder_name=folder_name,
+        server=server,
+        strict=strict,
+        fields=fields,
+    )
+    return sort_findings(run_rules(ctx))
+
+
+def validate_text(
+    text: str | bytes,
+    *,
+    folder_name: str | None = None,
+    server: ServerFacts | None = None,
+    strict: bool = False,
+) -> list[Finding]:
+    """Parse and validate config.pbtxt text; syntax problems come back as findings."""
+    parsed = parse_config(text)
+    if parsed.config is None:
+        return sort_findings(parsed.findings)
+    return sort_findings(
+        parsed.findings
+        + validate_config(
+            parsed.config,
+            folder_name=folder_name,
+            server=server,
+            strict=strict,
+            locator=parsed.locator,
+        )
+    )
+
+
+def validate_model_dir(
+    path: str | Path, *, server: ServerFacts | None = None, strict: bool = False
+) -> list[Finding]:
+    """Validate one model folder: its config.pbtxt and the files next to it."""
+    from .repository_rules import load_model_dir
+
+    return load_model_dir(Path(path), server=server, strict=strict).findings
+
+
+def validate_repository(
+    path: str | Path, *, server: ServerFacts | None = None, strict: bool = False
+) -> dict[str, list[Finding]]:
+    """Validate every model folder of a repository plus cross-model (ensemble) rules."""
+    from .repository_rules import validate_repository_dir
+
+    return validate_repository_dir(Path(path), server=server, strict=strict)
+
+
+def validate_path(
+    path: str | Path, *, server: ServerFacts | None = None, strict: bool = False
+) -> dict[str, list[Finding]]:
+    """Validate a config file, a model folder or a repository, whichever ``path`` is."""
+    p = Path(path)
+    if p.is_file():
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            return {
+                str(p): [
+                    Finding("error", "file.unreadable", f"cannot read {p}: {exc}", file=str(p))
+                ]
+            }
+        findings = validate_text(
+            data,
+            folder_name=p.parent.name if p.name == "config.pbtxt" else None,
+            server=server,
+            strict=strict,
+        )
+        return {str(p): [f.with_file(str(p)) for f in findings]}
+    if (p / "config.pbtxt").is_file():
+        return {str(p): validate_model_dir(p, server=server, strict=strict)}
+    if p.is_dir():
+        return {
+            (str(p / name) if name else str(p)): findings
+            for name, findings in validate_repository(p, server=server, strict=strict).items()
+        }
+    return {
+        str(p): [
+            Finding(
+                "error",
+                "file.missing",
+                f"{p} does not exist: pass a config.pbtxt, a model folder or a repository folder",
+                file=str(p),
+            )
+        ]
+    }
