@@ -145,6 +145,7 @@ TRITON_METRICS_URL = env_url(
 )
 TRITON_TIMEOUT_S = env_number("TRITON_TIMEOUT_S", 5.0, minimum=0.1)
 TRITON_LOAD_TIMEOUT_S = env_number("TRITON_LOAD_TIMEOUT_S", 120.0, minimum=1)
+TRITON_POLL_INTERVAL_S = env_number("TRITON_POLL_INTERVAL_S", 1.0, minimum=0.1)
 MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
 
 LOGGING = {

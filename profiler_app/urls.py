@@ -1,3 +1,1 @@
-from django.urls import path
-
 urlpatterns: list = []

@@ -1,1 +1,9 @@
-websocket_urlpatterns: list = []
+from django.urls import path, re_path
+
+from .consumers import LiveConsumer
+
+websocket_urlpatterns = [
+    path("ws/repository/", LiveConsumer.as_asgi(), {"topic": "repository"}),
+    path("ws/server/", LiveConsumer.as_asgi(), {"topic": "server"}),
+    re_path(r"^ws/models/(?P<name>[^/]+)/$", LiveConsumer.as_asgi(), {"topic": "model"}),
+]

@@ -19,6 +19,8 @@ Quirks documented once, here:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import threading
 import time
@@ -38,6 +40,15 @@ POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is ena
 PROBE_MODEL = "__dashboard_control_mode_probe__"
 # Triton's repository-index states; "not loaded" is ours, for folders Triton never loaded.
 STATES = ("READY", "UNAVAILABLE", "LOADING", "UNLOADING")
+# gRPC backs off up to 120 s between reconnects by default; a dashboard must notice a
+# restarted Triton within seconds.
+CHANNEL_ARGS = [
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+]
 
 
 class TritonError(Exception):
@@ -87,14 +98,27 @@ class TritonClient:
         self.timeout_s = timeout_s
         self.load_timeout_s = load_timeout_s
         self._local = threading.local()
+        self._opened: list[grpcclient.InferenceServerClient] = []
+        # tritonclient's __del__ prints a traceback when it runs during interpreter
+        # shutdown; closing the channels first keeps command output clean.
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        while self._opened:
+            client = self._opened.pop()
+            with contextlib.suppress(Exception):  # already closed or half torn down
+                client.close()
+            # Its __del__ calls close() again, which fails once grpc is torn down.
+            client.close = lambda: None  # type: ignore[method-assign]
 
     # --- plumbing ----------------------------------------------------------------------------
 
     def _client(self) -> grpcclient.InferenceServerClient:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = grpcclient.InferenceServerClient(self.grpc_url)
+            client = grpcclient.InferenceServerClient(self.grpc_url, channel_args=CHANNEL_ARGS)
             self._local.client = client
+            self._opened.append(client)
         return client
 
     def _call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
@@ -103,9 +127,21 @@ class TritonClient:
                 *args, client_timeout=timeout or self.timeout_s, **kwargs
             )
         except InferenceServerException as exc:
-            raise self._translate(exc) from exc
-        except grpc.RpcError as exc:  # not always wrapped by tritonclient
-            raise TritonError(f"Triton unreachable at {self.grpc_url}", unreachable=True) from exc
+            error = self._translate(exc)
+        except grpc.RpcError:  # not always wrapped by tritonclient
+            error = TritonError(f"Triton unreachable at {self.grpc_url}", unreachable=True)
+        if error.unreachable:
+            # A fresh channel next time: recovery must not wait out gRPC's reconnect backoff.
+            self._drop_client()
+        raise error
+
+    def _drop_client(self) -> None:
+        client = getattr(self._local, "client", None)
+        self._local.client = None
+        if client is not None and client in self._opened:
+            self._opened.remove(client)
+            with contextlib.suppress(Exception):
+                client.close()
 
     def _translate(self, exc: InferenceServerException) -> TritonError:
         status = exc.status() or ""
@@ -192,17 +228,20 @@ class TritonClient:
             if exc.status is None or "DEADLINE_EXCEEDED" not in exc.status:
                 raise
             # Still loading inside Triton: wait for it rather than sending a second load.
-            return self.wait_until_settled(name)
+            states = self.wait_until_settled(name)
+            if not any(s.state == "READY" for s in states):
+                failed = [s.reason for s in states if s.reason]
+                reason = failed[0] if failed else f"model '{name}' did not load"
+                raise TritonError(reason) from exc
+            return states
         return self.model_states(name)
 
     def wait_until_settled(self, name: str) -> list[ModelState]:
+        """Poll the repository index until no version of `name` is LOADING or UNLOADING."""
         deadline = time.monotonic() + self.load_timeout_s
         while True:
             states = self.model_states(name)
             if not any(s.state in ("LOADING", "UNLOADING") for s in states):
-                failed = [s for s in states if s.state == "UNAVAILABLE" and s.reason]
-                if failed and not any(s.state == "READY" for s in states):
-                    raise TritonError(failed[0].reason)
                 return states
             if time.monotonic() > deadline:
                 raise TritonError(

@@ -1,2 +1,17 @@
+from django.urls import path, re_path
 
-urlpatterns: list = []
+from . import views
+
+urlpatterns = [
+    path("models/", views.model_list, name="model_list"),
+    path("models/states.json", views.states_json, name="model_states_json"),
+    path("models/restore", views.restore_loads, name="restore_loads"),
+    path("models/<str:name>/", views.model_detail, name="model_detail"),
+    path("models/<str:name>/stats.json", views.model_stats_json, name="model_stats_json"),
+    re_path(
+        r"^models/(?P<name>[^/]+)/(?P<action>load|unload|reload)$",
+        views.model_action,
+        name="model_action",
+    ),
+    path("server/", views.server, name="server"),
+]

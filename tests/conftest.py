@@ -101,7 +101,10 @@ def _database_url() -> str:
 
 @pytest.fixture(scope="session")
 def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture) -> dict[str, str]:
-    """Environment for the web and worker subprocesses: same database, Redis and Triton."""
+    """Environment for the web and worker subprocesses: same database, Redis and Triton.
+
+    pytest-django creates the test database only when a collected test is marked for it,
+    so tests that use these subprocesses carry a django_db mark."""
     with django_db_blocker.unblock():
         database_url = _database_url()
     return {

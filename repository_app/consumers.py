@@ -1,0 +1,52 @@
+"""Websocket consumers: check the user, join the groups, send the saved state, relay.
+
+No Triton calls here: the poller and the control module publish; consumers only relay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from . import events
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """`/ws/repository/`, `/ws/server/` and `/ws/models/<name>/`."""
+
+    groups_joined: list[str]
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        topic = self.scope["url_route"]["kwargs"].get("topic", "repository")
+        name = self.scope["url_route"]["kwargs"].get("name")
+        self.groups_joined = [events.REPOSITORY_GROUP]
+        if topic == "server":
+            self.groups_joined.append(events.SERVER_GROUP)
+        if name:
+            self.groups_joined.append(events.model_group(name))
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+        # A late joiner gets the whole current state first, then live events.
+        snapshot = await sync_to_async(events.load_snapshot)()
+        if snapshot:
+            await self.send_json({**snapshot, "snapshot": True})
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        # Clients only listen; anything they send (JSON or not) is ignored, never decoded.
+        return None
+
+    async def relay(self, message: dict[str, Any]) -> None:
+        await self.send_json(message["event"])

@@ -1,0 +1,143 @@
+"""Load, unload and reload models on Triton, and tell every open page how it went.
+
+Web requests only start an action (`start_action`) and return: a load can take minutes
+and Daphne runs sync views in one shared thread. The action runs in a small thread pool
+(`run_action`, also called directly by the management command), publishes "started"
+and the final outcome, and remembers the desired load set for "restore previous loads".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db import close_old_connections
+
+from . import events
+from .models import ModelIntent
+from .status import state_json
+from .triton_client import TritonError, get_client
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("load", "unload", "reload")
+NOT_EXPLICIT = (
+    "Triton runs in NONE or POLL model control mode: load and unload need "
+    "tritonserver --model-control-mode=explicit"
+)
+
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="triton-control")
+_inflight: set[str] = set()
+_inflight_lock = threading.Lock()
+
+
+@dataclass
+class ActionOutcome:
+    model: str
+    action: str
+    ok: bool
+    message: str
+    states: dict[str, Any] = field(default_factory=dict)
+    previous_serving: bool = False
+
+    def as_event(self, username: str) -> dict[str, Any]:
+        return {**asdict(self), "phase": "succeeded" if self.ok else "failed", "by": username}
+
+
+class ActionRefused(Exception):
+    """The action was not started; the message says why."""
+
+
+def check_can_control() -> None:
+    """Raise ActionRefused unless Triton answers in explicit model-control mode."""
+    try:
+        mode = get_client().control_mode()
+    except TritonError as exc:
+        raise ActionRefused(exc.message) from exc
+    if mode != "explicit":
+        raise ActionRefused(NOT_EXPLICIT)
+
+
+def start_action(action: str, name: str, username: str, *, user_id: int | None = None) -> None:
+    """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
+    if action not in ACTIONS:
+        raise ActionRefused(f"unknown action {action!r}")
+    check_can_control()
+    if any(s.state in ("LOADING", "UNLOADING") for s in _states(name)):
+        raise ActionRefused(f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it")
+    with _inflight_lock:
+        if name in _inflight:
+            raise ActionRefused(f"an action on model '{name}' is already running")
+        _inflight.add(name)
+    events.publish(
+        events.REPOSITORY_GROUP,
+        "model.action",
+        {"model": name, "action": action, "phase": "started", "by": username},
+    )
+    _executor.submit(_run_in_thread, action, name, username, user_id)
+
+
+def _states(name: str) -> list:
+    try:
+        return get_client().model_states(name)
+    except TritonError:
+        return []
+
+
+def _run_in_thread(action: str, name: str, username: str, user_id: int | None) -> None:
+    try:
+        run_action(action, name, username, user_id=user_id)
+    except Exception:  # never let a thread die silently
+        log.exception("%s of %s failed unexpectedly", action, name)
+    finally:
+        with _inflight_lock:
+            _inflight.discard(name)
+        close_old_connections()
+
+
+def run_action(
+    action: str,
+    name: str,
+    username: str,
+    *,
+    user_id: int | None = None,
+    config: dict[str, Any] | None = None,
+) -> ActionOutcome:
+    """Run one action now, publish its outcome and record the desired state."""
+    client = get_client()
+    before = _states(name)
+    was_ready = any(s.state == "READY" for s in before)
+    try:
+        if action == "unload":
+            states = client.unload(name)
+            outcome = ActionOutcome(name, action, True, f"{name} unloaded")
+        else:
+            states = client.load(name, config=config)
+            verb = "reloaded" if was_ready else "loaded"
+            outcome = ActionOutcome(name, action, True, f"{name} {verb}: READY")
+    except TritonError as exc:
+        states = _states(name)
+        still_ready = any(s.state == "READY" for s in states)
+        message = exc.message
+        if was_ready and still_ready and action != "unload":
+            message += " — the previous version keeps serving."
+        outcome = ActionOutcome(name, action, False, message, previous_serving=still_ready)
+    outcome.states = state_json(states)
+    if outcome.ok:
+        ModelIntent.objects.update_or_create(
+            name=name, defaults={"loaded": action != "unload", "updated_by_id": user_id}
+        )
+    events.publish(events.REPOSITORY_GROUP, "model.action", outcome.as_event(username))
+    events.publish(
+        events.REPOSITORY_GROUP, "models.states", {"models": {name: outcome.states}, "full": False}
+    )
+    return outcome
+
+
+def models_to_restore(current_index: dict[str, str]) -> list[str]:
+    """Models users loaded that Triton no longer serves (after a restart in explicit mode)."""
+    wanted = ModelIntent.objects.filter(loaded=True).values_list("name", flat=True)
+    return sorted(n for n in wanted if current_index.get(n) not in ("READY", "LOADING"))

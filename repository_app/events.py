@@ -1,0 +1,72 @@
+"""Group names and the event schema for live updates (one module owns both).
+
+Every event carries `seq`, a per-group counter kept in Redis, so a client that sees a
+gap (or reconnects) knows to resync over HTTP. The latest repository snapshot is kept
+in Redis too, so a page that connects late gets the whole state first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+REPOSITORY_GROUP = "repository"
+SERVER_GROUP = "server"
+SNAPSHOT_KEY = "dashboard:repository:snapshot"
+
+
+def model_group(name: str) -> str:
+    # Group names allow only [a-zA-Z0-9_.-]; model names may hold more.
+    return "model." + hashlib.sha1(name.encode()).hexdigest()[:20]
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=2)
+
+
+def next_seq(group: str) -> int:
+    return int(_redis().incr(f"dashboard:seq:{group}"))
+
+
+def publish(group: str, event_type: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Send an event to a group; returns it, or None when Redis is down (logged, not raised:
+    live updates are best effort, pages resync over HTTP)."""
+    try:
+        event = {"type": event_type, "group": group, "seq": next_seq(group), **payload}
+        layer = get_channel_layer()
+        async_to_sync(layer.group_send)(group, {"type": "relay", "event": event})
+        return event
+    except (redis.RedisError, OSError) as exc:
+        log.warning("live update to %s not sent: %s", group, exc)
+        return None
+
+
+def save_snapshot(snapshot: dict[str, Any]) -> None:
+    try:
+        _redis().set(SNAPSHOT_KEY, json.dumps(snapshot))
+    except (redis.RedisError, OSError) as exc:
+        log.warning("snapshot not saved: %s", exc)
+
+
+def load_snapshot() -> dict[str, Any] | None:
+    try:
+        raw = _redis().get(SNAPSHOT_KEY)
+    except (redis.RedisError, OSError):
+        return None
+    return json.loads(raw) if raw else None
+
+
+def current_seq(group: str) -> int:
+    try:
+        return int(_redis().get(f"dashboard:seq:{group}") or 0)
+    except (redis.RedisError, OSError):
+        return 0

@@ -1,0 +1,90 @@
+"""`manage.py triton status|load|unload`: scriptable Triton control (exit 0 on success)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from repository_app import control, repository
+from repository_app.status import group_index, overall_state
+from repository_app.triton_client import TritonError, get_client
+
+
+class Command(BaseCommand):
+    help = "Show Triton's state, or load / unload a model (explicit model control)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        sub.add_parser("status", help="server and every model's state")
+        load = sub.add_parser("load", help="load (or reload) a model")
+        load.add_argument("model")
+        load.add_argument(
+            "--config-file",
+            type=Path,
+            help="a config.pbtxt or JSON ModelConfig to load with instead of the one on disk",
+        )
+        unload = sub.add_parser("unload", help="unload a model")
+        unload.add_argument("model")
+        for p in (load, unload):
+            p.add_argument("--as-user", default="cli", help="name recorded for this action")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["action"] == "status":
+                self._status()
+                return
+            name = options["model"]
+            repository.check_model_name(name)
+            control.check_can_control()
+            config = _read_override(options.get("config_file"))
+            outcome = control.run_action(options["action"], name, options["as_user"], config=config)
+        except (TritonError, control.ActionRefused, repository.RepositoryError) as exc:
+            raise CommandError(str(exc)) from exc
+        if not outcome.ok:
+            raise CommandError(outcome.message)
+        self.stdout.write(outcome.message)
+
+    def _status(self) -> None:
+        client = get_client()
+        info = client.server_info()
+        self.stdout.write(
+            f"Triton {info.version} at {client.grpc_url}: "
+            f"{'live' if info.live else 'not live'}, {'ready' if info.ready else 'not ready'}, "
+            f"model control {info.control_mode}"
+        )
+        for name, states in sorted(group_index(client.repository_index()).items()):
+            versions = " ".join(f"v{s.version}:{s.state}" for s in states if s.version)
+            reason = next((s.reason for s in states if s.reason), "")
+            line = f"{name}\t{overall_state(states)}"
+            if versions:
+                line += f"\t{versions}"
+            if reason and overall_state(states) != "READY":
+                line += f"\t{reason.splitlines()[0]}"
+            self.stdout.write(line)
+
+
+def _read_override(path: Path | None) -> dict[str, Any] | None:
+    """A config file for a trial load: JSON as Triton takes it, or config.pbtxt text."""
+    if path is None:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CommandError(f"--config-file {path}: {exc.strerror}") from exc
+    if path.suffix == ".json":
+        try:
+            return dict(json.loads(data))
+        except ValueError as exc:
+            raise CommandError(f"--config-file {path}: not JSON ({exc})") from exc
+    from google.protobuf import json_format
+
+    from repository_app.modelconfig.parsing import parse_config
+
+    result = parse_config(data)
+    if result.config is None:
+        first = result.findings[0]
+        raise CommandError(f"{path}:{first.line or 0}:{first.col or 0}: {first.message}")
+    return dict(json_format.MessageToDict(result.config, preserving_proto_field_name=True))

@@ -1,0 +1,214 @@
+"""Repository pages: thin views over the disk module, the status merge and the control module."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from . import control, events, repository
+from .statistics import derive_server_metrics, summarize_all
+from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json
+from .triton_client import ModelState, ServerInfo, TritonError, get_client
+
+CONTROL_PERMISSION = "repository_app.control_models"
+
+
+def _repository_root():  # type: ignore[no-untyped-def]
+    return settings.MODEL_REPOSITORY
+
+
+def _triton_index() -> tuple[list[ModelState] | None, str]:
+    try:
+        return get_client().repository_index(), ""
+    except TritonError as exc:
+        return None, exc.message
+
+
+def _server_info() -> tuple[ServerInfo | None, str]:
+    try:
+        return get_client().server_info(), ""
+    except TritonError as exc:
+        return None, exc.message
+
+
+def _control_disabled_reason(request: HttpRequest, info: ServerInfo | None, error: str) -> str:
+    if not request.user.has_perm(CONTROL_PERMISSION):
+        return "your role cannot load or unload models"
+    if info is None:
+        return error
+    if not info.explicit:
+        return control.NOT_EXPLICIT
+    return ""
+
+
+@login_required
+@require_GET
+def model_list(request: HttpRequest) -> HttpResponse:
+    index, triton_error = _triton_index()
+    rows = merge(repository.scan(_repository_root()), index)
+    query = request.GET.get("q", "")
+    state = request.GET.get("state", "")
+    sort = request.GET.get("sort", "name")
+    desc = request.GET.get("dir") == "desc"
+    shown = filter_and_sort(rows, query, state, sort, desc)
+    restore = []
+    if index is not None:
+        restore = control.models_to_restore({r.name: r.state for r in rows})
+    return render(
+        request,
+        "repository/model_list.html",
+        {
+            "rows": shown,
+            "total": len(rows),
+            "query": query,
+            "state": state,
+            "sort": sort,
+            "desc": desc,
+            "states": STATE_CHOICES,
+            "triton_error": triton_error,
+            "triton_url": settings.TRITON_URL,
+            "restore": restore,
+            "can_control": request.user.has_perm(CONTROL_PERMISSION),
+        },
+    )
+
+
+@login_required
+@require_GET
+def states_json(request: HttpRequest) -> JsonResponse:
+    """The current state of every model, for clients that resync after a gap."""
+    seq = events.current_seq(events.REPOSITORY_GROUP)
+    index, error = _triton_index()
+    models = {name: state_json(s) for name, s in group_index(index or []).items()}
+    return JsonResponse(
+        {"seq": seq, "triton": {"up": index is not None, "message": error}, "models": models}
+    )
+
+
+@login_required
+@require_GET
+def model_detail(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        folder = repository.get_model(_repository_root(), name)
+    except repository.RepositoryError as exc:
+        folder = None
+        missing_reason = str(exc)
+    index, triton_error = _triton_index()
+    states = group_index(index or []).get(name, [])
+    if folder is None and not states:
+        raise Http404(missing_reason)
+    info, info_error = _server_info() if index is not None else (None, triton_error)
+    stats: list[dict[str, object]] = []
+    if index is not None:
+        try:
+            stats = summarize_all(get_client().model_statistics(name)).get(name, [])
+        except TritonError:
+            stats = []
+    versions = repository.version_folders(folder) if folder else []
+    for version in versions:
+        for model_file in version.files:
+            model_file.sha256 = repository.sha256_of(model_file.path)
+    return render(
+        request,
+        "repository/model_detail.html",
+        {
+            "name": name,
+            "folder": folder,
+            "overview": repository.config_overview(folder.config)
+            if folder and folder.config
+            else None,
+            "versions": versions,
+            "states": state_json(states),
+            "stats": stats,
+            "triton_error": triton_error,
+            "control_disabled": _control_disabled_reason(request, info, info_error),
+        },
+    )
+
+
+@login_required
+@require_GET
+def model_stats_json(request: HttpRequest, name: str) -> JsonResponse:
+    try:
+        stats = summarize_all(get_client().model_statistics(name)).get(name, [])
+    except TritonError as exc:
+        return JsonResponse({"error": exc.message}, status=503)
+    return JsonResponse({"model": name, "stats": stats})
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+@login_required
+@require_POST
+def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    if not request.user.has_perm(CONTROL_PERMISSION):
+        message, status = "your role cannot load or unload models", 403
+    else:
+        try:
+            repository.check_model_name(name)
+            control.start_action(action, name, request.user.get_username(), user_id=request.user.pk)
+            message, status = f"{action} of {name} started", 202
+        except (control.ActionRefused, repository.RepositoryError) as exc:
+            message, status = str(exc), 409
+    if _wants_json(request):
+        return JsonResponse({"message": message, "ok": status == 202}, status=status)
+    if status == 202:
+        messages.info(request, message)
+    else:
+        messages.error(request, message)
+    return redirect(reverse("model_detail", args=[name]))
+
+
+@login_required
+@require_POST
+def restore_loads(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm(CONTROL_PERMISSION):
+        messages.error(request, "your role cannot load or unload models")
+        return redirect("model_list")
+    index, error = _triton_index()
+    if index is None:
+        messages.error(request, error)
+        return redirect("model_list")
+    current = {n: state_json(s)["state"] for n, s in group_index(index).items()}
+    started, refused = [], []
+    for name in control.models_to_restore(current):
+        try:
+            control.start_action("load", name, request.user.get_username(), user_id=request.user.pk)
+            started.append(name)
+        except control.ActionRefused as exc:
+            refused.append(f"{name}: {exc}")
+    if started:
+        messages.info(request, f"Loading again: {', '.join(started)}")
+    for line in refused:
+        messages.error(request, line)
+    return redirect("model_list")
+
+
+@login_required
+@require_GET
+def server(request: HttpRequest) -> HttpResponse:
+    info, error = _server_info()
+    metrics = None
+    if info is not None:
+        try:
+            metrics = derive_server_metrics(None, get_client().metrics(), 0)
+        except TritonError as exc:
+            error = exc.message
+    return render(
+        request,
+        "repository/server.html",
+        {
+            "info": info,
+            "error": error,
+            "metrics": metrics,
+            "triton_url": settings.TRITON_URL,
+            "metrics_url": settings.TRITON_METRICS_URL,
+        },
+    )

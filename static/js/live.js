@@ -1,0 +1,71 @@
+// Live updates over a websocket, with gap detection: every event carries a per-group
+// sequence number; a missing number (or a reconnect) triggers a resync over HTTP.
+"use strict";
+
+window.Live = (function () {
+  function connect(path, handlers, resync) {
+    const lastSeq = {};
+    let socket = null;
+    let retry = 500;
+    const status = document.getElementById("live-status");
+
+    function setStatus(text, cls) {
+      if (status) { status.textContent = text; status.className = "small " + (cls || ""); }
+    }
+
+    function handle(event) {
+      if (event.group && typeof event.seq === "number") {
+        const prev = lastSeq[event.group];
+        if (!event.snapshot && prev !== undefined && event.seq > prev + 1 && resync) resync();
+        if (prev !== undefined && event.seq <= prev && !event.snapshot) return; // duplicate
+        lastSeq[event.group] = event.seq;
+      }
+      const handler = handlers[event.type];
+      if (handler) handler(event);
+    }
+
+    function open() {
+      const scheme = location.protocol === "https:" ? "wss" : "ws";
+      socket = new WebSocket(scheme + "://" + location.host + path);
+      socket.onopen = function () {
+        retry = 500;
+        setStatus("live", "ok");
+        if (resync) resync();
+      };
+      socket.onmessage = function (msg) {
+        try { handle(JSON.parse(msg.data)); } catch (e) { console.error(e); }
+      };
+      socket.onclose = function () {
+        setStatus("reconnecting…", "warning");
+        setTimeout(open, retry);
+        retry = Math.min(retry * 2, 10000);
+      };
+    }
+    open();
+    return { lastSeq: lastSeq };
+  }
+
+  function csrfToken() {
+    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  async function post(url) {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "X-CSRFToken": csrfToken(), "Accept": "application/json" },
+      credentials: "same-origin",
+    });
+    let body = {};
+    try { body = await response.json(); } catch (e) { body = { message: response.statusText }; }
+    return { ok: response.ok, status: response.status, body: body };
+  }
+
+  function stateCell(el, info) {
+    el.textContent = info.state;
+    el.className = "state state-" + info.state.replace(/ /g, "-");
+    el.title = info.reason || "";
+  }
+
+  return { connect: connect, post: post, stateCell: stateCell };
+})();

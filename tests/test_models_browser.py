@@ -1,0 +1,51 @@
+"""In a real browser: click Load and see READY appear without reloading the page."""
+
+import pytest
+
+from repository_app.triton_client import TritonClient
+
+from .conftest import login
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
+    browser, web_server, celery_worker, admin_credentials, triton
+):
+    context = browser.new_context()
+    detail, listing = context.new_page(), context.new_page()
+    try:
+        login(detail, web_server.url, *admin_credentials)
+        listing.goto(f"{web_server.url}/models/")
+        listing.wait_for_selector("#live-status.ok")
+        row_state = listing.locator('tr[data-model="add_batched"] [data-state-cell]')
+        assert row_state.text_content() == "not loaded"
+
+        detail.goto(f"{web_server.url}/models/add_batched/")
+        detail.wait_for_selector("#live-status.ok")
+        detail.evaluate("window.__marker = 'same page'")
+        assert detail.text_content("#model-state") == "not loaded"
+        detail.click("button[data-action=load]")
+        detail.wait_for_function(
+            "document.getElementById('model-state').textContent === 'READY'", timeout=30000
+        )
+        assert "add_batched loaded: READY" in detail.text_content("#action-message")
+        assert detail.evaluate("window.__marker") == "same page"  # no reload happened
+        # The other open page updated too.
+        listing.wait_for_function(
+            "document.querySelector('tr[data-model=\"add_batched\"] [data-state-cell]').textContent === 'READY'",
+            timeout=15000,
+        )
+
+        # A failing load shows Triton's reason.
+        detail.goto(f"{web_server.url}/models/fails_initialize/")
+        detail.wait_for_selector("#live-status.ok")
+        detail.click("button[data-action=load]")
+        detail.wait_for_function(
+            "document.getElementById('action-message').textContent.includes('deliberate failure')",
+            timeout=30000,
+        )
+        assert detail.text_content("#model-state") == "UNAVAILABLE"
+    finally:
+        context.close()
+        TritonClient(triton.grpc_url, triton.metrics_url).unload("add_batched")

@@ -1,0 +1,68 @@
+"""Triton stopped while the dashboard is in use: a banner, then automatic recovery, and
+"restore previous loads" after a restart in explicit mode (runtime loads are forgotten)."""
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.test import Client
+
+from dashboard import local_services as svc
+from repository_app.triton_client import TritonClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
+
+
+def _wait(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.2)
+
+
+def test_banner_while_triton_is_down_then_recovery_and_restore(tmp_path, settings, admin_user):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(DEMO / "add_sub", repo / "add_sub")
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    log = tmp_path / "triton.log"
+    proc = svc.start_tritonserver(repo, Path(django_settings.VAR_DIR), ports, log)
+    settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+    settings.TRITON_METRICS_URL = f"http://127.0.0.1:{ports.metrics}/metrics"
+    settings.MODEL_REPOSITORY = repo
+    client = Client()
+    client.force_login(admin_user)
+    triton = TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL)
+    try:
+        assert (
+            client.post("/models/add_sub/load", HTTP_ACCEPT="application/json").status_code == 202
+        )
+        _wait(lambda: [s.state for s in triton.model_states("add_sub")] == ["READY"])
+        _wait(lambda: "READY" in client.get("/models/").content.decode())
+
+        svc.stop(proc)
+        html = client.get("/models/").content.decode()
+        assert f"Triton unreachable at {settings.TRITON_URL}" in html
+        assert 'data-model="add_sub"' in html  # from disk
+        detail = client.get("/models/add_sub/").content.decode()
+        assert "Triton unreachable at" in detail
+        response = client.post("/models/add_sub/reload", HTTP_ACCEPT="application/json")
+        assert response.status_code == 409
+        assert response.json()["message"] == f"Triton unreachable at {settings.TRITON_URL}"
+
+        # Same ports again: the dashboard recovers by itself; the runtime load is gone.
+        proc = svc.start_tritonserver(repo, Path(django_settings.VAR_DIR), ports, log)
+        html = client.get("/models/").content.decode()
+        assert 'id="triton-banner" class="banner error" hidden' in html
+        assert 'id="restore-banner"' in html
+        assert "(add_sub)" in html
+        response = client.post("/models/restore")
+        assert response.status_code == 302
+        _wait(lambda: [s.state for s in triton.model_states("add_sub")] == ["READY"])
+        html = client.get("/models/").content.decode()
+        assert 'id="restore-banner"' not in html
+    finally:
+        svc.stop(proc)
