@@ -1,0 +1,1 @@
+"""The config.pbtxt editor: form and text modes, atomic saves with history."""
