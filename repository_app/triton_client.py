@@ -146,7 +146,12 @@ class TritonClient:
     def _translate(self, exc: InferenceServerException) -> TritonError:
         status = exc.status() or ""
         message = exc.message() or str(exc)
-        if "UNAVAILABLE" in status or "failed to connect" in message.lower():
+        # Triton itself answers UNAVAILABLE for load/unload outside explicit mode: that is
+        # an answer, not a connection failure.
+        refused_by_triton = POLLING_REFUSAL in message
+        if not refused_by_triton and (
+            "UNAVAILABLE" in status or "failed to connect" in message.lower()
+        ):
             return TritonError(
                 f"Triton unreachable at {self.grpc_url}", unreachable=True, status=status
             )

@@ -46,6 +46,15 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
             timeout=30000,
         )
         assert detail.text_content("#model-state") == "UNAVAILABLE"
+        # The server page draws live metrics charts (Plotly served by the project).
+        detail.goto(f"{web_server.url}/server/")
+        assert detail.text_content("#server-version") == "2.51.0"
+        assert "no GPU metrics" in detail.text_content("#gpu-note")
+        detail.wait_for_function(
+            "document.getElementById('chart-pending').data.length > 0", timeout=20000
+        )
+        names = detail.evaluate("document.getElementById('chart-pending').data.map(t => t.name)")
+        assert "add_batched" in names
     finally:
         context.close()
         TritonClient(triton.grpc_url, triton.metrics_url).unload("add_batched")

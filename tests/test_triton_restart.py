@@ -66,3 +66,55 @@ def test_banner_while_triton_is_down_then_recovery_and_restore(tmp_path, setting
         assert 'id="restore-banner"' not in html
     finally:
         svc.stop(proc)
+
+
+def test_load_and_unload_are_disabled_with_the_reason_outside_explicit_mode(
+    tmp_path, settings, admin_user
+):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(DEMO / "add_sub", repo / "add_sub")
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    proc = svc.start_tritonserver(
+        repo, Path(django_settings.VAR_DIR), ports, tmp_path / "triton.log", control_mode="none"
+    )
+    settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+    settings.MODEL_REPOSITORY = repo
+    client = Client()
+    client.force_login(admin_user)
+    try:
+        html = client.get("/models/add_sub/").content.decode()
+        assert 'data-action="load" disabled' in html
+        assert "Load/unload unavailable: Triton runs in NONE or POLL model control mode" in html
+        response = client.post("/models/add_sub/unload", HTTP_ACCEPT="application/json")
+        assert response.status_code == 409
+        assert "--model-control-mode=explicit" in response.json()["message"]
+        # In NONE mode Triton loaded everything at start; the model keeps serving.
+        triton = TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL)
+        assert [s.state for s in triton.model_states("add_sub")] == ["READY"]
+        overview = client.get("/").content.decode()
+        assert '<dd id="control-mode">none/poll</dd>' in overview
+    finally:
+        svc.stop(proc)
+
+
+def test_a_failed_reload_says_the_previous_version_keeps_serving(tmp_path, settings):
+    from repository_app import control
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(DEMO / "add_sub", repo / "add_sub")
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    proc = svc.start_tritonserver(repo, Path(django_settings.VAR_DIR), ports, tmp_path / "t.log")
+    settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+    try:
+        assert control.run_action("load", "add_sub", "tester").ok
+        config = repo / "add_sub" / "config.pbtxt"
+        config.write_text(config.read_text().replace("max_batch_size: 8", "max_batch_size: -3"))
+        outcome = control.run_action("reload", "add_sub", "tester")
+        assert not outcome.ok
+        assert outcome.previous_serving is True
+        assert outcome.message.endswith("— the previous version keeps serving.")
+        assert outcome.states["state"] == "READY"
+    finally:
+        svc.stop(proc)
