@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 VENV_BIN=.venv/bin
 
 bash scripts/ensure_system_packages.sh
+# perf_analyzer, the reference load generator (from the tritonclient 2.48.0 wheel).
+$VENV_BIN/python scripts/install_perf_analyzer.py
 
 export DJANGO_SETTINGS_MODULE=dashboard.settings
 export VAR_DIR="${TEST_VAR_DIR:-$PWD/var/test}"

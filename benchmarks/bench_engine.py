@@ -1,0 +1,123 @@
+"""Built-in engine vs perf_analyzer, side by side, on one Triton and model.
+
+    .venv/bin/python benchmarks/bench_engine.py [--url 127.0.0.1:8001] [--model add_batched]
+        [--levels 1,2,4,8] [--window-ms 1000] [--client auto]
+
+Without --url it starts its own tritonserver (demo repository, add_batched loaded).
+Each concurrency is measured by one engine then the other (one level per run, same
+window, stability and percentile settings), and a markdown table is printed:
+throughput and p95 ratios (engine / perf_analyzer) and client CPU per request.
+perf_analyzer's CPU per request counts its whole process (warm-up and unstable windows
+included) over the requests of the reported windows, so it is an upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from profiler_app.engine import perf_analyzer as pa  # noqa: E402
+from profiler_app.engine.loadgen import SweepParams, run_sweep  # noqa: E402
+
+
+async def measure(url: str, args: argparse.Namespace) -> list[dict[str, float]]:
+    rows = []
+    for level in args.levels:
+        params = SweepParams(
+            model=args.model, start=level, end=level, measurement_window_ms=args.window_ms,
+            stability_percentage=args.stability, max_windows=args.max_windows, client=args.client,
+            workers=args.workers,
+        )  # fmt: skip
+        ours = (await run_sweep(params, url)).levels[0]
+        ref = await pa.run_perf_analyzer(params, url)
+        if not ref.levels or not ref.levels[0].windows and ref.levels[0].throughput == 0:
+            print(f"perf_analyzer gave nothing at c={level}: {ref.errors}", file=sys.stderr)
+            continue
+        theirs = ref.levels[0]
+        their_tput, their_p95 = theirs.throughput, theirs.percentiles_us.get(95, 0.0)
+        if not theirs.stable:  # no summary: average its last 3 windows (p95 per window)
+            last = theirs.windows[-3:]
+            their_tput = sum(w.throughput for w in last) / len(last)
+            their_p95 = sum(w.latency_us for w in last) / len(last)
+        assert ours.latency is not None
+        rows.append(
+            {
+                "c": level,
+                "ours": ours.throughput,
+                "theirs": their_tput,
+                "p95_ours": ours.latency.p95_us,
+                "p95_theirs": their_p95,
+                "cpu_ours": ours.client_cpu_us,
+                "cpu_theirs": ref.cpu_seconds / max(1, _their_requests(ref, args.window_ms)) * 1e6,
+                "stable": float(ours.stable and theirs.stable),
+            }
+        )
+        print(f"c={level} done", file=sys.stderr, flush=True)
+    return rows
+
+
+def _their_requests(ref: pa.PaResult, window_ms: int) -> float:
+    """Requests perf_analyzer completed: reported, or estimated from its windows (1.2 x interval)."""
+    reported = pa.total_requests(ref)
+    if reported:
+        return reported
+    return sum(w.throughput * window_ms * 1.2 / 1000 for lv in ref.levels for w in lv.windows)
+
+
+def table(rows: list[dict[str, float]]) -> str:
+    lines = [
+        "| concurrency | engine infer/s | perf_analyzer infer/s | throughput ratio | engine p95 µs | perf_analyzer p95 µs | p95 ratio | engine CPU µs/req | perf_analyzer CPU µs/req | both stable |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['c']:g} | {r['ours']:,.0f} | {r['theirs']:,.0f} | {r['ours'] / r['theirs']:.2f} "
+            f"| {r['p95_ours']:,.0f} | {r['p95_theirs']:,.0f} | {r['p95_ours'] / r['p95_theirs']:.2f} "
+            f"| {r['cpu_ours']:.0f} | {r['cpu_theirs']:.0f} | {'yes' if r['stable'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="Triton gRPC host:port (default: start one)")
+    parser.add_argument("--model", default="add_batched")
+    parser.add_argument(
+        "--levels", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")]
+    )
+    parser.add_argument("--window-ms", type=int, default=1000)
+    parser.add_argument("--stability", type=float, default=10.0)
+    parser.add_argument("--max-windows", type=int, default=8)
+    parser.add_argument("--client", default="auto", choices=["auto", "aio", "threads"])
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    pa.locate_perf_analyzer()  # fail early with the install hint
+    if args.url:
+        print(table(asyncio.run(measure(args.url, args))))
+        return 0
+    from dashboard import local_services as svc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+        proc = svc.start_tritonserver(
+            ROOT / "examples" / "model_repository",
+            Path(tmp),
+            ports,
+            Path(tmp) / "triton.log",
+            load=(args.model,),
+        )
+        try:
+            print(table(asyncio.run(measure(f"127.0.0.1:{ports.grpc}", args))))
+        finally:
+            svc.stop(proc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

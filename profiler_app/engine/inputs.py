@@ -1,0 +1,213 @@
+"""Input tensors for a sweep, built from the model's metadata and config.
+
+The shapes follow perf_analyzer's conventions: `shapes` gives the full shape of an input
+*without* the batch dimension (like `--shape NAME:d1,d2`) and is required exactly where the
+model declares a variable (-1) dimension. Data is random (seeded), zeros, or taken from a
+JSON document in perf_analyzer's `--input-data` format:
+
+    {"data": [{"INPUT0": [1, 2, ...]}, {"INPUT0": {"content": [...], "shape": [16]}}]}
+
+Each entry of "data" is one sample of every input (no batch dimension); a request with
+batch size b stacks b consecutive samples (cycling), and successive requests walk the
+samples round-robin.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tritonclient.utils import triton_to_np_dtype
+
+MAX_PAYLOADS = 64  # distinct pre-built requests kept per sweep
+
+
+class InputError(ValueError):
+    """The inputs cannot be built; the message names the input and what is missing."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    datatype: str  # Triton type name: FP32, INT64, BYTES...
+    dims: tuple[int, ...]  # without the batch dimension
+
+
+@dataclass(frozen=True)
+class TensorData:
+    name: str
+    datatype: str
+    array: np.ndarray  # with the batch dimension when the model batches
+
+
+def input_specs(metadata: Mapping[str, Any], config: Mapping[str, Any]) -> list[InputSpec]:
+    """The inputs as (name, datatype, dims without batch) from metadata and config JSON."""
+    config = config.get("config", config)  # gRPC's as_json wraps the config
+    batching = int(config.get("max_batch_size", 0) or 0) > 0
+    specs = []
+    for item in metadata.get("inputs", []):
+        dims = [int(d) for d in item.get("shape", [])]
+        if batching and dims:
+            dims = dims[1:]
+        specs.append(InputSpec(item["name"], item["datatype"], tuple(dims)))
+    return specs
+
+
+def max_batch_size(config: Mapping[str, Any]) -> int:
+    config = config.get("config", config)
+    return int(config.get("max_batch_size", 0) or 0)
+
+
+def resolve_shape(spec: InputSpec, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
+    """The concrete shape of one sample of `spec`; variable dims must come from `shapes`."""
+    given = shapes.get(spec.name)
+    if given is not None:
+        dims = tuple(int(d) for d in given)
+        if len(dims) != len(spec.dims) or any(
+            want not in (-1, got) for want, got in zip(spec.dims, dims, strict=True)
+        ):
+            raise InputError(
+                f"input {spec.name}: shape {list(dims)} does not match the model's {list(spec.dims)}"
+            )
+        return dims
+    if any(d < 0 for d in spec.dims):
+        raise InputError(
+            f"input {spec.name} has a variable dimension {list(spec.dims)}: give its shape "
+            f"(e.g. {spec.name}:{','.join('16' if d < 0 else str(d) for d in spec.dims)})"
+        )
+    return spec.dims
+
+
+def _random_sample(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if spec.datatype == "BYTES":
+        flat = [str(int(v)).encode() for v in rng.integers(0, 1 << 30, size=int(np.prod(shape)))]
+        return np.array(flat, dtype=np.object_).reshape(shape)
+    if spec.datatype == "BOOL":
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    dtype = np.dtype(triton_to_np_dtype(spec.datatype))
+    if np.issubdtype(dtype, np.floating):
+        return rng.random(size=shape, dtype=np.float32).astype(dtype)
+    info = np.iinfo(dtype)
+    # Small non-negative ints: safe for index-like inputs, like perf_analyzer's defaults.
+    return rng.integers(0, min(info.max, 100), size=shape, endpoint=True).astype(dtype)
+
+
+def _zero_sample(spec: InputSpec, shape: tuple[int, ...]) -> np.ndarray:
+    if spec.datatype == "BYTES":
+        return np.full(shape, b"0", dtype=np.object_)
+    return np.zeros(shape, dtype=np.dtype(triton_to_np_dtype(spec.datatype)))
+
+
+def _json_sample(spec: InputSpec, value: Any, shapes: Mapping[str, Sequence[int]]) -> np.ndarray:
+    shape: Sequence[int] | None = None
+    if isinstance(value, Mapping):
+        if "shape" in value:
+            shape = [int(d) for d in value["shape"]]
+        if "b64" in value:
+            raw = base64.b64decode(value["b64"])
+            if spec.datatype == "BYTES":
+                return np.array([raw], dtype=np.object_)
+            arr = np.frombuffer(raw, dtype=np.dtype(triton_to_np_dtype(spec.datatype)))
+            return arr.reshape(shape or resolve_shape(spec, shapes))
+        if "content" not in value:
+            raise InputError(f"input {spec.name}: an entry needs 'content' or 'b64'")
+        value = value["content"]
+    if shape is None:
+        shape = resolve_shape(spec, shapes)
+    if spec.datatype == "BYTES":
+        flat = [v.encode() if isinstance(v, str) else bytes(v) for v in np.ravel(value)]
+        arr = np.array(flat, dtype=np.object_)
+    else:
+        arr = np.asarray(value, dtype=np.dtype(triton_to_np_dtype(spec.datatype))).ravel()
+    expected = int(np.prod(shape))
+    if arr.size != expected:
+        raise InputError(
+            f"input {spec.name}: {arr.size} values given for shape {list(shape)} ({expected})"
+        )
+    return arr.reshape(shape)
+
+
+def load_input_data(source: str | Path | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The list of samples from a perf_analyzer `--input-data` JSON (file, text or dict)."""
+    if isinstance(source, Mapping):
+        document: Any = source
+    else:
+        text = str(source)
+        document = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
+    samples = document.get("data") if isinstance(document, Mapping) else None
+    if not isinstance(samples, list) or not samples:
+        raise InputError(
+            'input data must be {"data": [{"INPUT": [...]}, ...]} with one entry or more'
+        )
+    for sample in samples:
+        if not isinstance(sample, Mapping):
+            raise InputError("each entry of 'data' must map input names to values")
+    return [dict(s) for s in samples]
+
+
+def build_payloads(
+    specs: Sequence[InputSpec],
+    *,
+    batch_size: int = 1,
+    batching: bool = True,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    data: str | Path | Mapping[str, Any] = "random",
+    seed: int = 0,
+) -> list[list[TensorData]]:
+    """The distinct requests of a sweep: each a list of tensors, batched when the model is.
+
+    `data` is "random", "zeros", or perf_analyzer input-data JSON (path, text or dict).
+    Raises InputError naming the input when a shape is missing or data does not fit.
+    """
+    shapes = shapes or {}
+    unknown = set(shapes) - {s.name for s in specs}
+    if unknown:
+        raise InputError(f"shape given for unknown input(s): {', '.join(sorted(unknown))}")
+    if not batching and batch_size != 1:
+        raise InputError(
+            f"the model does not batch (max_batch_size 0); batch size {batch_size} given"
+        )
+    resolved = (
+        {s.name: resolve_shape(s, shapes) for s in specs} if data in ("random", "zeros") else {}
+    )
+
+    if data in ("random", "zeros"):
+        rng = np.random.default_rng(seed)
+        sample = {
+            s.name: (
+                _random_sample(s, resolved[s.name], rng)
+                if data == "random"
+                else _zero_sample(s, resolved[s.name])
+            )
+            for s in specs
+        }
+        samples = [sample]
+    else:
+        entries = load_input_data(data)
+        samples = []
+        for entry in entries:
+            missing = [s.name for s in specs if s.name not in entry]
+            if missing:
+                raise InputError(f"input data has no value for input(s) {', '.join(missing)}")
+            samples.append({s.name: _json_sample(s, entry[s.name], shapes) for s in specs})
+
+    payloads: list[list[TensorData]] = []
+    count = min(len(samples), MAX_PAYLOADS)
+    for start in range(count):
+        tensors = []
+        for spec in specs:
+            if batching:
+                rows = [samples[(start + k) % len(samples)][spec.name] for k in range(batch_size)]
+                if len({r.shape for r in rows}) > 1:
+                    raise InputError(f"input {spec.name}: samples in one batch differ in shape")
+                array = np.stack(rows)
+            else:
+                array = samples[start][spec.name]
+            tensors.append(TensorData(spec.name, spec.datatype, array))
+        payloads.append(tensors)
+    return payloads

@@ -1,0 +1,425 @@
+"""Worker processes that keep the load on Triton: the hot path of the built-in engine.
+
+Each worker owns one connection and drives a share of the load, recording
+`(end_ns, latency_ns)` per request on CLOCK_MONOTONIC (shared by all processes, so the
+coordinator can cut windows by its own clock). Requests are serialised once up front
+and responses are not decoded, so the per-request Python work is a call and two clock
+reads. Two ways to keep requests outstanding:
+
+- "aio": asyncio tasks on one gRPC aio channel / aiohttp session. Cheapest per request
+  when many are outstanding (one wake-up serves several completions); request-rate mode
+  always uses it.
+- "threads": one thread per outstanding request doing blocking calls, perf_analyzer's own
+  model. Lowest latency at low concurrency, where the aio poller's thread hop shows.
+
+Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
+  -> ("level", "concurrency"|"request_rate", value, arrival, seed)
+  -> ("swap", t_end_ns)  <- ("records", ends, lats, errors, messages, cpu_s, sent)
+  -> ("stop",)
+  startup: <- ("ready", info) or ("error", message)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import json
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+GRPC_METHOD = "/inference.GRPCInferenceService/ModelInfer"
+MAX_MESSAGES = 5  # error messages kept per window
+now_ns = time.monotonic_ns
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    protocol: str  # "grpc" | "http"
+    url: str  # host:port
+    model: str
+    version: str
+    payloads: Sequence[Sequence[tuple[str, str, np.ndarray]]]  # (name, datatype, array)
+    client: str  # "aio" | "threads"
+    timeout_s: float = 30.0
+
+
+def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
+    """ModelInferRequest bytes for each payload, built once."""
+    from tritonclient.grpc import service_pb2
+    from tritonclient.utils import serialize_byte_tensor
+
+    requests = []
+    for payload in spec.payloads:
+        request = service_pb2.ModelInferRequest(model_name=spec.model, model_version=spec.version)
+        for name, datatype, array in payload:
+            tensor = request.inputs.add(name=name, datatype=datatype, shape=list(array.shape))
+            del tensor  # shape/type only; the data travels in raw_input_contents
+            if datatype == "BYTES":
+                request.raw_input_contents.append(serialize_byte_tensor(array).tobytes())
+            else:
+                request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
+        requests.append(request.SerializeToString())
+    return requests
+
+
+def serialize_http(spec: WorkerSpec) -> list[tuple[bytes, dict[str, str]]]:
+    """(body, headers) for each payload in Triton's binary-data HTTP format, built once."""
+    import tritonclient.http as httpclient
+
+    bodies = []
+    for payload in spec.payloads:
+        inputs = []
+        for name, datatype, array in payload:
+            tensor = httpclient.InferInput(name, list(array.shape), datatype)
+            tensor.set_data_from_numpy(array, binary_data=True)
+            inputs.append(tensor)
+        outputs = None
+        body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outputs)
+        headers = {"Content-Type": "application/octet-stream"}
+        if json_size is not None:
+            headers["Inference-Header-Content-Length"] = str(json_size)
+        bodies.append((body, headers))
+    return bodies
+
+
+def _http_path(spec: WorkerSpec) -> str:
+    version = f"/versions/{spec.version}" if spec.version else ""
+    return f"/v2/models/{spec.model}{version}/infer"
+
+
+def _http_error(status: int, body: bytes) -> str:
+    try:
+        return str(json.loads(body).get("error", body[:200]))
+    except (ValueError, AttributeError):
+        return f"HTTP {status}: {body[:200]!r}"
+
+
+class Recorder:
+    """Per-request records, swapped out window by window."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, int]] = []  # (end_ns, latency_ns); latency -1 = error
+        self.messages: list[str] = []
+        self.sent = 0
+        self.cpu_mark = time.process_time()
+
+    def error(self, end: int, message: str) -> None:
+        self.records.append((end, -1))
+        if len(self.messages) < MAX_MESSAGES:
+            self.messages.append(message)
+
+    def swap(self, t_end: int) -> tuple:
+        records, self.records = self.records, []
+        late = [r for r in records if r[0] > t_end]
+        if late:  # completed after the boundary: they belong to the next window
+            self.records[:0] = late
+            records = [r for r in records if r[0] <= t_end]
+        messages, self.messages = self.messages, []
+        sent, self.sent = self.sent, 0
+        cpu = time.process_time()
+        cpu_s, self.cpu_mark = cpu - self.cpu_mark, cpu
+        ok = [r for r in records if r[1] >= 0]
+        ends = np.fromiter((r[0] for r in ok), dtype=np.int64, count=len(ok))
+        lats = np.fromiter((r[1] for r in ok), dtype=np.int64, count=len(ok))
+        return ("records", ends, lats, len(records) - len(ok), messages, cpu_s, sent)
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, conn: Connection) -> None:
+        self.spec = spec
+        self.conn = conn
+        self.rec = Recorder()
+        self.generation = 0  # bumped on every level change: loops of older levels exit
+        self.slots = 0
+        self.tasks: list[asyncio.Task] = []
+        self.threads: list[threading.Thread] = []
+        self.loop = asyncio.get_running_loop()
+        self.stopped = asyncio.Event()
+        self.next_payload = 0
+        if spec.protocol == "grpc":
+            self.grpc_requests = serialize_grpc(spec)
+        else:
+            self.http_requests = serialize_http(spec)
+            self.http_path = _http_path(spec)
+
+    # --- connections -------------------------------------------------------------------------
+
+    async def open(self) -> dict[str, Any]:
+        spec = self.spec
+        if spec.protocol == "grpc":
+            import grpc
+
+            options = [
+                ("grpc.max_send_message_length", -1),
+                ("grpc.max_receive_message_length", -1),
+            ]
+            self.sync_options = options
+            if spec.client == "threads":
+                # No aio channel at all: its poller thread would cost CPU on every call.
+                self.aio_channel = None
+                call = self._sync_channel().unary_unary(
+                    GRPC_METHOD, request_serializer=None, response_deserializer=None
+                )
+                try:
+                    raw = await asyncio.to_thread(
+                        call, self.grpc_requests[0], timeout=spec.timeout_s
+                    )
+                except grpc.RpcError as exc:
+                    raise RuntimeError(exc.details() or str(exc.code())) from None  # type: ignore[attr-defined]
+            else:
+                self.aio_channel = grpc.aio.insecure_channel(spec.url, options=options)
+                self.aio_call = self.aio_channel.unary_unary(
+                    GRPC_METHOD, request_serializer=None, response_deserializer=None
+                )
+                # One checked call: it fails loudly on a bad model/input before any window.
+                try:
+                    raw = await self.aio_call(self.grpc_requests[0], timeout=spec.timeout_s)
+                except grpc.aio.AioRpcError as exc:
+                    raise RuntimeError(exc.details() or str(exc.code())) from None
+            from tritonclient.grpc import service_pb2
+
+            response = service_pb2.ModelInferResponse.FromString(raw)
+            return {"outputs": [o.name for o in response.outputs]}
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        self.session = aiohttp.ClientSession(
+            f"http://{spec.url}",
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=spec.timeout_s),
+        )
+        body, headers = self.http_requests[0]
+        async with self.session.post(self.http_path, data=body, headers=headers) as response:
+            content = await response.read()
+            if response.status != 200:
+                raise RuntimeError(_http_error(response.status, content))
+        return {"outputs": "ok"}
+
+    async def close(self) -> None:
+        self.generation += 1
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.to_thread(lambda: [t.join(5) for t in self.threads])
+        if self.spec.protocol == "grpc":
+            if self.aio_channel is not None:
+                await self.aio_channel.close()
+            if hasattr(self, "sync_channel"):
+                self.sync_channel.close()
+        else:
+            await self.session.close()
+
+    def _payload_index(self) -> int:
+        i = self.next_payload
+        self.next_payload = (i + 1) % len(self.spec.payloads)
+        return i
+
+    # --- aio slots -------------------------------------------------------------------------------
+
+    async def _grpc_once(self) -> None:
+        import grpc
+
+        raw = self.grpc_requests[self._payload_index()]
+        rec = self.rec
+        rec.sent += 1
+        t0 = now_ns()
+        try:
+            await self.aio_call(raw, timeout=self.spec.timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            rec.error(now_ns(), exc.details() or str(exc.code()))
+        else:
+            t1 = now_ns()
+            rec.records.append((t1, t1 - t0))
+
+    async def _http_once(self) -> None:
+        body, headers = self.http_requests[self._payload_index()]
+        rec = self.rec
+        rec.sent += 1
+        t0 = now_ns()
+        try:
+            async with self.session.post(self.http_path, data=body, headers=headers) as response:
+                content = await response.read()
+                status = response.status
+        except Exception as exc:  # noqa: BLE001 - any transport failure counts as an error
+            rec.error(now_ns(), f"{type(exc).__name__}: {exc}")
+            return
+        t1 = now_ns()
+        if status == 200:
+            rec.records.append((t1, t1 - t0))
+        else:
+            rec.error(t1, _http_error(status, content))
+
+    async def _aio_slot(self, generation: int) -> None:
+        once = self._grpc_once if self.spec.protocol == "grpc" else self._http_once
+        while self.generation == generation:
+            await once()
+
+    async def _rate_loop(self, generation: int, rate: float, arrival: str, seed: int) -> None:
+        once = self._grpc_once if self.spec.protocol == "grpc" else self._http_once
+        rng = random.Random(seed)
+        inflight: set[asyncio.Task] = set()
+        next_at = now_ns()
+        while self.generation == generation:
+            gap = rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
+            next_at += int(gap * 1e9)
+            delay = next_at - now_ns()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            if self.generation != generation:
+                break
+            task = self.loop.create_task(once())
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+        await asyncio.gather(*inflight, return_exceptions=True)
+
+    # --- thread slots ----------------------------------------------------------------------------
+
+    def _thread_slot(self, generation: int, index: int) -> None:
+        spec = self.spec
+        rec = self.rec
+        payloads = len(spec.payloads)
+        i = index % payloads
+        if spec.protocol == "grpc":
+            import grpc
+
+            channel = self._sync_channel()
+            call = channel.unary_unary(
+                GRPC_METHOD, request_serializer=None, response_deserializer=None
+            )
+            requests = self.grpc_requests
+            while self.generation == generation and index < self.slots:
+                raw = requests[i]
+                i = (i + 1) % payloads
+                rec.sent += 1
+                t0 = now_ns()
+                try:
+                    call(raw, timeout=spec.timeout_s)
+                except grpc.RpcError as exc:
+                    rec.error(now_ns(), exc.details() or str(exc.code()))  # type: ignore[attr-defined]
+                else:
+                    t1 = now_ns()
+                    rec.records.append((t1, t1 - t0))
+            return
+        host, _, port = spec.url.rpartition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=spec.timeout_s)
+        try:
+            while self.generation == generation and index < self.slots:
+                body, headers = self.http_requests[i]
+                i = (i + 1) % payloads
+                rec.sent += 1
+                t0 = now_ns()
+                try:
+                    conn.request("POST", self.http_path, body=body, headers=headers)
+                    response = conn.getresponse()
+                    content = response.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    rec.error(now_ns(), f"{type(exc).__name__}: {exc}")
+                    conn.close()
+                    continue
+                t1 = now_ns()
+                if response.status == 200:
+                    rec.records.append((t1, t1 - t0))
+                else:
+                    rec.error(t1, _http_error(response.status, content))
+        finally:
+            conn.close()
+
+    def _sync_channel(self) -> Any:
+        # One sync channel shared by the threads of this worker (like the aio one).
+        if not hasattr(self, "sync_channel"):
+            import grpc
+
+            self.sync_channel = grpc.insecure_channel(self.spec.url, options=self.sync_options)
+        return self.sync_channel
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def set_level(self, kind: str, value: float, arrival: str, seed: int) -> None:
+        self.generation += 1  # loops of the previous level finish their call and exit
+        gen = self.generation
+        if kind == "concurrency" and self.spec.client == "threads":
+            old, self.slots = self.threads, int(value)
+            for thread in old:
+                thread.join(self.spec.timeout_s)
+            self.threads = [
+                threading.Thread(target=self._thread_slot, args=(gen, i), daemon=True)
+                for i in range(int(value))
+            ]
+            for thread in self.threads:
+                thread.start()
+            return
+        self.tasks = [t for t in self.tasks if not t.done()]
+        if kind == "concurrency":
+            self.tasks += [self.loop.create_task(self._aio_slot(gen)) for _ in range(int(value))]
+        elif value > 0:
+            self.tasks.append(self.loop.create_task(self._rate_loop(gen, value, arrival, seed)))
+
+    def on_command(self) -> None:
+        while self.conn.poll():
+            message = self.conn.recv()
+            if message[0] == "level":
+                self.set_level(*message[1:])
+            elif message[0] == "swap":
+                self.conn.send(self.rec.swap(message[1]))
+            elif message[0] == "stop":
+                self.stopped.set()
+
+
+async def _serve(spec: WorkerSpec, conn: Connection) -> None:
+    worker = Worker(spec, conn)
+    try:
+        info = await worker.open()
+    except Exception as exc:  # noqa: BLE001 - reported to the coordinator verbatim
+        conn.send(("error", str(exc) or type(exc).__name__))
+        with contextlib.suppress(Exception):
+            await worker.close()
+        return
+    conn.send(("ready", info))
+    loop = asyncio.get_running_loop()
+    loop.add_reader(conn.fileno(), worker.on_command)
+    try:
+        await worker.stopped.wait()
+    finally:
+        loop.remove_reader(conn.fileno())
+        await worker.close()
+
+
+def worker_main(spec: WorkerSpec, conn: Connection) -> None:
+    """Entry point of a worker process."""
+    try:
+        asyncio.run(_serve(spec, conn))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _main(argv: Sequence[str]) -> None:
+    conn = Connection(int(argv[1]))
+    spec = conn.recv()
+    worker_main(spec, conn)
+
+
+def split_load(kind: str, value: float, workers: int) -> list[float]:
+    """Share a concurrency (whole requests) or a request rate among workers."""
+    if workers <= 1:
+        return [value]
+    if kind == "concurrency":
+        whole = int(value)
+        return [float(whole // workers + (1 if i < whole % workers else 0)) for i in range(workers)]
+    return [value / workers] * workers
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(sys.argv)

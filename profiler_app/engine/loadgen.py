@@ -1,0 +1,603 @@
+"""The built-in load generator: perf_analyzer's measurement loop, in Python.
+
+`run_sweep(params, url)` walks the levels of a concurrency or request-rate range. At each
+level it cuts time windows of `measurement_window_ms`; a window counts the requests that
+*completed* inside it (perf_analyzer's rule), and reports throughput (requests x batch /
+window), client latency (avg, p50/p90/p95/p99 in µs), errors, client CPU per request and
+Triton's server-side breakdown (statistics extension, diffed over the window). A level
+ends when the last 3 windows are stable (see `stats`), when `max_windows` is reached (the
+level is kept, marked unstable, with its spread), or when the chosen latency passes the
+threshold (the sweep then stops raising the load). `should_cancel` is polled several
+times per window; a cancelled sweep keeps the windows it finished.
+
+The load itself comes from worker processes (`load_workers`), so that neither this event
+loop (which also runs the callbacks, e.g. websocket pushes) nor the GIL sits on the hot
+path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .inputs import InputError, build_payloads, input_specs, max_batch_size
+from .load_workers import WorkerSpec, split_load
+
+CANCEL_POLL_S = 0.1
+
+
+class SweepError(RuntimeError):
+    """The sweep could not start or run; the message is fit to show a user."""
+
+
+@dataclass
+class SweepParams:
+    """What to measure and how, with perf_analyzer's defaults where it has them."""
+
+    model: str
+    version: str = ""
+    protocol: str = "grpc"  # "grpc" | "http"
+    mode: str = "concurrency"  # "concurrency" | "request_rate"
+    start: float = 1
+    end: float = 1
+    step: float = 1
+    batch_size: int = 1
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    input_data: str | dict[str, Any] = "random"  # "random" | "zeros" | JSON path/text/dict
+    percentile: int | str = 95  # 50/90/95/99, or "avg"
+    measurement_window_ms: int = 1000
+    stability_percentage: float = 10.0
+    max_windows: int = 10
+    latency_threshold_ms: float | None = None
+    arrival: str = "constant"  # request-rate mode: "constant" | "poisson"
+    seed: int = 0
+    workers: int = 1  # load processes; more only helps when one cannot keep up
+    client: str = "auto"  # "aio" | "threads" | "auto" (see _client_plan)
+
+    @property
+    def range_text(self) -> str:
+        return f"{self.start:g}:{self.end:g}:{self.step:g}"
+
+    def levels(self) -> list[float]:
+        """The levels of the range, inclusive, like perf_analyzer's start:end:step."""
+        if self.step <= 0 or self.end < self.start or self.start <= 0:
+            raise SweepError(f"bad range {self.range_text}: need 0 < start <= end and step > 0")
+        count = int((self.end - self.start) / self.step + 1e-9) + 1
+        return [self.start + i * self.step for i in range(count)]
+
+    def validate(self) -> None:
+        if self.protocol not in ("grpc", "http"):
+            raise SweepError(f"protocol must be grpc or http, not {self.protocol!r}")
+        if self.mode not in ("concurrency", "request_rate"):
+            raise SweepError(f"mode must be concurrency or request_rate, not {self.mode!r}")
+        if self.mode == "concurrency" and not all(float(v).is_integer() for v in self.levels()):
+            raise SweepError(f"concurrency levels must be whole numbers ({self.range_text})")
+        if self.percentile != "avg" and int(self.percentile) not in stats.REPORTED_PERCENTILES:
+            raise SweepError("percentile must be 50, 90, 95, 99 or 'avg'")
+        if self.batch_size < 1 or self.measurement_window_ms < 50 or self.max_windows < 3:
+            raise SweepError("need batch size >= 1, windows >= 50 ms and max windows >= 3")
+        if self.client not in ("auto", "aio", "threads") or self.arrival not in (
+            "constant",
+            "poisson",
+        ):
+            raise SweepError("client must be auto/aio/threads and arrival constant/poisson")
+
+    @property
+    def latency_label(self) -> str:
+        return "avg" if self.percentile == "avg" else f"p{int(self.percentile)}"
+
+
+def parse_range(text: str) -> tuple[float, float, float]:
+    """'1:8:2' -> (1, 8, 2); 'A:B' steps by 1; 'A' is a single level."""
+    parts = [float(p) for p in text.split(":")]
+    if len(parts) == 1:
+        return parts[0], parts[0], 1.0
+    if len(parts) == 2:
+        return parts[0], parts[1], 1.0
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise SweepError(f"range {text!r} is not start:end[:step]")
+
+
+@dataclass
+class ServerBreakdown:
+    """Triton's view of the window (averages in µs), from the statistics extension."""
+
+    request_count: int
+    inference_count: int
+    execution_count: int
+    request_us: float  # success: cumulative request time per request
+    queue_us: float
+    compute_input_us: float
+    compute_infer_us: float
+    compute_output_us: float
+
+    @property
+    def avg_batch_size(self) -> float:
+        return self.inference_count / self.execution_count if self.execution_count else 0.0
+
+
+@dataclass
+class WindowResult:
+    level: float
+    index: int  # 0-based window number within the level
+    duration_s: float
+    requests: int
+    inferences: int
+    throughput: float  # infer/s
+    latency: stats.LatencySummary | None
+    errors: int
+    error_messages: list[str]
+    server: ServerBreakdown | None
+    client_cpu_us: float  # worker CPU per completed request
+    send_rate: float  # requests sent per second
+    # Raw latencies (ns) of the window, kept so a level pools them like perf_analyzer.
+    latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
+
+    def chosen_latency_us(self, chosen: int | str) -> float:
+        return self.latency.value(chosen) if self.latency else 0.0
+
+
+@dataclass
+class LevelResult:
+    level: float
+    windows: list[WindowResult]
+    stable: bool
+    throughput: float  # merged over the last 3 windows (or fewer)
+    latency: stats.LatencySummary | None
+    server: ServerBreakdown | None
+    throughput_spread: float  # max/min - 1 over the last 3 windows
+    latency_spread: float
+    errors: int
+    client_cpu_us: float
+    over_threshold: bool = False
+    cancelled: bool = False
+
+
+@dataclass
+class SweepResult:
+    params: SweepParams
+    levels: list[LevelResult]
+    cancelled: bool = False
+    stopped_reason: str = ""  # "", "cancelled", "latency threshold", "error: ..."
+    outputs: Any = None
+
+    def curve(self) -> list[stats.CurvePoint]:
+        chosen = self.params.percentile
+        return [
+            stats.CurvePoint(
+                lv.level, lv.throughput, lv.latency.value(chosen) if lv.latency else 0.0
+            )
+            for lv in self.levels
+            if lv.latency is not None
+        ]
+
+    def recommendation(
+        self, *, min_gain_pct: float = 5.0, latency_budget_ms: float | None = None
+    ) -> str:
+        return stats.recommendation(
+            self.curve(),
+            mode=self.params.mode,
+            latency_label=self.params.latency_label,
+            min_gain_pct=min_gain_pct,
+            latency_budget_ms=latency_budget_ms or self.params.latency_threshold_ms,
+        )
+
+
+Callback = Callable[[Any], Awaitable[None] | None]
+
+
+async def _call(callback: Callable[..., Any] | None, *args: Any) -> Any:
+    if callback is None:
+        return None
+    result = callback(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+# --- Triton access for the coordinator (tritonclient's aio clients) ---------------------------
+
+
+class _Control:
+    """Metadata, readiness and statistics through tritonclient.grpc.aio / http.aio."""
+
+    def __init__(self, protocol: str, url: str) -> None:
+        self.protocol = protocol
+        if protocol == "grpc":
+            import tritonclient.grpc.aio as client_module
+        else:
+            import tritonclient.http.aio as client_module  # type: ignore[no-redef]
+        self.client = client_module.InferenceServerClient(url)
+        self.json = {"as_json": True} if protocol == "grpc" else {}
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def describe(self, model: str, version: str) -> tuple[dict, dict]:
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            live = await self.client.is_server_live()
+        except Exception as exc:  # noqa: BLE001 - any transport failure means unreachable
+            raise SweepError(f"Triton unreachable: {exc}") from None
+        if not live:
+            raise SweepError("Triton is not live")
+        try:
+            ready = await self.client.is_model_ready(model, version)
+        except InferenceServerException as exc:
+            raise SweepError(f"model {model!r}: {exc.message()}") from None
+        if not ready:
+            raise SweepError(
+                f"model {model!r}{' version ' + version if version else ''} is not loaded/ready "
+                "on Triton: load it first"
+            )
+        try:
+            metadata = await self.client.get_model_metadata(model, version, **self.json)
+            config = await self.client.get_model_config(model, version, **self.json)
+        except InferenceServerException as exc:
+            raise SweepError(f"model {model!r}: {exc.message()}") from None
+        return metadata, config
+
+    async def statistics(self, model: str, version: str) -> dict[str, int] | None:
+        try:
+            raw = await self.client.get_inference_statistics(model, version, **self.json)
+        except Exception:  # noqa: BLE001 - the breakdown is optional
+            return None
+        models = raw.get("model_stats", [])
+        if version:
+            models = [m for m in models if str(m.get("version")) == str(version)]
+        totals: dict[str, int] = {}
+        for entry in models:  # several loaded versions: add them up
+            inference = entry.get("inference_stats", {})
+            values = {
+                "inference_count": entry.get("inference_count", 0),
+                "execution_count": entry.get("execution_count", 0),
+            }
+            for key in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
+                item = inference.get(key, {})
+                values[f"{key}_count"] = item.get("count", 0)
+                values[f"{key}_ns"] = item.get("ns", 0)
+            for key, value in values.items():
+                totals[key] = totals.get(key, 0) + int(value or 0)  # gRPC JSON gives strings
+        return totals
+
+
+def _server_diff(
+    start: Mapping[str, int] | None, end: Mapping[str, int] | None
+) -> ServerBreakdown | None:
+    if not start or not end:
+        return None
+    d = {k: end[k] - start.get(k, 0) for k in end}
+
+    def avg(key: str) -> float:
+        count = d[f"{key}_count"]
+        return d[f"{key}_ns"] / count / 1000 if count else 0.0
+
+    return ServerBreakdown(
+        request_count=d["success_count"],
+        inference_count=d["inference_count"],
+        execution_count=d["execution_count"],
+        request_us=avg("success"),
+        queue_us=avg("queue"),
+        compute_input_us=avg("compute_input"),
+        compute_infer_us=avg("compute_infer"),
+        compute_output_us=avg("compute_output"),
+    )
+
+
+def _merge_server(items: Sequence[ServerBreakdown | None]) -> ServerBreakdown | None:
+    present = [s for s in items if s is not None]
+    if not present:
+        return None
+
+    def weighted(attr: str, weight: str = "request_count") -> float:
+        total = sum(getattr(s, weight) for s in present)
+        return sum(getattr(s, attr) * getattr(s, weight) for s in present) / total if total else 0.0
+
+    return ServerBreakdown(
+        request_count=sum(s.request_count for s in present),
+        inference_count=sum(s.inference_count for s in present),
+        execution_count=sum(s.execution_count for s in present),
+        request_us=weighted("request_us"),
+        queue_us=weighted("queue_us"),
+        compute_input_us=weighted("compute_input_us", "execution_count"),
+        compute_infer_us=weighted("compute_infer_us", "execution_count"),
+        compute_output_us=weighted("compute_output_us", "execution_count"),
+    )
+
+
+# --- worker pool ------------------------------------------------------------------------------
+
+
+class _Pool:
+    """Worker processes started as `python -m ...load_workers FD` over a socket pair.
+
+    Not multiprocessing's spawn: that re-imports the caller's __main__, which breaks
+    scripts and REPLs; a plain subprocess imports only the worker module.
+    """
+
+    def __init__(self, spec: WorkerSpec, count: int) -> None:
+        self.conns: list[Connection] = []
+        self.procs: list[subprocess.Popen] = []
+        root = Path(__file__).resolve().parents[2]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        }
+        for _ in range(count):
+            parent, child = socket.socketpair()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "profiler_app.engine.load_workers", str(child.fileno())],
+                pass_fds=(child.fileno(),),
+                env=env,
+                cwd=root,
+            )
+            child.close()
+            conn = Connection(parent.detach())
+            conn.send(spec)
+            self.conns.append(conn)
+            self.procs.append(proc)
+
+    async def _recv(self, conn: Any, timeout: float) -> Any:
+        loop = asyncio.get_running_loop()
+        ready = await loop.run_in_executor(None, conn.poll, timeout)
+        if not ready:
+            raise SweepError("a load worker stopped answering")
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            raise SweepError("a load worker exited unexpectedly") from None
+
+    async def started(self, timeout: float = 60.0) -> Any:
+        replies = await asyncio.gather(*(self._recv(c, timeout) for c in self.conns))
+        for kind, payload in replies:
+            if kind == "error":
+                raise SweepError(payload)
+        return replies[0][1]
+
+    def set_level(self, kind: str, value: float, arrival: str, seed: int) -> None:
+        for i, (conn, share) in enumerate(
+            zip(self.conns, split_load(kind, value, len(self.conns)), strict=True)
+        ):
+            conn.send(("level", kind, share, arrival, seed * 1000 + i))
+
+    async def swap(self, t_end: int) -> list[tuple]:
+        for conn in self.conns:
+            conn.send(("swap", t_end))
+        return list(await asyncio.gather(*(self._recv(c, 30.0) for c in self.conns)))
+
+    def stop(self) -> None:
+        for conn in self.conns:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                conn.send(("stop",))
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        for conn in self.conns:
+            conn.close()
+
+
+# --- the sweep --------------------------------------------------------------------------------
+
+
+def _client_plan(params: SweepParams) -> tuple[str, int]:
+    """(client, worker processes) for the sweep.
+
+    Measured on the 2-core box against perf_analyzer: up to 4 outstanding requests,
+    blocking calls with one request per process match it best (the aio poller's thread
+    hop and one shared GIL both add latency); beyond that, aio tasks in one process
+    amortise wake-ups over several completions and keep pace with it.
+    """
+    if params.client != "auto":
+        return params.client, max(1, params.workers)
+    if params.mode == "concurrency" and params.end <= 4:
+        return "threads", max(params.workers, int(params.end))
+    return "aio", max(1, params.workers)
+
+
+async def run_sweep(
+    params: SweepParams,
+    url: str,
+    *,
+    on_window: Callable[[WindowResult], Any] | None = None,
+    on_level: Callable[[LevelResult], Any] | None = None,
+    should_cancel: Callable[[], Any] | None = None,
+) -> SweepResult:
+    """Run the sweep against Triton at `url` (host:port of the protocol's endpoint).
+
+    Callbacks may be plain functions or coroutines: `on_window(WindowResult)` as each
+    window closes, `on_level(LevelResult)` as each level ends, `should_cancel()` polled
+    every 100 ms. Raises SweepError when the sweep cannot start (unknown or unloaded
+    model, bad shapes, Triton unreachable).
+    """
+    params.validate()
+    levels = params.levels()
+    control = _Control(params.protocol, url)
+    try:
+        metadata, config = await control.describe(params.model, params.version)
+        mbs = max_batch_size(config)
+        if mbs and params.batch_size > mbs:
+            raise SweepError(
+                f"batch size {params.batch_size} exceeds the model's max_batch_size {mbs}"
+            )
+        try:
+            payloads = build_payloads(
+                input_specs(metadata, config),
+                batch_size=params.batch_size,
+                batching=mbs > 0,
+                shapes=params.shapes,
+                data=params.input_data
+                if not isinstance(params.input_data, Path)
+                else str(params.input_data),
+                seed=params.seed,
+            )
+        except InputError as exc:
+            raise SweepError(str(exc)) from None
+        client, workers = _client_plan(params)
+        spec = WorkerSpec(
+            protocol=params.protocol,
+            url=url,
+            model=params.model,
+            version=params.version,
+            payloads=[[(t.name, t.datatype, t.array) for t in p] for p in payloads],
+            client=client,
+        )
+        pool = _Pool(spec, workers)
+        try:
+            outputs = await pool.started()
+            result = SweepResult(params, [], outputs=outputs)
+            await _measure_levels(
+                params, levels, pool, control, result, on_window, on_level, should_cancel
+            )
+            return result
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, pool.stop)
+    finally:
+        await control.close()
+
+
+async def _measure_levels(
+    params: SweepParams,
+    levels: Sequence[float],
+    pool: _Pool,
+    control: _Control,
+    result: SweepResult,
+    on_window: Callable[[WindowResult], Any] | None,
+    on_level: Callable[[LevelResult], Any] | None,
+    should_cancel: Callable[[], Any] | None,
+) -> None:
+    batch = params.batch_size
+    window_ns = params.measurement_window_ms * 1_000_000
+    for level in levels:
+        pool.set_level(params.mode, level, params.arrival, params.seed)
+        window_start = time.monotonic_ns()
+        await pool.swap(window_start)  # drop what the previous level left behind
+        server_start = await control.statistics(params.model, params.version)
+        windows: list[WindowResult] = []
+        cancelled = over = False
+        while len(windows) < params.max_windows:
+            deadline = window_start + window_ns
+            while (left := deadline - time.monotonic_ns()) > 0:
+                await asyncio.sleep(min(left / 1e9, CANCEL_POLL_S))
+                if should_cancel is not None and await _call(should_cancel):
+                    cancelled = True
+                    break
+            if cancelled:
+                break
+            window_end = time.monotonic_ns()
+            replies, server_end = await asyncio.gather(
+                pool.swap(window_end), control.statistics(params.model, params.version)
+            )
+            window = _window(level, len(windows), window_start, window_end, replies, batch)
+            window.server = _server_diff(server_start, server_end)
+            server_start, window_start = server_end, window_end
+            windows.append(window)
+            await _call(on_window, window)
+            tputs = [w.throughput for w in windows]
+            lats = [w.chosen_latency_us(params.percentile) for w in windows]
+            if stats.is_stable(tputs, lats, params.stability_percentage):
+                break
+            if stats.over_latency_limit(lats, params.latency_threshold_ms):
+                over = True
+                break
+        level_result = _merge_level(level, windows, params, cancelled)
+        if (
+            params.latency_threshold_ms
+            and level_result.latency is not None
+            and level_result.latency.value(params.percentile) >= params.latency_threshold_ms * 1000
+        ):
+            over = True
+        level_result.over_threshold = over
+        if windows:
+            result.levels.append(level_result)
+            await _call(on_level, level_result)
+        if cancelled:
+            result.cancelled = True
+            result.stopped_reason = "cancelled"
+            return
+        if over:
+            result.stopped_reason = "latency threshold"
+            return
+
+
+def _window(
+    level: float, index: int, start_ns: int, end_ns: int, replies: Sequence[tuple], batch: int
+) -> WindowResult:
+    lats = np.concatenate([r[2] for r in replies]) if replies else np.empty(0, np.int64)
+    errors = sum(r[3] for r in replies)
+    messages = [m for r in replies for m in r[4]][:5]
+    cpu_s = sum(r[5] for r in replies)
+    sent = sum(r[6] for r in replies)
+    duration = (end_ns - start_ns) / 1e9
+    requests = int(lats.size)
+    return WindowResult(
+        level=level,
+        index=index,
+        duration_s=duration,
+        requests=requests,
+        inferences=requests * batch,
+        throughput=requests * batch / duration if duration > 0 else 0.0,
+        latency=stats.summarize_latencies(lats.tolist()) if requests else None,
+        errors=errors,
+        error_messages=messages,
+        server=None,
+        client_cpu_us=cpu_s / requests * 1e6 if requests else 0.0,
+        send_rate=sent / duration if duration > 0 else 0.0,
+        latencies_ns=lats,
+    )
+
+
+def _merge_level(
+    level: float, windows: list[WindowResult], params: SweepParams, cancelled: bool
+) -> LevelResult:
+    last = windows[-stats.STABILITY_WINDOWS :]
+    tputs = [w.throughput for w in last]
+    lats = [w.chosen_latency_us(params.percentile) for w in last]
+    stable = stats.is_stable(
+        [w.throughput for w in windows],
+        [w.chosen_latency_us(params.percentile) for w in windows],
+        params.stability_percentage,
+    )
+    duration = sum(w.duration_s for w in last)
+    requests = sum(w.requests for w in last)
+    pooled = np.concatenate([w.latencies_ns for w in last])  # perf_analyzer pools them
+    latency = stats.summarize_latencies(pooled.tolist()) if pooled.size else None
+    cpu_requests = sum(w.requests for w in last)
+    return LevelResult(
+        level=level,
+        windows=windows,
+        stable=stable,
+        throughput=requests * params.batch_size / duration if duration > 0 else 0.0,
+        latency=latency,
+        server=_merge_server([w.server for w in last]),
+        throughput_spread=stats.spread(tputs) if tputs else 0.0,
+        latency_spread=stats.spread(lats) if lats else 0.0,
+        errors=sum(w.errors for w in windows),
+        client_cpu_us=(
+            sum(w.client_cpu_us * w.requests for w in last) / cpu_requests if cpu_requests else 0.0
+        ),
+        cancelled=cancelled,
+    )
+
+
+def run_sweep_sync(params: SweepParams, url: str, **callbacks: Any) -> SweepResult:
+    """`run_sweep` for synchronous callers (a Celery task, a script)."""
+    return asyncio.run(run_sweep(params, url, **callbacks))

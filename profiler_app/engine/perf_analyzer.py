@@ -1,0 +1,455 @@
+"""perf_analyzer, the reference load generator: find it, run it, read what it says.
+
+The binary is perf_analyzer 2.48 from the `tritonclient==2.48.0` manylinux wheel
+(`scripts/install_perf_analyzer.py` puts it in var/tools/). It needs `libcudart.so.12`
+on LD_LIBRARY_PATH even without a GPU; `perf_analyzer_env` arranges that.
+
+Reading its output (checked against real 2.48 runs, see tests/data/perf_analyzer/):
+- stdout, with `-v`, prints `Pass [n] throughput: X infer/sec. p95 latency: Y usec` per
+  window, then a `Client:`/`Server:` block per level that stabilised;
+- stderr says `Failed to obtain stable measurement within N measurement windows for
+  concurrency C` (the run then exits 2 and stops) or `Measured latency went over the set
+  limit of N msec.` (the sweep ends at that level, which is not reported);
+- the `-f` CSV has one row per reported level, sorted by throughput; values in µs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import inspect
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .loadgen import SweepParams, SweepResult
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS_DIR = ROOT / "var" / "tools"
+PROJECT_BINARY = TOOLS_DIR / "perf_analyzer"
+
+# perf_analyzer's CSV header with --verbose-csv (2.48); without it the last 3 are absent.
+CSV_COLUMNS = [
+    "Concurrency",
+    "Inferences/Second",
+    "Client Send",
+    "Network+Server Send/Recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+    "p50 latency",
+    "p90 latency",
+    "p95 latency",
+    "p99 latency",
+    "Avg latency",
+    "request/response",
+    "response wait",
+]
+
+
+class PerfAnalyzerNotFound(FileNotFoundError):
+    """No perf_analyzer binary; the message says how to install one."""
+
+
+def locate_perf_analyzer() -> Path:
+    """The perf_analyzer binary: $PERF_ANALYZER, then PATH, then var/tools/perf_analyzer."""
+    configured = os.environ.get("PERF_ANALYZER")
+    if configured:
+        path = Path(configured)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise PerfAnalyzerNotFound(f"PERF_ANALYZER={configured} is not an executable file")
+    found = shutil.which("perf_analyzer")
+    if found:
+        return Path(found)
+    if PROJECT_BINARY.is_file() and os.access(PROJECT_BINARY, os.X_OK):
+        return PROJECT_BINARY
+    raise PerfAnalyzerNotFound(
+        "perf_analyzer not found: run `.venv/bin/python scripts/install_perf_analyzer.py` "
+        "(puts it in var/tools/), or set PERF_ANALYZER to the binary"
+    )
+
+
+def perf_analyzer_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for the binary: libcudart.so.12 from <binary dir>/lib or var/tools/lib."""
+    env = dict(os.environ if base is None else base)
+    dirs = [
+        d for d in (binary.parent / "lib", TOOLS_DIR / "lib") if (d / "libcudart.so.12").exists()
+    ]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        dict.fromkeys([*map(str, dirs), *filter(None, [env.get("LD_LIBRARY_PATH")])])
+    )
+    return env
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+def build_command(
+    params: SweepParams,
+    url: str,
+    *,
+    binary: Path | str = "perf_analyzer",
+    csv_path: Path | str | None = None,
+    input_data_path: Path | str | None = None,
+) -> list[str]:
+    """perf_analyzer's command line for the same sweep as `params`.
+
+    Input data other than "random"/"zeros" must be written to a file first and passed as
+    `input_data_path`.
+    """
+    cmd = [str(binary), "-m", params.model]
+    if params.version:
+        cmd += ["-x", params.version]
+    cmd += ["-i", params.protocol, "-u", url, "-b", str(params.batch_size)]
+    span = f"{_fmt(params.start)}:{_fmt(params.end)}:{_fmt(params.step)}"
+    if params.mode == "concurrency":
+        cmd += ["--concurrency-range", span]
+    else:
+        cmd += ["--request-rate-range", span, "--request-distribution", params.arrival]
+    if params.percentile != "avg":
+        cmd += [f"--percentile={int(params.percentile)}"]
+    cmd += [
+        "--measurement-interval",
+        str(params.measurement_window_ms),
+        "--stability-percentage",
+        _fmt(params.stability_percentage),
+        "--max-trials",
+        str(params.max_windows),
+    ]
+    if params.latency_threshold_ms:
+        # perf_analyzer takes whole milliseconds
+        cmd += ["--latency-threshold", str(max(1, round(params.latency_threshold_ms)))]
+    for name, dims in sorted(params.shapes.items()):
+        cmd += ["--shape", f"{name}:{','.join(str(d) for d in dims)}"]
+    if input_data_path is not None:
+        cmd += ["--input-data", str(input_data_path)]
+    elif params.input_data in ("random", "zeros"):
+        cmd += ["--input-data", "random" if params.input_data == "random" else "zero"]
+    else:
+        raise ValueError("input data given as JSON needs input_data_path")
+    if csv_path is not None:
+        cmd += ["-f", str(csv_path), "--verbose-csv"]
+    cmd += ["-v"]  # per-window "Pass" lines, for streaming
+    return cmd
+
+
+# --- stdout parsing ---------------------------------------------------------------------------
+
+
+@dataclass
+class PaWindow:
+    level: float
+    index: int  # 0-based
+    throughput: float
+    latency_us: float  # the stabilising latency: pN or avg
+
+
+@dataclass
+class PaLevel:
+    level: float
+    throughput: float = 0.0
+    request_count: int = 0
+    avg_latency_us: float | None = None
+    std_latency_us: float | None = None
+    percentiles_us: dict[int, float] = field(default_factory=dict)
+    server: dict[str, float] = field(default_factory=dict)
+    stable: bool = True
+    over_threshold: bool = False
+    windows: list[PaWindow] = field(default_factory=list)
+
+
+_LEVEL = re.compile(r"^Request (?:concurrency: (\d+)|Rate: ([\d.]+) inference requests)")
+_PASS = re.compile(
+    r"^\s*Pass \[(\d+)\] throughput: ([\d.e+]+) infer/sec\. (?:p\d+|Avg) latency: (\d+) usec"
+)
+_NUMBER_LINE = re.compile(
+    r"^\s*(Request count|Throughput|Inference count|Execution count|Successful request count): ([\d.e+]+)"
+)
+_AVG = re.compile(r"^\s*Avg latency: (\d+) usec \(standard deviation (\d+) usec\)")
+_PCT = re.compile(r"^\s*p(\d+) latency: (\d+) usec")
+_SERVER = re.compile(
+    r"^\s*Avg request latency: (\d+) usec \(overhead (\d+) usec \+ queue (\d+) usec \+ "
+    r"compute input (\d+) usec \+ compute infer (\d+) usec \+ compute output (\d+) usec\)"
+)
+_UNSTABLE = re.compile(
+    r"Failed to obtain stable measurement within (\d+) measurement windows for concurrency (\d+)"
+)
+_UNSTABLE_ANY = re.compile(r"^Failed to obtain stable measurement\.")
+_OVER = re.compile(r"Measured latency went over the set limit of (\d+) msec")
+
+
+class StdoutParser:
+    """Feed perf_analyzer's output line by line; get windows and finished levels back.
+
+    stdout and stderr can both be fed (stderr carries the unstable/threshold verdicts).
+    """
+
+    def __init__(self) -> None:
+        self.current: PaLevel | None = None
+        self.levels: list[PaLevel] = []
+        self.errors: list[str] = []
+        self._block = ""  # "client" | "server" | ""
+
+    def feed(self, line: str) -> list[PaWindow | PaLevel]:
+        events: list[PaWindow | PaLevel] = []
+        line = line.rstrip("\n")
+        if m := _LEVEL.match(line):
+            events += self._finish()
+            self.current = PaLevel(float(m.group(1) or m.group(2)))
+            self._block = ""
+            return events
+        if m := _UNSTABLE.search(line):
+            level = self.current or PaLevel(float(m.group(2)))
+            level.stable = False
+            self.current = level
+            return events + self._finish()
+        if _UNSTABLE_ANY.match(line):
+            if self.current is not None:
+                self.current.stable = False
+                events += self._finish()
+            return events
+        if _OVER.search(line):
+            if self.current is not None and not self.current.request_count:
+                self.current.over_threshold = True
+                events += self._finish()
+            elif self.levels:
+                self.levels[-1].over_threshold = True
+            return events
+        if line.startswith("error:") or line.startswith("Error"):
+            self.errors.append(line)
+            return events
+        level = self.current
+        if level is None:
+            return events
+        if m := _PASS.match(line):
+            window = PaWindow(
+                level.level, int(m.group(1)) - 1, float(m.group(2)), float(m.group(3))
+            )
+            level.windows.append(window)
+            return [window]
+        stripped = line.strip()
+        if stripped == "Client:":
+            self._block = "client"
+        elif stripped == "Server:":
+            self._block = "server"
+        elif m := _NUMBER_LINE.match(line):
+            key, value = m.group(1), float(m.group(2))
+            if key == "Request count":
+                level.request_count = int(value)
+            elif key == "Throughput":
+                level.throughput = value
+            else:
+                level.server[key] = value
+        elif m := _AVG.match(line):
+            level.avg_latency_us, level.std_latency_us = float(m.group(1)), float(m.group(2))
+        elif m := _PCT.match(line):
+            level.percentiles_us[int(m.group(1))] = float(m.group(2))
+        elif m := _SERVER.match(line):
+            keys = (
+                "request_us",
+                "overhead_us",
+                "queue_us",
+                "compute_input_us",
+                "compute_infer_us",
+                "compute_output_us",
+            )
+            level.server.update(zip(keys, map(float, m.groups()), strict=True))
+            events += self._finish()
+        return events
+
+    def _finish(self) -> list[PaWindow | PaLevel]:
+        level, self.current = self.current, None
+        if level is None:
+            return []
+        self.levels.append(level)
+        return [level]
+
+    def close(self) -> list[PaWindow | PaLevel]:
+        """Call at the end of output: finishes a level still open."""
+        return self._finish()
+
+
+def parse_output(lines: Iterable[str]) -> list[PaLevel]:
+    """All levels from a complete captured output."""
+    parser = StdoutParser()
+    for line in lines:
+        parser.feed(line)
+    parser.close()
+    return parser.levels
+
+
+# --- CSV --------------------------------------------------------------------------------------
+
+
+def parse_csv(text: str) -> list[dict[str, float]]:
+    """perf_analyzer's -f CSV as dicts of floats, re-sorted by level (first column)."""
+    reader = csv.DictReader(io.StringIO(text))
+    rows = [{k: float(v) for k, v in row.items() if k and v not in (None, "")} for row in reader]
+    key = reader.fieldnames[0] if reader.fieldnames else "Concurrency"
+    return sorted(rows, key=lambda r: r.get(key, 0.0))
+
+
+def export_csv(result: SweepResult) -> str:
+    """Our sweep as perf_analyzer's --verbose-csv CSV (µs, sorted by level).
+
+    "Client Send"/"Client Recv" are 0: the built-in engine sends pre-serialised requests
+    and does not decode responses. "Network+Server Send/Recv" is what perf_analyzer makes
+    it: avg client latency minus server request time (plus client send/recv, here 0).
+    """
+    columns = list(CSV_COLUMNS)
+    if result.params.mode == "request_rate":
+        columns[0] = "Request Rate"
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for level in sorted(result.levels, key=lambda lv: lv.level):
+        lat = level.latency
+        if lat is None:
+            continue
+        server = level.server
+        queue = server.queue_us if server else 0.0
+        c_in = server.compute_input_us if server else 0.0
+        c_inf = server.compute_infer_us if server else 0.0
+        c_out = server.compute_output_us if server else 0.0
+        server_total = server.request_us if server else 0.0
+        network = max(0.0, lat.avg_us - server_total) if server else 0.0
+        writer.writerow(
+            [
+                f"{level.level:g}",
+                f"{level.throughput:g}",
+                0,
+                round(network),
+                round(queue),
+                round(c_in),
+                round(c_inf),
+                round(c_out),
+                0,
+                round(lat.p50_us),
+                round(lat.p90_us),
+                round(lat.p95_us),
+                round(lat.p99_us),
+                round(lat.avg_us),
+                0,
+                round(lat.avg_us),
+            ]
+        )
+    return out.getvalue()
+
+
+# --- running it -------------------------------------------------------------------------------
+
+
+@dataclass
+class PaResult:
+    command: list[str]
+    returncode: int
+    levels: list[PaLevel]  # from stdout, in run order, including unstable ones
+    csv_rows: list[dict[str, float]]  # from the CSV, sorted by level
+    errors: list[str]
+    cancelled: bool = False
+    cpu_seconds: float = 0.0  # perf_analyzer's own user+system CPU time
+
+    @property
+    def ok(self) -> bool:
+        """Exited 0, or stopped on an unstable/over-threshold level after reporting levels."""
+        return self.returncode == 0 or (self.returncode == 2 and not self.errors)
+
+
+async def _call(callback: Callable[..., Any] | None, *args: Any) -> Any:
+    if callback is None:
+        return None
+    value = callback(*args)
+    return await value if inspect.isawaitable(value) else value
+
+
+async def run_perf_analyzer(
+    params: SweepParams,
+    url: str,
+    *,
+    on_window: Callable[[PaWindow], Any] | None = None,
+    on_level: Callable[[PaLevel], Any] | None = None,
+    should_cancel: Callable[[], Any] | None = None,
+    binary: Path | None = None,
+) -> PaResult:
+    """Run perf_analyzer for `params`, streaming windows and levels as it prints them."""
+    binary = binary or locate_perf_analyzer()
+    with tempfile.TemporaryDirectory(prefix="perf_analyzer-") as tmp:
+        csv_path = Path(tmp) / "result.csv"
+        data_path = None
+        if params.input_data not in ("random", "zeros"):
+            data_path = Path(tmp) / "input.json"
+            source = params.input_data
+            if isinstance(source, str) and not source.lstrip().startswith("{"):
+                data_path = Path(source)
+            else:
+                data_path.write_text(source if isinstance(source, str) else json.dumps(source))
+        command = build_command(
+            params, url, binary=binary, csv_path=csv_path, input_data_path=data_path
+        )
+        usage_before = os.times()
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=perf_analyzer_env(binary),
+        )
+        parser = StdoutParser()
+        cancelled = False
+
+        async def pump(stream: asyncio.StreamReader) -> None:
+            while line := await stream.readline():
+                for event in parser.feed(line.decode(errors="replace")):
+                    if isinstance(event, PaWindow):
+                        await _call(on_window, event)
+                    else:
+                        await _call(on_level, event)
+
+        async def watch() -> None:
+            nonlocal cancelled
+            while proc.returncode is None:
+                await asyncio.sleep(0.1)
+                if should_cancel is not None and await _call(should_cancel):
+                    cancelled = True
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.terminate()
+                    return
+
+        assert proc.stdout is not None and proc.stderr is not None
+        watcher = asyncio.create_task(watch())
+        await asyncio.gather(pump(proc.stdout), pump(proc.stderr))
+        returncode = await proc.wait()
+        watcher.cancel()
+        for event in parser.close():
+            await _call(on_level, event)
+        usage_after = os.times()
+        rows = parse_csv(csv_path.read_text()) if csv_path.exists() else []
+    cpu = (usage_after.children_user - usage_before.children_user) + (
+        usage_after.children_system - usage_before.children_system
+    )
+    return PaResult(command, returncode, parser.levels, rows, parser.errors, cancelled, cpu)
+
+
+def run_perf_analyzer_sync(params: SweepParams, url: str, **kwargs: Any) -> PaResult:
+    """`run_perf_analyzer` for synchronous callers."""
+    return asyncio.run(run_perf_analyzer(params, url, **kwargs))
+
+
+def total_requests(result: PaResult) -> int:
+    """Requests perf_analyzer reported across its levels (for CPU per request)."""
+    return sum(level.request_count for level in result.levels)
+
+
+def levels_by_value(levels: Sequence[PaLevel]) -> dict[float, PaLevel]:
+    return {level.level: level for level in levels}

@@ -1,0 +1,212 @@
+"""Statistics for performance sweeps, computed the way perf_analyzer computes them.
+
+Mirrors perf_analyzer's `inference_profiler.cc` (checked against 2.48 and main):
+
+- Percentiles (`SummarizeLatency`): latencies are sorted and pN is the element at index
+  `int(N / 100 * (n - 1) + 0.5)`, i.e. the nearest rank on the (n - 1) scale, rounding
+  halves up. (Not `ceil(N / 100 * n) - 1`: that rule differs by one element for some n.)
+- Average latency is the integer mean in ns; the standard deviation is the sample one.
+- Stability (`DetermineStability` / `CheckWindowForStability`): with threshold
+  `t = stability_percentage / 100`, a level is stable once the last 3 windows all have
+  non-zero throughput and both `max(ips) / min(ips) <= 1 + t` and
+  `max(lat) / min(lat) <= 1 + t`, where `lat` is the chosen latency of each window
+  (pN when a percentile is chosen, else the average).
+- Latency limit (`IsDoneProfiling` / `CheckWithinThreshold`): once 3 windows exist, a
+  level stops early when any of the last 3 window latencies is `>=` the limit; a level
+  whose merged latency is `>=` the limit ends the sweep.
+- A stable level is reported by merging its last 3 windows: all their latencies pooled,
+  throughput = requests x batch / summed window durations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+STABILITY_WINDOWS = 3  # perf_analyzer's load_parameters_.stability_window
+REPORTED_PERCENTILES = (50, 90, 95, 99)
+
+
+def percentile_index(count: int, percentile: float) -> int:
+    """Index of the pN element in a sorted list of `count` values, as perf_analyzer picks it."""
+    if count <= 0:
+        raise ValueError("no values")
+    if not 0 <= percentile <= 100:
+        raise ValueError(f"percentile {percentile} is outside 0..100")
+    return int(percentile / 100.0 * (count - 1) + 0.5)
+
+
+def percentile(sorted_values: Sequence[int] | Sequence[float], pct: float) -> float:
+    """The pN of already sorted values (perf_analyzer's rule)."""
+    return float(sorted_values[percentile_index(len(sorted_values), pct)])
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """Client latency of a set of requests, in microseconds."""
+
+    count: int
+    avg_us: float
+    std_us: float
+    p50_us: float
+    p90_us: float
+    p95_us: float
+    p99_us: float
+
+    def value(self, chosen: str | int) -> float:
+        """The latency a sweep stabilises and budgets on: "avg" or a percentile (e.g. 95)."""
+        if chosen == "avg":
+            return self.avg_us
+        pct = int(chosen)
+        named = {50: self.p50_us, 90: self.p90_us, 95: self.p95_us, 99: self.p99_us}
+        if pct not in named:
+            raise ValueError(f"percentile must be one of {sorted(named)} or 'avg', not {chosen}")
+        return named[pct]
+
+
+def summarize_latencies(latencies_ns: Sequence[int]) -> LatencySummary:
+    """Average, sample standard deviation and p50/p90/p95/p99 (µs) of latencies in ns."""
+    values = sorted(latencies_ns)
+    n = len(values)
+    if n == 0:
+        raise ValueError("no completed requests in the window")
+    mean_ns = sum(values) // n  # integer mean, as perf_analyzer
+    std_us = (
+        math.sqrt(sum((v - mean_ns) ** 2 for v in values) / (n - 1)) / 1000 if n > 1 else math.inf
+    )
+    p = {q: percentile(values, q) / 1000 for q in REPORTED_PERCENTILES}
+    return LatencySummary(n, mean_ns / 1000, std_us, p[50], p[90], p[95], p[99])
+
+
+def spread(values: Sequence[float]) -> float:
+    """max/min - 1 (as a fraction): how far apart the values are; inf if any is zero."""
+    low, high = min(values), max(values)
+    if low <= 0:
+        return math.inf
+    return high / low - 1
+
+
+def is_stable(
+    throughputs: Sequence[float],
+    latencies: Sequence[float],
+    stability_percentage: float,
+    *,
+    check_latency: bool = True,
+) -> bool:
+    """perf_analyzer's stability rule over the last 3 windows (see the module docstring)."""
+    if len(throughputs) < STABILITY_WINDOWS:
+        return False
+    ips = throughputs[-STABILITY_WINDOWS:]
+    if any(v == 0 for v in ips):
+        return False
+    limit = 1 + stability_percentage / 100.0
+    if max(ips) / min(ips) > limit:
+        return False
+    if not check_latency:
+        return True
+    lat = latencies[-STABILITY_WINDOWS:]
+    if min(lat) <= 0:
+        return max(lat) <= 0
+    return max(lat) / min(lat) <= limit
+
+
+def over_latency_limit(latencies_us: Sequence[float], limit_ms: float | None) -> bool:
+    """True once 3 windows exist and any of the last 3 has latency >= the limit."""
+    if not limit_ms or len(latencies_us) < STABILITY_WINDOWS:
+        return False
+    return any(v >= limit_ms * 1000 for v in latencies_us[-STABILITY_WINDOWS:])
+
+
+# --- reading a finished sweep -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One level of a sweep as the knee/recommendation logic needs it."""
+
+    level: float  # concurrency or request rate
+    throughput: float  # infer/s
+    latency_us: float  # the chosen latency (avg or pN)
+
+
+@dataclass(frozen=True)
+class Knee:
+    index: int  # index into the points
+    reason: str  # "gain" (throughput flattens), "budget" (latency over it) or "end"
+
+
+def find_knee(
+    points: Sequence[CurvePoint],
+    *,
+    min_gain_pct: float = 5.0,
+    latency_budget_ms: float | None = None,
+) -> Knee | None:
+    """The last level worth running: the one after which throughput gains less than
+    `min_gain_pct` per step, or the last one before latency exceeds the budget.
+
+    Points must be sorted by level. Returns None when not even the first level fits the
+    budget.
+    """
+    if not points:
+        return None
+    budget_us = latency_budget_ms * 1000 if latency_budget_ms else math.inf
+    if points[0].latency_us > budget_us:
+        return None
+    for i in range(len(points) - 1):
+        nxt = points[i + 1]
+        if nxt.latency_us > budget_us:
+            return Knee(i, "budget")
+        current = points[i].throughput
+        gain = (nxt.throughput - current) / current * 100 if current > 0 else math.inf
+        if gain < min_gain_pct:
+            return Knee(i, "gain")
+    return Knee(len(points) - 1, "end")
+
+
+def best_within_budget(points: Sequence[CurvePoint], latency_budget_ms: float) -> CurvePoint | None:
+    """The highest-throughput level whose chosen latency is within the budget."""
+    fitting = [p for p in points if p.latency_us <= latency_budget_ms * 1000]
+    return max(fitting, key=lambda p: p.throughput) if fitting else None
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms"
+
+
+def recommendation(
+    points: Sequence[CurvePoint],
+    *,
+    mode: str = "concurrency",
+    latency_label: str = "p95",
+    min_gain_pct: float = 5.0,
+    latency_budget_ms: float | None = None,
+) -> str:
+    """One sentence naming the knee, e.g. "Concurrency 4 gives 3,488 infer/s at p95 1.45 ms;
+    beyond it throughput rises 2% while p95 rises 20%"."""
+    if not points:
+        return "No level completed, so there is nothing to recommend."
+    knee = find_knee(points, min_gain_pct=min_gain_pct, latency_budget_ms=latency_budget_ms)
+    label = "Concurrency" if mode == "concurrency" else "Request rate"
+    if knee is None:
+        first = points[0]
+        return (
+            f"Even {label.lower()} {first.level:g} exceeds the {latency_budget_ms:g} ms budget "
+            f"({latency_label} {_ms(first.latency_us)})."
+        )
+    p = points[knee.index]
+    head = f"{label} {p.level:g} gives {p.throughput:,.0f} infer/s at {latency_label} {_ms(p.latency_us)}"
+    if knee.reason == "end":
+        return f"{head}; throughput was still rising at the last level, so try higher loads."
+    nxt = points[knee.index + 1]
+    gain = (nxt.throughput - p.throughput) / p.throughput * 100 if p.throughput else 0.0
+    lat_rise = (nxt.latency_us - p.latency_us) / p.latency_us * 100 if p.latency_us else 0.0
+    if knee.reason == "budget":
+        return (
+            f"{head}; the next level ({nxt.level:g}) exceeds the {latency_budget_ms:g} ms "
+            f"budget at {latency_label} {_ms(nxt.latency_us)}."
+        )
+    return (
+        f"{head}; beyond it throughput rises {gain:.0f}% while {latency_label} rises "
+        f"{lat_rise:.0f}%."
+    )

@@ -1,0 +1,108 @@
+"""The built-in load generator against a real Triton."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from profiler_app.engine.loadgen import SweepError, SweepParams, WindowResult, run_sweep
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def triton_url(triton) -> str:
+    from repository_app.triton_client import TritonClient
+
+    TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
+    return triton.grpc_url
+
+
+def _quick(**overrides) -> SweepParams:
+    base = dict(
+        model="add_batched", measurement_window_ms=500, stability_percentage=50, max_windows=5
+    )
+    return SweepParams(**{**base, **overrides})
+
+
+async def test_a_short_concurrency_sweep_gives_sane_numbers(triton_url: str) -> None:
+    windows: list[WindowResult] = []
+    levels = []
+    result = await run_sweep(
+        _quick(start=1, end=3), triton_url, on_window=windows.append, on_level=levels.append
+    )
+    assert [lv.level for lv in result.levels] == [1, 2, 3] == [lv.level for lv in levels]
+    for level in result.levels:
+        assert level.errors == 0 and level.throughput > 100
+        assert level.latency is not None and 100 < level.latency.p95_us < 100_000
+        assert level.latency.p50_us <= level.latency.p95_us <= level.latency.p99_us
+        assert level.server is not None and level.server.queue_us > 0
+        assert 1 <= level.server.avg_batch_size <= level.level + 0.01
+        assert level.client_cpu_us > 0
+        assert 3 <= len(level.windows) <= 5
+    assert len(windows) == sum(len(lv.windows) for lv in result.levels)
+    assert result.levels[2].throughput > result.levels[0].throughput
+    assert "infer/s" in result.recommendation()
+
+
+async def test_batch_size_counts_inferences_like_perf_analyzer(triton_url: str) -> None:
+    result = await run_sweep(_quick(start=1, end=1, batch_size=4, client="aio"), triton_url)
+    level = result.levels[0]
+    window = level.windows[-1]
+    assert window.inferences == 4 * window.requests
+    assert (
+        level.server is not None and level.server.inference_count == 4 * level.server.request_count
+    )
+
+
+async def test_request_rate_mode_roughly_hits_its_rate(triton_url: str) -> None:
+    result = await run_sweep(
+        _quick(mode="request_rate", start=200, end=200, arrival="poisson"), triton_url
+    )
+    level = result.levels[0]
+    assert 150 < level.throughput < 250
+    assert level.errors == 0
+
+
+async def test_cancel_stops_within_one_window_and_keeps_finished_windows(triton_url: str) -> None:
+    windows: list[WindowResult] = []
+    cancel_at: list[float] = []
+
+    def on_window(window: WindowResult) -> None:
+        windows.append(window)
+        if len(windows) == 2:
+            cancel_at.append(time.monotonic())
+
+    result = await run_sweep(
+        _quick(start=1, end=4, stability_percentage=0.001, max_windows=10),
+        triton_url,
+        on_window=on_window,
+        should_cancel=lambda: bool(cancel_at),
+    )
+    stopped = time.monotonic()
+    assert result.cancelled and result.stopped_reason == "cancelled"
+    assert len(result.levels) == 1 and result.levels[0].cancelled
+    assert len(result.levels[0].windows) == 2
+    assert stopped - cancel_at[0] < 0.5 + 1.5  # one window, plus worker shutdown
+
+
+async def test_latency_threshold_stops_raising_the_load(triton_url: str) -> None:
+    result = await run_sweep(_quick(start=1, end=8, latency_threshold_ms=0.1), triton_url)
+    assert [lv.level for lv in result.levels] == [1]
+    assert result.levels[0].over_threshold and result.stopped_reason == "latency threshold"
+
+
+async def test_an_unknown_model_gives_a_clear_error(triton_url: str) -> None:
+    with pytest.raises(SweepError, match="no_such_model"):
+        await run_sweep(_quick(model="no_such_model"), triton_url)
+
+
+async def test_an_unloaded_model_gives_a_clear_error(triton_url: str) -> None:
+    with pytest.raises(SweepError, match="add_sub.*not loaded"):
+        await run_sweep(_quick(model="add_sub"), triton_url)
+
+
+async def test_http_protocol_works_too(triton, triton_url: str) -> None:
+    result = await run_sweep(_quick(protocol="http", start=2, end=2), triton.http_url)
+    assert result.levels[0].throughput > 100 and result.levels[0].errors == 0
