@@ -63,9 +63,17 @@ def check_triton() -> ComponentHealth:
         info = get_client().server_info()
     except TritonError as exc:
         return ComponentHealth(False, exc.message)
+    if info.live and info.ready:
+        detail = "live and ready"
+    elif info.live:
+        # With strict readiness (Triton's default) one failed model makes the server
+        # "not ready" while every other model still serves: up, with the reason.
+        detail = "live, not ready (a model failed to load, or still loading)"
+    else:
+        detail = "not live"
     return ComponentHealth(
-        info.live and info.ready,
-        "live and ready" if info.live and info.ready else f"live={info.live} ready={info.ready}",
+        info.live,
+        detail,
         {
             "live": info.live,
             "ready": info.ready,

@@ -7,9 +7,11 @@ in Redis too, so a page that connects late gets the whole state first.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
@@ -37,13 +39,26 @@ def next_seq(group: str) -> int:
     return int(_redis().incr(f"dashboard:seq:{group}"))
 
 
+_sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-sender")
+
+
+def _send(group: str, event: dict[str, Any]) -> None:
+    async_to_sync(get_channel_layer().group_send)(group, {"type": "relay", "event": event})
+
+
 def publish(group: str, event_type: str, payload: dict[str, Any]) -> dict[str, Any] | None:
     """Send an event to a group; returns it, or None when Redis is down (logged, not raised:
     live updates are best effort, pages resync over HTTP)."""
     try:
         event = {"type": event_type, "group": group, "seq": next_seq(group), **payload}
-        layer = get_channel_layer()
-        async_to_sync(layer.group_send)(group, {"type": "relay", "event": event})
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            _send(group, event)
+        else:
+            # Called from a thread that runs an event loop (async_to_sync refuses that):
+            # send from a helper thread and wait, keeping events in order.
+            _sender.submit(_send, group, event).result(timeout=10)
         return event
     except (redis.RedisError, OSError) as exc:
         log.warning("live update to %s not sent: %s", group, exc)

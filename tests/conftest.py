@@ -78,6 +78,16 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
 
 
 @pytest.fixture()
+def failing_model(triton: TritonFixture) -> Iterator[str]:
+    """The model whose initialize raises. Unloaded afterwards: with Triton's strict
+    readiness one failed model makes the whole server "not ready" for later tests."""
+    from repository_app.triton_client import TritonClient
+
+    yield "fails_initialize"
+    TritonClient(triton.grpc_url, triton.metrics_url).unload("fails_initialize")
+
+
+@pytest.fixture()
 def redis_db() -> Iterator[redis.Redis]:
     """The test Redis database, flushed before and after the test."""
     client = redis.Redis.from_url(settings.REDIS_URL)

@@ -95,3 +95,15 @@ def test_plotly_is_served_from_the_project(db):
         b"".join(response.streaming_content)[:200] if response.streaming else response.content[:200]
     )
     assert b"plotly" in first.lower()
+
+
+def test_triton_stays_up_but_says_not_ready_while_a_model_failed(db, triton, failing_model):
+    from repository_app.triton_client import TritonClient, TritonError
+
+    with pytest.raises(TritonError):
+        TritonClient(triton.grpc_url, triton.metrics_url).load(failing_model)
+    response = Client().get("/healthz")
+    triton_health = json.loads(response.content)["components"]["triton"]
+    assert triton_health["up"] is True
+    assert triton_health["info"]["ready"] is False
+    assert triton_health["detail"] == "live, not ready (a model failed to load, or still loading)"

@@ -66,7 +66,7 @@ async def test_a_load_is_announced_then_its_outcome_with_sequence_numbers(triton
         await communicator.disconnect()
 
 
-async def test_a_failed_load_carries_tritons_reason(triton, redis_db):
+async def test_a_failed_load_carries_tritons_reason(triton, redis_db, failing_model):
     communicator = await _connect("/ws/repository/")
     try:
         outcome = await sync_to_async(control.run_action, thread_sensitive=False)(

@@ -30,7 +30,7 @@ def test_load_and_unload_change_the_repository_index(client):
     assert [(s.version, s.state, s.reason) for s in states] == [("1", "UNAVAILABLE", "unloaded")]
 
 
-def test_a_failing_load_carries_tritons_reason_verbatim(client):
+def test_a_failing_load_carries_tritons_reason_verbatim(client, failing_model):
     with pytest.raises(TritonError) as caught:
         client.load("fails_initialize")
     assert "deliberate failure in initialize for the tests" in caught.value.message

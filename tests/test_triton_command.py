@@ -37,7 +37,7 @@ def test_status_load_and_unload(service_env):
     assert result.stdout.strip() == "busy_compute unloaded"
 
 
-def test_a_failing_load_exits_non_zero_with_tritons_reason(service_env):
+def test_a_failing_load_exits_non_zero_with_tritons_reason(service_env, failing_model):
     result = run(service_env, "load", "fails_initialize")
     assert result.returncode == 1
     assert "deliberate failure in initialize for the tests" in result.stderr
