@@ -64,7 +64,11 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
         shutil.copytree(model, repository / model.name)
     ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
     log = work / "tritonserver.log"
-    process = svc.start_tritonserver(repository, Path(settings.VAR_DIR), ports, log)
+    # With Triton's default strict readiness, one failed load (tests make some on purpose)
+    # leaves the whole server "not ready" for good, even after an unload: keep tests apart.
+    process = svc.start_tritonserver(
+        repository, Path(settings.VAR_DIR), ports, log, extra_args=("--strict-readiness=false",)
+    )
     fixture = TritonFixture(repository, ports, process, log)
     saved = {k: getattr(settings, k) for k in fixture.env()}
     settings.TRITON_URL = fixture.grpc_url
@@ -79,8 +83,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
 
 @pytest.fixture()
 def failing_model(triton: TritonFixture) -> Iterator[str]:
-    """The model whose initialize raises. Unloaded afterwards: with Triton's strict
-    readiness one failed model makes the whole server "not ready" for later tests."""
+    """The model whose initialize raises; unloaded afterwards so later tests start clean."""
     from repository_app.triton_client import TritonClient
 
     yield "fails_initialize"
@@ -213,18 +216,22 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture()
 def browser():
     """Debian's Chromium driven by Playwright (never `playwright install`)."""
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API keeps an event loop in this thread; the tests still use the
-    # ORM synchronously between page actions, which is safe here.
+    # Playwright's sync API runs an event loop in this thread while it is open, so it is
+    # opened per test: later tests must not find a running loop. In between page actions
+    # the test still uses the ORM synchronously, which is safe here.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as pw:
-        instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
+    try:
+        with sync_playwright() as pw:
+            instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield instance
+            instance.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture()

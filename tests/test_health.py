@@ -97,13 +97,30 @@ def test_plotly_is_served_from_the_project(db):
     assert b"plotly" in first.lower()
 
 
-def test_triton_stays_up_but_says_not_ready_while_a_model_failed(db, triton, failing_model):
+def test_triton_stays_up_but_says_not_ready_while_a_model_failed(db, settings, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from dashboard import local_services as svc
     from repository_app.triton_client import TritonClient, TritonError
 
-    with pytest.raises(TritonError):
-        TritonClient(triton.grpc_url, triton.metrics_url).load(failing_model)
-    response = Client().get("/healthz")
-    triton_health = json.loads(response.content)["components"]["triton"]
-    assert triton_health["up"] is True
-    assert triton_health["info"]["ready"] is False
-    assert triton_health["detail"] == "live, not ready (a model failed to load, or still loading)"
+    repo = tmp_path / "repo"
+    shutil.copytree(
+        Path(__file__).parent / "models" / "fails_initialize", repo / "fails_initialize"
+    )
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    # Triton's default strict readiness: one failed model makes the server "not ready".
+    proc = svc.start_tritonserver(repo, Path(settings.VAR_DIR), ports, tmp_path / "t.log")
+    settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+    try:
+        with pytest.raises(TritonError):
+            TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL).load("fails_initialize")
+        response = Client().get("/healthz")
+        triton_health = json.loads(response.content)["components"]["triton"]
+        assert triton_health["up"] is True
+        assert triton_health["info"]["ready"] is False
+        assert (
+            triton_health["detail"] == "live, not ready (a model failed to load, or still loading)"
+        )
+    finally:
+        svc.stop(proc)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `make bench`: run every benchmark and write BENCHMARKS.md with the figures and the
+# command that produced each. Benchmarks are never timed unit tests: the machines are
+# shared and noisy, so ratios are measured side by side in one run.
+set -o errexit -o pipefail -o nounset
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+out=BENCHMARKS.md
+tmp=$(mktemp)
+
+$PY scripts/install_perf_analyzer.py >/dev/null
+
+{
+  echo "# Benchmarks"
+  echo
+  echo "Written by \`make bench\` on $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB."
+  echo "Each section names the command that produced it; rerun it to check a figure."
+  echo
+} >"$tmp"
+
+run() {
+  echo "Running: $*" >&2
+  {
+    echo "## \`$*\`"
+    echo
+    "$@"
+    echo
+  } >>"$tmp"
+}
+
+run $PY benchmarks/bench_config.py
+run $PY benchmarks/bench_repository.py --models 500
+run $PY benchmarks/bench_engine.py --levels 1,2,4,8 --window-ms 1000
+for extra in benchmarks/bench_*.py; do
+  case "$extra" in
+    benchmarks/bench_config.py|benchmarks/bench_repository.py|benchmarks/bench_engine.py) ;;
+    *) run $PY "$extra" ;;
+  esac
+done
+mv "$tmp" "$out"
+echo "Wrote $out"
