@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from profiler_app.engine.loadgen import SweepError, SweepParams, WindowResult, run_sweep
+from repository_app.triton_client import TritonClient
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +100,9 @@ async def test_an_unknown_model_gives_a_clear_error(triton_url: str) -> None:
         await run_sweep(_quick(model="no_such_model"), triton_url)
 
 
-async def test_an_unloaded_model_gives_a_clear_error(triton_url: str) -> None:
+async def test_an_unloaded_model_gives_a_clear_error(triton, triton_url: str) -> None:
+    # The session's Triton is shared: make sure no earlier test left it loaded.
+    await asyncio.to_thread(TritonClient(triton.grpc_url, triton.metrics_url).unload, "add_sub")
     with pytest.raises(SweepError, match="add_sub.*not loaded"):
         await run_sweep(_quick(model="add_sub"), triton_url)
 
