@@ -10,6 +10,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("dashboard.team.urls")),
+    path("api/v1/", include("dashboard.api_urls")),
     path("", include("repository_app.urls")),
     path("", include("profiler_app.urls")),
 ]

@@ -126,6 +126,7 @@ def run_action(
             message += " — the previous version keeps serving."
         outcome = ActionOutcome(name, action, False, message, previous_serving=still_ready)
     outcome.states = state_json(states)
+    _audit(action, name, username, user_id, outcome)
     if outcome.ok:
         ModelIntent.objects.update_or_create(
             name=name, defaults={"loaded": action != "unload", "updated_by_id": user_id}
@@ -135,6 +136,23 @@ def run_action(
         events.REPOSITORY_GROUP, "models.states", {"models": {name: outcome.states}, "full": False}
     )
     return outcome
+
+
+def _audit(
+    action: str, name: str, username: str, user_id: int | None, outcome: ActionOutcome
+) -> None:
+    from django.contrib.auth import get_user_model
+
+    from dashboard.team import audit
+
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    audit.record(
+        user or username,
+        action,
+        model_name=name,
+        outcome="ok" if outcome.ok else "failed",
+        detail=outcome.message,
+    )
 
 
 def models_to_restore(current_index: dict[str, str]) -> list[str]:

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 REPOSITORY_GROUP = "repository"
 SERVER_GROUP = "server"
+ACTIVITY_GROUP = "activity"
 SNAPSHOT_KEY = "dashboard:repository:snapshot"
 
 

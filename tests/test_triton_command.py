@@ -11,9 +11,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(service_env, *args):
+@pytest.fixture(autouse=True)
+def operator_account(django_user_model):
+    from dashboard.team.roles import OPERATOR, set_role
+
+    user = django_user_model.objects.create_user("ops", password="pw-ops-123")
+    set_role(user, OPERATOR)
+    viewer = django_user_model.objects.create_user("watcher", password="pw-watch-123")
+    return user, viewer
+
+
+def run(service_env, *args, user="ops"):
+    extra = ["--as-user", user] if args and args[0] in ("load", "unload") else []
     return subprocess.run(
-        [sys.executable, "manage.py", "triton", *args],
+        [sys.executable, "manage.py", "triton", *args, *extra],
         cwd=ROOT,
         env=service_env,
         capture_output=True,
@@ -53,6 +64,21 @@ def test_load_with_a_config_file_overrides_the_config(service_env, tmp_path, tri
 
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     assert client.model_config("add_sub")["max_batch_size"] == 2
+    assert run(service_env, "unload", "add_sub").returncode == 0
+
+
+def test_commands_act_as_a_named_user_who_must_be_allowed(service_env):
+    from dashboard.team.models import AuditEvent
+
+    result = run(service_env, "load", "add_sub", user="watcher")
+    assert result.returncode == 1
+    assert "user 'watcher' (role Viewer) is not allowed" in result.stderr
+    result = run(service_env, "load", "add_sub", user="nobody")
+    assert result.returncode == 1
+    assert "no active dashboard user 'nobody'" in result.stderr
+    assert run(service_env, "load", "add_sub").returncode == 0
+    event = AuditEvent.objects.filter(action="load", model_name="add_sub").first()
+    assert event is not None and event.username == "ops" and event.outcome == "ok"
     assert run(service_env, "unload", "add_sub").returncode == 0
 
 

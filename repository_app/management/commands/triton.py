@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.team.cli import acting_user
 from repository_app import control, repository
 from repository_app.status import group_index, overall_state
 from repository_app.triton_client import TritonError, get_client
@@ -29,7 +31,12 @@ class Command(BaseCommand):
         unload = sub.add_parser("unload", help="unload a model")
         unload.add_argument("model")
         for p in (load, unload):
-            p.add_argument("--as-user", default="cli", help="name recorded for this action")
+            p.add_argument(
+                "--as-user",
+                default=os.environ.get("DASHBOARD_CLI_USER", "admin"),
+                help="the dashboard user this action is made as (checked and audited); "
+                "default $DASHBOARD_CLI_USER or admin",
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -37,10 +44,13 @@ class Command(BaseCommand):
                 self._status()
                 return
             name = options["model"]
+            user = acting_user(options["as_user"], "repository_app.control_models")
             repository.check_model_name(name)
             control.check_can_control()
             config = _read_override(options.get("config_file"))
-            outcome = control.run_action(options["action"], name, options["as_user"], config=config)
+            outcome = control.run_action(
+                options["action"], name, user.get_username(), user_id=user.pk, config=config
+            )
         except (TritonError, control.ActionRefused, repository.RepositoryError) as exc:
             raise CommandError(str(exc)) from exc
         if not outcome.ok:

@@ -1,0 +1,30 @@
+"""Every API error is JSON: {"message": "...", "field": "..." or null}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+def _first(detail: Any, field: str | None = None) -> tuple[str, str | None]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = None if key in ("non_field_errors", "detail") else key
+            return _first(value, name if field is None else f"{field}.{name}" if name else field)
+    if isinstance(detail, list) and detail:
+        return _first(detail[0], field)
+    return str(detail), field
+
+
+def json_error_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    message, field = _first(response.data)
+    body: dict[str, Any] = {"message": message, "field": field}
+    if isinstance(response.data, dict) and len(response.data) > 1:
+        body["errors"] = response.data
+    response.data = body
+    return response

@@ -1,0 +1,97 @@
+"""Record changes in the audit trail: one call per action, from views, tasks and commands."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+from .models import AuditEvent
+
+log = logging.getLogger(__name__)
+
+# Who is acting in this request or command, for changes recorded by signals.
+_actor: contextvars.ContextVar[Any] = contextvars.ContextVar("audit_actor", default=None)
+
+
+def current_actor() -> Any:
+    return _actor.get()
+
+
+def set_actor(user: Any) -> contextvars.Token:
+    return _actor.set(user)
+
+
+def reset_actor(token: contextvars.Token) -> None:
+    _actor.reset(token)
+
+
+ACTIONS = (
+    "load",
+    "unload",
+    "reload",
+    "config.save",
+    "config.restore",
+    "config.try",
+    "upload",
+    "version.delete",
+    "model.delete",
+    "sweep.start",
+    "sweep.cancel",
+    "sweep.resume",
+    "user.create",
+    "user.change",
+    "user.role",
+    "login.failed",
+)
+
+
+def record(
+    who: Any,
+    action: str,
+    *,
+    model_name: str = "",
+    target: str = "",
+    outcome: str = AuditEvent.Outcome.OK,
+    detail: str = "",
+    before_sha256: str = "",
+    after_sha256: str = "",
+) -> AuditEvent:
+    """Append one event. `who` is a user, a username, or None (the system)."""
+    user = who if hasattr(who, "get_username") else None
+    username = user.get_username() if user is not None else (who or "system")
+    event = AuditEvent.objects.create(
+        user=user if user is not None and user.pk else None,
+        username=username,
+        action=action,
+        model_name=model_name,
+        target=target,
+        outcome=outcome,
+        detail=detail[:10_000],
+        before_sha256=before_sha256,
+        after_sha256=after_sha256,
+    )
+    _announce(event)
+    return event
+
+
+def _announce(event: AuditEvent) -> None:
+    """Push the event to the overview's activity feed (best effort)."""
+    from repository_app import events
+
+    events.publish(events.ACTIVITY_GROUP, "activity", as_json(event))
+
+
+def as_json(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "id": event.pk,
+        "at": event.at.isoformat(),
+        "user": event.username,
+        "action": event.action,
+        "model": event.model_name,
+        "target": event.target,
+        "outcome": event.outcome,
+        "detail": event.detail,
+        "before_sha256": event.before_sha256,
+        "after_sha256": event.after_sha256,
+    }

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+
+from .roles import ROLES
+
+
+class NewUserForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    password = forms.CharField(widget=forms.PasswordInput, help_text="At least 8 characters.")
+    role = forms.ChoiceField(choices=[(r, r) for r in ROLES])
+
+    def clean_username(self) -> str:
+        name = self.cleaned_data["username"].strip()
+        if get_user_model().objects.filter(username=name).exists():
+            raise forms.ValidationError(f"a user named {name!r} already exists")
+        return name
+
+    def clean_password(self) -> str:
+        password = self.cleaned_data["password"]
+        validate_password(password)
+        return password
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=[(r, r) for r in ROLES])
+    active = forms.BooleanField(required=False)
+
+
+class AuditFilterForm(forms.Form):
+    user = forms.CharField(required=False)
+    model = forms.CharField(required=False)
+    action = forms.CharField(required=False)

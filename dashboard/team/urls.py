@@ -1,0 +1,21 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("audit/", views.audit_log, name="audit_log"),
+    path("audit.csv", views.audit_csv, name="audit_csv"),
+    path("team/users/", views.users, name="team_users"),
+    path("team/users/<int:user_id>/", views.change_user, name="team_change_user"),
+    path(
+        "accounts/password/",
+        auth_views.PasswordChangeView.as_view(success_url="/accounts/password/done/"),
+        name="password_change",
+    ),
+    path(
+        "accounts/password/done/",
+        auth_views.PasswordChangeDoneView.as_view(),
+        name="password_change_done",
+    ),
+]

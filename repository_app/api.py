@@ -1,0 +1,156 @@
+"""REST API for the model repository and Triton control (thin: same modules as the pages)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import control, repository
+from .statistics import summarize_all
+from .status import group_index, merge, state_json
+from .triton_client import TritonError, get_client
+from .views import CONTROL_PERMISSION
+
+
+class VersionStateSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    state = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ModelStateSerializer(serializers.Serializer):
+    state = serializers.CharField(
+        help_text="READY, LOADING, UNLOADING, UNAVAILABLE or 'not loaded'"
+    )
+    versions = VersionStateSerializer(many=True)
+    reason = serializers.CharField()
+
+
+class ModelSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    on_disk = serializers.BooleanField()
+    backend = serializers.CharField()
+    versions_on_disk = serializers.ListField(child=serializers.IntegerField())
+    max_batch_size = serializers.IntegerField(allow_null=True)
+    dynamic_batching = serializers.BooleanField()
+    instances = serializers.CharField()
+    config_error = serializers.CharField()
+    triton = ModelStateSerializer()
+
+
+class ActionSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    action = serializers.CharField()
+    ok = serializers.BooleanField()
+    message = serializers.CharField()
+    previous_serving = serializers.BooleanField(required=False)
+    states = ModelStateSerializer(required=False)
+
+
+def _row_json(row: Any) -> dict[str, Any]:
+    folder = row.folder
+    return {
+        "name": row.name,
+        "on_disk": folder is not None,
+        "backend": folder.backend if folder else "",
+        "versions_on_disk": folder.versions if folder else [],
+        "max_batch_size": folder.max_batch_size if folder else None,
+        "dynamic_batching": bool(folder and folder.dynamic_batching),
+        "instances": folder.instances if folder else "",
+        "config_error": folder.config_error if folder else "",
+        "triton": row.as_json(),
+    }
+
+
+def _index() -> list | None:
+    try:
+        return get_client().repository_index()
+    except TritonError:
+        return None
+
+
+class ModelListView(APIView):
+    @extend_schema(responses=ModelSerializer(many=True), summary="Every model on disk or in Triton")
+    def get(self, request: Request) -> Response:
+        rows = merge(repository.scan(settings.MODEL_REPOSITORY), _index())
+        return Response([_row_json(r) for r in sorted(rows, key=lambda r: r.name)])
+
+
+class ModelDetailView(APIView):
+    @extend_schema(responses=ModelSerializer, summary="One model, with statistics when loaded")
+    def get(self, request: Request, name: str) -> Response:
+        try:
+            repository.check_model_name(name)
+        except repository.RepositoryError as exc:
+            raise NotFound(str(exc)) from exc
+        rows = {r.name: r for r in merge(repository.scan(settings.MODEL_REPOSITORY), _index())}
+        if name not in rows:
+            raise NotFound(f"no model '{name}' on disk or in Triton")
+        body = _row_json(rows[name])
+        try:
+            body["statistics"] = summarize_all(get_client().model_statistics(name)).get(name, [])
+        except TritonError:
+            body["statistics"] = []
+        return Response(body)
+
+
+class ModelStateView(APIView):
+    @extend_schema(responses=ModelStateSerializer, summary="Triton's state of one model")
+    def get(self, request: Request, name: str) -> Response:
+        try:
+            states = group_index(get_client().repository_index()).get(name, [])
+        except TritonError as exc:
+            return Response({"message": exc.message, "field": None}, status=503)
+        return Response(state_json(states))
+
+
+class ModelActionView(APIView):
+    action_name = "load"
+
+    @extend_schema(
+        request=None,
+        responses={200: ActionSerializer, 202: ActionSerializer},
+        parameters=[
+            OpenApiParameter(
+                "wait", bool, description="wait for the outcome (200) instead of 202 at once"
+            )
+        ],
+        summary="Load, unload or reload a model",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        if not request.user.has_perm(CONTROL_PERMISSION):
+            from dashboard.team import audit
+
+            audit.record(request.user, self.action_name, model_name=name, outcome="denied")
+            raise PermissionDenied("your role cannot load or unload models")
+        try:
+            repository.check_model_name(name)
+            if request.query_params.get("wait") in ("1", "true", "yes"):
+                control.check_can_control()
+                outcome = control.run_action(
+                    self.action_name, name, request.user.get_username(), user_id=request.user.pk
+                )
+                code = status.HTTP_200_OK if outcome.ok else status.HTTP_409_CONFLICT
+                return Response(
+                    {"model": name, "action": self.action_name, "ok": outcome.ok,
+                     "message": outcome.message, "previous_serving": outcome.previous_serving,
+                     "states": outcome.states},
+                    status=code,
+                )  # fmt: skip
+            control.start_action(
+                self.action_name, name, request.user.get_username(), user_id=request.user.pk
+            )
+        except (control.ActionRefused, repository.RepositoryError) as exc:
+            return Response({"message": str(exc), "field": None}, status=409)
+        return Response(
+            {"model": name, "action": self.action_name, "ok": True,
+             "message": f"{self.action_name} of {name} started"},
+            status=status.HTTP_202_ACCEPTED,
+        )  # fmt: skip
