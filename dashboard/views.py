@@ -32,8 +32,15 @@ def overview(request: HttpRequest) -> HttpResponse:
             names = {m.name for m in index}
             ready = {m.name for m in index if m.state == "READY"}
             models = {"total": len(names), "ready": len(ready)}
+    from .team.models import AuditEvent
+
     return render(
         request,
         "overview.html",
-        {"components": components, "triton": triton, "models": models},
+        {
+            "components": components,
+            "triton": triton,
+            "models": models,
+            "activity": AuditEvent.objects.all()[:15],
+        },
     )

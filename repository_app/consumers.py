@@ -14,7 +14,7 @@ from . import events
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
-    """`/ws/repository/`, `/ws/server/` and `/ws/models/<name>/`."""
+    """`/ws/repository/`, `/ws/server/`, `/ws/activity/` and `/ws/models/<name>/`."""
 
     groups_joined: list[str]
 
@@ -28,6 +28,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.groups_joined = [events.REPOSITORY_GROUP]
         if topic == "server":
             self.groups_joined.append(events.SERVER_GROUP)
+        if topic == "activity":
+            self.groups_joined.append(events.ACTIVITY_GROUP)
         if name:
             self.groups_joined.append(events.model_group(name))
         for group in self.groups_joined:

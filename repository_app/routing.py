@@ -5,5 +5,6 @@ from .consumers import LiveConsumer
 websocket_urlpatterns = [
     path("ws/repository/", LiveConsumer.as_asgi(), {"topic": "repository"}),
     path("ws/server/", LiveConsumer.as_asgi(), {"topic": "server"}),
+    path("ws/activity/", LiveConsumer.as_asgi(), {"topic": "activity"}),
     re_path(r"^ws/models/(?P<name>[^/]+)/$", LiveConsumer.as_asgi(), {"topic": "model"}),
 ]

@@ -1,0 +1,54 @@
+"""Two people, two browsers: one loads a model, the other sees it happen without reloading."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from dashboard.team.roles import OPERATOR, VIEWER, set_role
+from repository_app.triton_client import TritonClient
+
+from .conftest import login
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_viewer_sees_an_operators_load_live(browser, web_server, celery_worker, triton):
+    for name, role in (("olga", OPERATOR), ("vince", VIEWER)):
+        user = get_user_model().objects.create_user(name, password=f"pw-{name}-12345")
+        set_role(user, role)
+    operator_ctx, viewer_ctx = browser.new_context(), browser.new_context()
+    try:
+        operator, viewer = operator_ctx.new_page(), viewer_ctx.new_page()
+        login(operator, web_server.url, "olga", "pw-olga-12345")
+        login(viewer, web_server.url, "vince", "pw-vince-12345")
+        viewer.wait_for_selector("#live-status.ok")  # the overview's activity feed
+        models_page = viewer_ctx.new_page()
+        models_page.goto(f"{web_server.url}/models/")
+        models_page.wait_for_selector("#live-status.ok")
+
+        # The viewer's buttons are disabled with the reason.
+        viewer.goto(f"{web_server.url}/models/busy_compute/")
+        assert viewer.get_attribute("button[data-action=load]", "disabled") is not None
+        assert "your role cannot load or unload models" in viewer.text_content("#control-disabled")
+        viewer.goto(f"{web_server.url}/")
+        viewer.wait_for_selector("#live-status.ok")
+
+        operator.goto(f"{web_server.url}/models/busy_compute/")
+        operator.wait_for_selector("#live-status.ok")
+        operator.click("button[data-action=load]")
+        operator.wait_for_function(
+            "document.getElementById('model-state').textContent === 'READY'", timeout=30000
+        )
+        models_page.wait_for_function(
+            "document.querySelector('tr[data-model=\"busy_compute\"] [data-state-cell]').textContent === 'READY'",
+            timeout=15000,
+        )
+        viewer.wait_for_function(
+            "document.getElementById('activity').textContent.includes('busy_compute loaded')",
+            timeout=15000,
+        )
+        first_row = viewer.text_content("#activity tr:first-child")
+        assert "olga" in first_row and "load" in first_row and "ok" in first_row
+    finally:
+        operator_ctx.close()
+        viewer_ctx.close()
+        TritonClient(triton.grpc_url, triton.metrics_url).unload("busy_compute")
