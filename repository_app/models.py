@@ -35,3 +35,33 @@ class ModelIntent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {'loaded' if self.loaded else 'unloaded'}"
+
+
+class ConfigRevision(models.Model):
+    """One saved (or found-on-disk) content of a model's config.pbtxt: the editor's history."""
+
+    class Source(models.TextChoices):
+        FORM = "form", "form editor"
+        TEXT = "text", "text editor"
+        API = "api", "API"
+        DISK = "disk", "changed on disk"
+        RESTORE = "restore", "restored"
+
+    model = models.CharField(max_length=255, db_index=True)
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    # The sha256 of the file this revision replaced ("" for the first one seen).
+    parent_sha256 = models.CharField(max_length=64, blank=True, default="")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    message = models.CharField(max_length=500, blank=True, default="")
+    source = models.CharField(max_length=10, choices=Source.choices)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["model", "-id"], name="configrev_model_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.model} #{self.pk} {self.source} {self.sha256[:12]}"

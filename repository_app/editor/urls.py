@@ -1,1 +1,14 @@
-urlpatterns: list = []
+"""The config.pbtxt editor, mounted at models/<name>/config/ (every view gets ``name``)."""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.config_editor, name="config_editor"),
+    path("validate", views.config_validate, name="config_validate"),
+    path("raw", views.config_raw, name="config_raw"),
+    path("history/", views.config_history, name="config_history"),
+    path("diff/", views.config_diff, name="config_diff"),
+    path("revisions/<int:revision_id>/restore", views.config_restore, name="config_restore"),
+]

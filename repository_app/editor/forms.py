@@ -1,0 +1,313 @@
+"""Django forms for the config editor's form mode (one form plus four formsets).
+
+Field help follows the wording of Triton's model configuration documentation.
+Every field is optional at the Django level: the validator decides what Triton accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from tritonclient.grpc import model_config_pb2 as pb
+
+# (platform, backend) pairs Triton knows; stored in the select as "platform|backend".
+KNOWN_PAIRS: list[tuple[str, str, str]] = [
+    ("", "", "(not set: Triton infers it from the model file)"),
+    ("tensorrt_plan", "tensorrt", "TensorRT — platform tensorrt_plan"),
+    ("onnxruntime_onnx", "onnxruntime", "ONNX Runtime — platform onnxruntime_onnx"),
+    ("pytorch_libtorch", "pytorch", "PyTorch (LibTorch) — platform pytorch_libtorch"),
+    (
+        "tensorflow_savedmodel",
+        "tensorflow",
+        "TensorFlow SavedModel — platform tensorflow_savedmodel",
+    ),
+    ("tensorflow_graphdef", "tensorflow", "TensorFlow GraphDef — platform tensorflow_graphdef"),
+    ("", "openvino", "OpenVINO — backend openvino"),
+    ("", "python", "Python — backend python"),
+    ("", "dali", "DALI — backend dali"),
+    ("ensemble", "", "Ensemble — platform ensemble"),
+]
+
+DATA_TYPES = [(n, n) for n, _ in pb.DataType.items() if n != "TYPE_INVALID"]
+KINDS = [(n, n) for n, _ in pb.ModelInstanceGroup.Kind.items()]
+FORMATS = [(n, n) for n, _ in pb.ModelInput.Format.items()]
+TIMEOUT_ACTIONS = [("", "(default: REJECT)")] + [
+    (n, n) for n, _ in pb.ModelQueuePolicy.TimeoutAction.items()
+]
+VERSION_POLICIES = [
+    ("", "(default: latest 1)"),
+    ("latest", "latest N versions"),
+    ("all", "all versions"),
+    ("specific", "specific versions"),
+]
+
+
+def pair_value(platform: str, backend: str) -> str:
+    return f"{platform}|{backend}"
+
+
+def split_pair(value: str) -> tuple[str, str]:
+    platform, _, backend = value.partition("|")
+    return platform, backend
+
+
+class IntListField(forms.CharField):
+    """A comma-separated list of integers ("16, -1"); brackets are tolerated.
+
+    With ``none_when_blank`` a blank value means "not set" (None) and "[]" an empty list,
+    so a reshape to a scalar (shape []) stays distinguishable from no reshape.
+    """
+
+    def __init__(self, *, none_when_blank: bool = False, minimum: int | None = None, **kwargs: Any):
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+        self.none_when_blank = none_when_blank
+        self.minimum = minimum
+
+    def prepare_value(self, value: Any) -> Any:
+        if value is None:
+            return ""
+        if isinstance(value, list | tuple):
+            return "[]" if not value and self.none_when_blank else ", ".join(str(v) for v in value)
+        return value
+
+    def to_python(self, value: Any) -> list[int] | None:  # type: ignore[override]
+        if isinstance(value, list):
+            return value
+        text = (value or "").strip()
+        if not text:
+            return None if self.none_when_blank else []
+        inner = text.removeprefix("[").removesuffix("]").strip()
+        if not inner:
+            return []
+        numbers: list[int] = []
+        for part in inner.split(","):
+            part = part.strip()
+            try:
+                number = int(part)
+            except ValueError:
+                raise ValidationError(
+                    f"'{part}' is not a whole number: write numbers separated by commas, e.g. 8, 16"
+                ) from None
+            if self.minimum is not None and number < self.minimum:
+                raise ValidationError(f"{number} is below {self.minimum}")
+            numbers.append(number)
+        return numbers
+
+    def validate(self, value: Any) -> None:  # the list itself is always acceptable
+        return None
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        if self.disabled:
+            return False
+        try:
+            new = self.to_python(data)
+        except ValidationError:
+            return True
+        return self.to_python(initial) != new
+
+
+class ConfigForm(forms.Form):
+    name = forms.CharField(
+        required=False,
+        disabled=True,
+        help_text="The model name; it must equal the model's folder name, so it cannot be edited here.",
+    )
+    platform_backend = forms.ChoiceField(
+        label="Platform / backend",
+        required=False,
+        choices=[],
+        help_text="The backend that executes the model. For TensorRT, ONNX Runtime, PyTorch and "
+        "TensorFlow models either the platform or the backend may be given; OpenVINO, Python and "
+        'DALI models set only the backend; ensembles set platform: "ensemble".',
+    )
+    default_model_filename = forms.CharField(
+        required=False,
+        help_text="The file (or folder) Triton loads from each version folder. When empty, the "
+        "backend's default is used: model.plan, model.onnx, model.pt, model.py, model.xml, "
+        "model.savedmodel, model.graphdef.",
+    )
+    max_batch_size = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="The maximum batch size that the model supports for the types of batching that "
+        "can be exploited by Triton. If the model's first dimension is the batch dimension and all "
+        "inputs and outputs have it, set a value >= 1 and leave the batch dimension out of dims; "
+        "for models that do not support batching, max_batch_size must be set to zero.",
+    )
+    # Dynamic batching.
+    dynamic_batching = forms.BooleanField(
+        label="Dynamic batching enabled",
+        required=False,
+        help_text="Dynamic batching allows inference requests to be combined by the server, so "
+        "that a batch is created dynamically. Creating a batch of requests typically results in "
+        "increased throughput. Needs max_batch_size >= 1.",
+    )
+    preferred_batch_size = IntListField(
+        label="Preferred batch sizes",
+        minimum=1,
+        help_text="The batch sizes that the dynamic batcher should attempt to create. Each must "
+        "be <= max_batch_size. For most models preferred_batch_size should not be specified: "
+        "the batcher then creates batches as large as possible up to max_batch_size.",
+    )
+    max_queue_delay_microseconds = forms.IntegerField(
+        label="Max queue delay (µs)",
+        required=False,
+        min_value=0,
+        help_text="How long a request may be delayed in the scheduler to allow other requests to "
+        "join the dynamic batch. 0 (the default) forms a batch from whatever is queued at once.",
+    )
+    preserve_ordering = forms.BooleanField(
+        required=False,
+        help_text="Force all responses to be returned in the same order as requests were "
+        "received (may cost throughput).",
+    )
+    priority_levels = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="The number of priority levels the dynamic batcher supports (0 = no "
+        "priorities). Requests with a higher priority (lower number) are batched first.",
+    )
+    default_priority_level = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="The priority of requests that do not set one; must be between 1 and "
+        "priority_levels when priorities are used.",
+    )
+    timeout_action = forms.ChoiceField(
+        label="Default queue policy: timeout action",
+        required=False,
+        choices=TIMEOUT_ACTIONS,
+        help_text="What happens to a request whose queue timeout expires: REJECT it, or DELAY it "
+        "(it stays queued but loses its place to requests that have not timed out).",
+    )
+    default_timeout_microseconds = forms.IntegerField(
+        label="Default queue policy: timeout (µs)",
+        required=False,
+        min_value=0,
+        help_text="How long a request may wait in the queue (0 = no timeout).",
+    )
+    allow_timeout_override = forms.BooleanField(
+        label="Default queue policy: allow timeout override",
+        required=False,
+        help_text="Let a request set a shorter timeout than the default.",
+    )
+    max_queue_size = forms.IntegerField(
+        label="Default queue policy: max queue size",
+        required=False,
+        min_value=0,
+        help_text="Requests arriving when the queue holds this many are rejected (0 = unlimited).",
+    )
+    # Version policy.
+    version_policy = forms.ChoiceField(
+        required=False,
+        choices=VERSION_POLICIES,
+        help_text="Which versions Triton serves. All: all versions found in the model repository. "
+        "Latest: only the latest 'n' versions (the numerically greatest). Specific: only the "
+        "listed versions. If no version policy is specified, Latest with n=1 is used.",
+    )
+    latest_num_versions = forms.IntegerField(
+        label="Latest: number of versions",
+        required=False,
+        min_value=0,
+        help_text="How many of the newest versions to serve (policy latest).",
+    )
+    specific_versions = IntListField(
+        label="Specific versions",
+        minimum=0,
+        help_text="The version numbers to serve, comma-separated (policy specific).",
+    )
+    # Not a config field: a form save rewrites canonical text, which drops comments.
+    drop_comments = forms.BooleanField(
+        label="I understand that saving from the form drops the comments in this file",
+        required=False,
+    )
+
+    def __init__(self, *args: Any, current_pair: str = "|", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(pair_value(p, b), label) for p, b, label in KNOWN_PAIRS]
+        if current_pair not in {value for value, _ in choices}:
+            platform, backend = split_pair(current_pair)
+            label = " / ".join(
+                part
+                for part in (
+                    f"platform {platform}" if platform else "",
+                    f"backend {backend}" if backend else "",
+                )
+                if part
+            )
+            choices.insert(1, (current_pair, f"{label} (as in the file)"))
+        self.fields["platform_backend"].choices = choices
+
+
+class TensorForm(forms.Form):
+    name = forms.CharField(required=False, help_text="The tensor name the model uses.")
+    data_type = forms.ChoiceField(
+        required=False,
+        choices=[("", "—")] + DATA_TYPES,
+        help_text="The element type (TYPE_FP32, TYPE_INT64, TYPE_STRING for bytes, ...).",
+    )
+    dims = IntListField(
+        help_text="The shape, comma-separated, without the batch dimension when max_batch_size "
+        "> 0. -1 means a variable-size dimension.",
+    )
+    reshape = IntListField(
+        none_when_blank=True,
+        help_text="Only when the shape accepted by the inference API differs from the shape the "
+        "framework model expects: the shape the model sees (empty = no reshape, [] = scalar).",
+    )
+
+
+class InputForm(TensorForm):
+    format = forms.ChoiceField(
+        required=False,
+        choices=FORMATS,
+        initial="FORMAT_NONE",
+        help_text="The image layout for image inputs (FORMAT_NHWC / FORMAT_NCHW); FORMAT_NONE "
+        "otherwise.",
+    )
+    optional = forms.BooleanField(
+        required=False,
+        help_text="By default all inputs are required; an optional input may be left out of a "
+        "request.",
+    )
+    field_order = ["name", "data_type", "dims", "reshape", "format", "optional"]
+
+
+class OutputForm(TensorForm):
+    pass
+
+
+class InstanceGroupForm(forms.Form):
+    count = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="How many execution instances to create (per listed GPU for KIND_GPU).",
+    )
+    kind = forms.ChoiceField(
+        required=False,
+        choices=KINDS,
+        initial="KIND_AUTO",
+        help_text="KIND_GPU: on the listed GPUs (all when none listed); KIND_CPU: on the CPU; "
+        "KIND_MODEL: the model places itself; KIND_AUTO: GPU when available, else CPU.",
+    )
+    gpus = IntListField(
+        label="GPUs",
+        minimum=0,
+        help_text="GPU ids for KIND_GPU/KIND_AUTO, comma-separated (empty = all GPUs).",
+    )
+
+
+class ParameterForm(forms.Form):
+    key = forms.CharField(required=False)
+    value = forms.CharField(required=False, help_text="Passed to the backend as string_value.")
+
+
+InputFormSet = forms.formset_factory(InputForm, extra=1, can_delete=True)
+OutputFormSet = forms.formset_factory(OutputForm, extra=1, can_delete=True)
+InstanceGroupFormSet = forms.formset_factory(InstanceGroupForm, extra=1, can_delete=True)
+ParameterFormSet = forms.formset_factory(ParameterForm, extra=1, can_delete=True)
+
+FORMSET_PREFIXES = ("input", "output", "instance_group", "parameters")

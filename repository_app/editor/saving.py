@@ -1,0 +1,307 @@
+"""Writing config.pbtxt: atomic replace, optimistic concurrency on sha256, revision history.
+
+- ``read_current(name)`` reads the file as it is now (bytes, text, sha256).
+- ``save_config(name, text, base_sha256=..., ...)`` validates, refuses when the file changed
+  since ``base_sha256`` (``SaveConflict``), writes atomically (``atomic_write``) and records a
+  ``ConfigRevision``. Errors block the save (``InvalidConfig``); warnings come back.
+- ``record_disk_change(name)`` records a ``disk`` revision when the file on disk differs from
+  the latest revision (edits made outside the dashboard); the editor, the history page and
+  every save call it first.
+- ``restore_revision`` saves an old revision's text again as a new ``restore`` revision.
+
+Nothing here half-writes: the new content goes to a temp file in the same folder, is
+fsynced, renamed over config.pbtxt (atomic on POSIX), and the folder is fsynced. Any
+OSError (disk full, read-only, permissions) becomes ``SaveError`` and leaves the old file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from ..modelconfig import Finding, validate_text
+from ..modelconfig.findings import ERROR, has_errors, sort_findings
+from ..modelconfig.parsing import MAX_CONFIG_BYTES
+from ..models import ConfigRevision
+from ..repository import CONFIG_FILE, RepositoryError, check_model_name
+
+Source = ConfigRevision.Source
+
+
+class SaveConflict(Exception):
+    """The file changed since the editor opened it; nothing was written."""
+
+    def __init__(self, current: CurrentConfig) -> None:
+        super().__init__(f"{CONFIG_FILE} changed on disk since you opened it")
+        self.current = current
+
+
+class SaveError(Exception):
+    """Writing failed (disk full, permissions, ...); the old file is untouched."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidConfig(Exception):
+    """The validator found errors; nothing was written."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        super().__init__("the config has errors")
+        self.findings = findings
+
+
+@dataclass(frozen=True)
+class CurrentConfig:
+    """config.pbtxt as it is on disk now (``exists`` False when the file is missing)."""
+
+    path: Path
+    data: bytes
+    sha256: str
+    exists: bool = True
+
+    @property
+    def text(self) -> str:
+        return decode_for_display(self.data)
+
+
+@dataclass
+class SaveResult:
+    revision: ConfigRevision | None  # None when the text equals the file (nothing to save)
+    previous: ConfigRevision | None  # the revision the file held before this save
+    findings: list[Finding] = field(default_factory=list)  # warnings that did not block
+
+    @property
+    def changed(self) -> bool:
+        return self.revision is not None
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def decode_for_display(data: bytes) -> str:
+    """Text for showing and for history rows (bad bytes become U+FFFD)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    return data.decode("utf-8", errors="replace")
+
+
+def model_dir(name: str, root: Path | None = None) -> Path:
+    """The model's folder; RepositoryError for bad names or missing folders."""
+    check_model_name(name)
+    base = Path(root if root is not None else settings.MODEL_REPOSITORY)
+    path = base / name
+    if not path.is_dir():
+        raise RepositoryError(f"no model folder '{name}' in {base}")
+    return path
+
+
+def read_current(name: str, root: Path | None = None) -> CurrentConfig:
+    path = model_dir(name, root) / CONFIG_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return CurrentConfig(path, b"", sha256_hex(b""), exists=False)
+    except OSError as exc:
+        raise SaveError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return CurrentConfig(path, data, sha256_hex(data))
+
+
+def editor_findings(text: str | bytes, name: str) -> list[Finding]:
+    """The validator's findings plus the editor's own refusals (empty file)."""
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    if len(raw) > MAX_CONFIG_BYTES:
+        return validate_text(raw, folder_name=name)  # the parser's "too large" finding
+    if not raw.strip():
+        return [
+            Finding(
+                ERROR,
+                "editor.empty",
+                "the config is empty: an empty config.pbtxt makes Triton guess everything "
+                "from the model file; write at least name and backend (or platform)",
+                line=1,
+                col=1,
+            )
+        ]
+    return validate_text(raw, folder_name=name)
+
+
+def latest_revision(name: str) -> ConfigRevision | None:
+    return ConfigRevision.objects.filter(model=name).order_by("-id").first()
+
+
+def history(name: str) -> list[ConfigRevision]:
+    return list(ConfigRevision.objects.filter(model=name).select_related("author").order_by("-id"))
+
+
+def record_disk_change(
+    name: str, current: CurrentConfig | None = None, root: Path | None = None
+) -> ConfigRevision | None:
+    """Record the file as a ``disk`` revision when it differs from the latest revision."""
+    current = current if current is not None else read_current(name, root)
+    if not current.exists:
+        return None
+    latest = latest_revision(name)
+    if latest is not None and latest.sha256 == current.sha256:
+        return None
+    message = (
+        "first version seen by the dashboard"
+        if latest is None
+        else "changed on disk outside the dashboard"
+    )
+    return ConfigRevision.objects.create(
+        model=name,
+        text=current.text,
+        sha256=current.sha256,
+        parent_sha256=latest.sha256 if latest else "",
+        author=None,
+        message=message,
+        source=Source.DISK,
+    )
+
+
+@contextlib.contextmanager
+def model_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock on the model folder: one save per model at a time, across
+    processes (web and worker). Triton never sees a lock file."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _describe_os_error(exc: OSError, path: Path) -> str:
+    if exc.errno == errno.ENOSPC:
+        reason = "the disk is full"
+    elif exc.errno == errno.EDQUOT:
+        reason = "the disk quota is exhausted"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        reason = "permission denied"
+    elif exc.errno == errno.EROFS:
+        reason = "the file system is read-only"
+    else:
+        reason = exc.strerror or str(exc)
+    return f"could not write {path}: {reason}. The previous {CONFIG_FILE} is unchanged."
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
+
+    Temp file in the same folder (same file system, so rename is atomic), full write,
+    fsync, rename, fsync of the folder. Keeps the old file's permission bits.
+    """
+    folder = path.parent
+    tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise SaveError(_describe_os_error(exc, path)) from exc
+    # The rename is done; a failing folder fsync only weakens durability, not atomicity.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def save_config(
+    name: str,
+    text: str,
+    *,
+    base_sha256: str,
+    author_id: int | None,
+    source: str,
+    message: str = "",
+    root: Path | None = None,
+) -> SaveResult:
+    """Validate and write ``text`` exactly as given; record a revision.
+
+    Raises InvalidConfig (errors), SaveConflict (file changed since ``base_sha256``),
+    SaveError (write failed) or RepositoryError (bad model name). Nothing is written
+    in any of those cases.
+    """
+    findings = sort_findings(editor_findings(text, name))
+    if has_errors(findings):
+        raise InvalidConfig(findings)
+    data = text.encode("utf-8")
+    folder = model_dir(name, root)
+    with model_lock(folder):
+        current = read_current(name, root)
+        if current.sha256 != base_sha256:
+            # Remember what someone else wrote before refusing (the history shows it).
+            record_disk_change(name, current, root)
+            raise SaveConflict(current)
+        record_disk_change(name, current, root)
+        previous = latest_revision(name)
+        if current.exists and data == current.data:
+            return SaveResult(None, previous, findings)
+        atomic_write(current.path, data)
+        with transaction.atomic():
+            revision = ConfigRevision.objects.create(
+                model=name,
+                text=text,
+                sha256=sha256_hex(data),
+                parent_sha256=current.sha256 if current.exists else "",
+                author_id=author_id,
+                message=message[:500],
+                source=source,
+            )
+    return SaveResult(revision, previous, findings)
+
+
+def get_revision(name: str, revision_id: int) -> ConfigRevision:
+    """The revision of this model, or ConfigRevision.DoesNotExist."""
+    return ConfigRevision.objects.select_related("author").get(model=name, pk=revision_id)
+
+
+def restore_revision(
+    name: str,
+    revision_id: int,
+    *,
+    base_sha256: str,
+    author_id: int | None,
+    root: Path | None = None,
+) -> SaveResult:
+    """Save an old revision's text again, as a new ``restore`` revision."""
+    old = get_revision(name, revision_id)
+    return save_config(
+        name,
+        old.text,
+        base_sha256=base_sha256,
+        author_id=author_id,
+        source=Source.RESTORE,
+        message=f"restored revision #{old.pk}",
+        root=root,
+    )

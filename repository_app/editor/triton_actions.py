@@ -1,0 +1,96 @@
+"""The editor's two Triton actions: reload after a save, and try a config without saving.
+
+Both run synchronously in the request (a Python-backend model reloads in about a second;
+Triton's own load timeout bounds the rest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from .. import control
+from ..modelconfig import parse_config
+from ..triton_client import TritonError, get_client
+from .saving import read_current
+
+# What Triton answers when a config override breaks one of its later rules.
+OPAQUE_REFUSAL = "failed to poll from model repository"
+
+
+@dataclass
+class TritonVerdict:
+    ok: bool
+    message: str  # Triton's own text (or ours when Triton was not asked)
+    previous_serving: bool = False
+    restored: bool = True  # after a trial: the saved config serves again (or stays unloaded)
+    restore_message: str = ""
+    was_loaded: bool = False
+    states: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def opaque(self) -> bool:
+        """Triton gave no reason: the page points at the validator's findings."""
+        return not self.ok and OPAQUE_REFUSAL in self.message
+
+
+def config_override(config: pb.ModelConfig) -> dict[str, Any]:
+    """The JSON form of a ModelConfig that Triton's load(config=...) accepts."""
+    return json_format.MessageToDict(config, preserving_proto_field_name=True)
+
+
+def _is_ready(name: str) -> bool:
+    try:
+        return any(s.state == "READY" for s in get_client().model_states(name))
+    except TritonError:
+        return False
+
+
+def reload_saved(name: str, username: str, user_id: int | None) -> TritonVerdict:
+    """Load the config just saved on disk; on failure Triton keeps the previous one."""
+    try:
+        control.check_can_control()
+    except control.ActionRefused as exc:
+        return TritonVerdict(False, str(exc), previous_serving=_is_ready(name))
+    action = "reload" if _is_ready(name) else "load"
+    outcome = control.run_action(action, name, username, user_id=user_id)
+    return TritonVerdict(
+        outcome.ok,
+        outcome.message,
+        previous_serving=outcome.previous_serving,
+        states=outcome.states,
+    )
+
+
+def try_config(name: str, config: pb.ModelConfig) -> TritonVerdict:
+    """Load ``config`` as an override, report Triton's verdict, then put things back:
+    load the saved config again when the model was loaded before, else unload it."""
+    try:
+        control.check_can_control()
+    except control.ActionRefused as exc:
+        return TritonVerdict(False, str(exc), restored=True, restore_message="nothing changed")
+    client = get_client()
+    was_loaded = _is_ready(name)
+    try:
+        client.load(name, config=config_override(config))
+        verdict = TritonVerdict(True, f"Triton loaded {name} with this config: READY")
+    except TritonError as exc:
+        verdict = TritonVerdict(False, exc.message)
+    verdict.was_loaded = was_loaded
+    try:
+        if was_loaded:
+            # A plain load would be a no-op: Triton only re-reads files whose timestamps
+            # changed, and the trial touched none. So the saved config goes as override too.
+            saved = parse_config(read_current(name).data).config
+            client.load(name, config=config_override(saved) if saved is not None else None)
+            verdict.restore_message = "the saved config is loaded again"
+        else:
+            client.unload(name)
+            verdict.restore_message = "the model is unloaded again, as it was"
+    except TritonError as exc:
+        verdict.restored = False
+        verdict.restore_message = f"putting the saved config back failed: {exc.message}"
+    return verdict

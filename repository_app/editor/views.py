@@ -1,0 +1,558 @@
+"""Editor pages: thin views over saving, form_mapping, the validator and triton_actions.
+
+One page (``config_editor``) holds both modes; every button posts to it with an
+``action``: check, to_text, to_form, save, save_reload, try. The page carries the sha256
+of the file it was opened from (``base_sha``); in form mode also the text the form was
+rendered from (``base_text``), so a form save applies only the changed fields to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from ..modelconfig import Finding, parse_config
+from ..modelconfig.findings import has_errors
+from ..modelconfig.parsing import MAX_CONFIG_BYTES
+from ..models import ConfigRevision
+from ..repository import RepositoryError
+from ..views import CONTROL_PERMISSION
+from . import diffing, form_mapping, saving, triton_actions
+
+WRITE_ACTIONS = ("save", "save_reload", "try")
+ACTIONS = ("check", "to_text", "to_form", *WRITE_ACTIONS)
+CANNOT_EDIT = "your role cannot change model configs (it needs the control_models permission)"
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    if _wants_json(request) or request.path.endswith(("/validate", "/raw")):
+        return JsonResponse({"ok": False, "message": message}, status=status)
+    return render(
+        request,
+        "repository/config_error.html",
+        {"message": message, "status": status},
+        status=status,
+    )
+
+
+def _current_or_404(name: str) -> saving.CurrentConfig:
+    try:
+        return saving.read_current(name)
+    except RepositoryError as exc:
+        raise Http404(str(exc)) from exc
+    except saving.SaveError as exc:
+        raise Http404(exc.message) from exc
+
+
+def _too_large_finding(size: int) -> Finding:
+    return Finding(
+        "error",
+        "parse.too-large",
+        f"the text is {size / 1_048_576:.1f} MiB, over the {MAX_CONFIG_BYTES // 1_048_576} MiB "
+        "limit; model configs are a few KB: nothing was saved",
+        line=1,
+        col=1,
+    )
+
+
+def _finding_dicts(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in findings]
+
+
+def _page(
+    request: HttpRequest,
+    name: str,
+    *,
+    mode: str,
+    base_sha: str,
+    text: str = "",
+    editor: form_mapping.EditorForms | None = None,
+    findings: list[Finding] | None = None,
+    unplaced: list[Finding] | None = None,
+    outcome: dict[str, Any] | None = None,
+    message: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    findings = findings or []
+    latest = saving.latest_revision(name)
+    return render(
+        request,
+        "repository/editor.html",
+        {
+            "name": name,
+            "mode": mode,
+            "base_sha": base_sha,
+            "text": text,
+            "editor": editor,
+            "findings": findings,
+            "unplaced": findings if unplaced is None else unplaced,
+            "findings_json": _finding_dicts(findings),
+            "error_count": sum(1 for f in findings if f.is_error),
+            "outcome": outcome,
+            "message": message,
+            "has_comments": mode == "form" and form_mapping.has_comments(text),
+            "can_edit": request.user.has_perm(CONTROL_PERMISSION),
+            "cannot_edit": CANNOT_EDIT,
+            "latest": latest,
+            "max_bytes": MAX_CONFIG_BYTES,
+        },
+        status=status,
+    )
+
+
+def _open_page(
+    request: HttpRequest,
+    name: str,
+    mode: str,
+    *,
+    outcome: dict[str, Any] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The editor showing the file on disk now (after recording edits made outside)."""
+    current = _current_or_404(name)
+    saving.record_disk_change(name, current)
+    text = current.text
+    findings = saving.editor_findings(current.data, name)
+    if mode == "form":
+        editor, parse_findings = form_mapping.forms_for_text(name, text)
+        if editor is not None:
+            return _page(
+                request,
+                name,
+                mode="form",
+                base_sha=current.sha256,
+                text=text,
+                editor=editor,
+                findings=findings,
+                outcome=outcome,
+                status=status,
+            )
+        messages.warning(
+            request, "The file does not parse, so it opens in text mode: fix it there."
+        )
+    return _page(
+        request,
+        name,
+        mode="text",
+        base_sha=current.sha256,
+        text=text,
+        findings=findings,
+        outcome=outcome,
+        status=status,
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def config_editor(request: HttpRequest, name: str) -> HttpResponse:
+    if request.method == "GET":
+        return _open_page(request, name, "text" if request.GET.get("mode") == "text" else "form")
+    try:
+        data = request.POST
+    except RequestDataTooBig:
+        return _refuse(
+            request, _too_large_finding(int(request.META.get("CONTENT_LENGTH") or 0)).message, 413
+        )
+    _current_or_404(name)
+    action = data.get("action", "check")
+    mode = "text" if data.get("mode") == "text" else "form"
+    if action not in ACTIONS:
+        return _refuse(request, f"unknown action {action!r}", 400)
+    if action in WRITE_ACTIONS and not request.user.has_perm(CONTROL_PERMISSION):
+        return _refuse(request, CANNOT_EDIT, 403)
+    base_sha = data.get("base_sha", "")
+    message = data.get("message", "")
+    if mode == "text":
+        return _text_post(request, name, action, data.get("text", ""), base_sha, message)
+    return _form_post(request, name, action, data, base_sha, message)
+
+
+def _text_post(
+    request: HttpRequest, name: str, action: str, text: str, base_sha: str, message: str
+) -> HttpResponse:
+    text = text.replace("\r\n", "\n")
+    findings = saving.editor_findings(text, name)
+
+    def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
+        return _page(
+            request,
+            name,
+            mode="text",
+            base_sha=base_sha,
+            text=text,
+            findings=findings,
+            outcome=outcome,
+            message=message,
+            status=status,
+        )
+
+    if action == "to_form":
+        editor, parse_findings = form_mapping.forms_for_text(name, text)
+        if editor is None:
+            messages.error(
+                request,
+                "The text does not parse, so the form cannot show it: fix the errors first.",
+            )
+            return again(422)
+        return _page(
+            request,
+            name,
+            mode="form",
+            base_sha=base_sha,
+            text=text,
+            editor=editor,
+            findings=findings,
+            message=message,
+        )
+    if action in ("check", "to_text"):
+        return again()
+    if action == "try":
+        parsed = parse_config(text)
+        if parsed.config is None:
+            return again(422)
+        verdict = triton_actions.try_config(name, parsed.config)
+        return again(outcome=_trial_outcome(verdict, findings))
+    return _save(request, name, action, text, base_sha, message, "text", findings, again)
+
+
+def _form_post(
+    request: HttpRequest, name: str, action: str, data: Any, base_sha: str, message: str
+) -> HttpResponse:
+    base_text = data.get("base_text", "")
+    result = form_mapping.read_form(name, base_text, data)
+
+    def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
+        return _page(
+            request,
+            name,
+            mode="form",
+            base_sha=base_sha,
+            text=base_text,
+            editor=result.editor,
+            findings=result.findings,
+            unplaced=result.unplaced,
+            outcome=outcome,
+            message=message,
+            status=status,
+        )
+
+    if not result.ok:
+        base_findings = form_mapping.unparsable_base(base_text)
+        if base_findings:  # a tampered or stale page: show the text instead
+            return _page(
+                request,
+                name,
+                mode="text",
+                base_sha=base_sha,
+                text=base_text,
+                findings=base_findings,
+                status=422,
+            )
+        return again(422 if action in WRITE_ACTIONS else 200)
+    if action == "to_text":
+        return _page(
+            request,
+            name,
+            mode="text",
+            base_sha=base_sha,
+            text=result.text,
+            findings=saving.editor_findings(result.text, name),
+            message=message,
+        )
+    if action in ("check", "to_form"):
+        return again()
+    assert result.config is not None
+    if action == "try":
+        verdict = triton_actions.try_config(name, result.config)
+        return again(outcome=_trial_outcome(verdict, result.findings))
+    if not result.changed:
+        messages.info(request, "Nothing changed in the form: nothing to save.")
+        return again()
+    if result.comments_dropped and not result.editor.config.cleaned_data.get("drop_comments"):
+        result.editor.config.add_error(
+            "drop_comments",
+            "this file has comments; a save from the form rewrites it in canonical form and "
+            "drops them. Tick the box to confirm, or edit in text mode to keep them.",
+        )
+        return again(422)
+    return _save(
+        request, name, action, result.text, base_sha, message, "form", result.findings, again
+    )
+
+
+def _save(
+    request: HttpRequest,
+    name: str,
+    action: str,
+    text: str,
+    base_sha: str,
+    message: str,
+    source: str,
+    findings: list[Finding],
+    again: Any,
+) -> HttpResponse:
+    if has_errors(findings):
+        return again(422)
+    try:
+        result = saving.save_config(
+            name,
+            text,
+            base_sha256=base_sha,
+            author_id=request.user.pk,
+            source=source,
+            message=message,
+        )
+    except saving.InvalidConfig:
+        return again(422)
+    except saving.SaveConflict as exc:
+        return _conflict(request, name, exc.current, text, message)
+    except saving.SaveError as exc:
+        messages.error(request, exc.message)
+        return again(507)
+    if not result.changed:
+        messages.info(request, "The file already has exactly this content: nothing to save.")
+        return redirect(reverse("config_editor", args=[name]))
+    assert result.revision is not None
+    saved = f"Saved config.pbtxt as revision #{result.revision.pk}."
+    if action != "save_reload":
+        messages.success(request, saved)
+        return redirect(reverse("config_editor", args=[name]))
+    verdict = triton_actions.reload_saved(name, request.user.get_username(), request.user.pk)
+    if verdict.ok:
+        messages.success(request, f"{saved} {verdict.message}")
+        return redirect(reverse("config_editor", args=[name]))
+    outcome = {
+        "kind": "reload_failed",
+        "saved": saved,
+        "revision": result.revision,
+        "previous": result.previous,
+        "triton_message": verdict.message,
+        "previous_serving": verdict.previous_serving,
+        "opaque": verdict.opaque,
+        "findings": _finding_dicts(findings),
+    }
+    return _open_page(request, name, "text" if source == "text" else "form", outcome=outcome)
+
+
+def _trial_outcome(
+    verdict: triton_actions.TritonVerdict, findings: list[Finding]
+) -> dict[str, Any]:
+    return {
+        "kind": "trial",
+        "ok": verdict.ok,
+        "triton_message": verdict.message,
+        "restored": verdict.restored,
+        "restore_message": verdict.restore_message,
+        "opaque": verdict.opaque,
+        "findings": _finding_dicts(findings),
+    }
+
+
+def _conflict(
+    request: HttpRequest, name: str, current: saving.CurrentConfig, yours: str, message: str
+) -> HttpResponse:
+    theirs = current.text
+    latest = saving.latest_revision(name)
+    return render(
+        request,
+        "repository/config_conflict.html",
+        {
+            "name": name,
+            "theirs": theirs,
+            "theirs_sha": current.sha256,
+            "theirs_revision": latest,
+            "yours": yours,
+            "diff": diffing.side_by_side(theirs, yours),
+            "message": message,
+        },
+        status=409,
+    )
+
+
+@login_required
+@require_POST
+def config_validate(request: HttpRequest, name: str) -> JsonResponse:
+    """Validate the posted body (the raw config text) and return findings with positions."""
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        size = int(request.META.get("CONTENT_LENGTH") or 0)
+        return JsonResponse(
+            {"ok": False, "findings": [_too_large_finding(size).to_dict()], "errors": 1},
+            status=413,
+        )
+    _current_or_404(name)
+    findings = saving.editor_findings(body, name)
+    return JsonResponse(
+        {
+            "ok": not has_errors(findings),
+            "findings": _finding_dicts(findings),
+            "errors": sum(1 for f in findings if f.is_error),
+            "warnings": sum(1 for f in findings if not f.is_error),
+        }
+    )
+
+
+@login_required
+@require_http_methods(["GET", "PUT", "POST"])
+def config_raw(request: HttpRequest, name: str) -> JsonResponse:
+    """GET: the file and its sha256. PUT/POST: save the body exactly, guarded by If-Match."""
+    current = _current_or_404(name)
+    if request.method == "GET":
+        saving.record_disk_change(name, current)
+        return JsonResponse({"model": name, "sha256": current.sha256, "text": current.text})
+    if not request.user.has_perm(CONTROL_PERMISSION):
+        return JsonResponse({"ok": False, "message": CANNOT_EDIT}, status=403)
+    base_sha = request.headers.get("If-Match", "").strip('"')
+    if not base_sha:
+        return JsonResponse(
+            {"ok": False, "message": "send If-Match: <sha256 of the file you edited>"}, status=428
+        )
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        size = int(request.META.get("CONTENT_LENGTH") or 0)
+        return JsonResponse(
+            {"ok": False, "findings": [_too_large_finding(size).to_dict()]}, status=413
+        )
+    findings = saving.editor_findings(body, name)
+    if has_errors(findings):
+        return JsonResponse({"ok": False, "findings": _finding_dicts(findings)}, status=422)
+    text = saving.decode_for_display(body)
+    try:
+        result = saving.save_config(
+            name,
+            text,
+            base_sha256=base_sha,
+            author_id=request.user.pk,
+            source=ConfigRevision.Source.API,
+            message=request.headers.get("X-Config-Message", ""),
+        )
+    except saving.InvalidConfig as exc:
+        return JsonResponse({"ok": False, "findings": _finding_dicts(exc.findings)}, status=422)
+    except saving.SaveConflict as exc:
+        return JsonResponse(
+            {
+                "ok": False,
+                "message": "config.pbtxt changed since that sha256: fetch it again and merge",
+                "current_sha256": exc.current.sha256,
+            },
+            status=409,
+        )
+    except saving.SaveError as exc:
+        return JsonResponse({"ok": False, "message": exc.message}, status=507)
+    return JsonResponse(
+        {
+            "ok": True,
+            "changed": result.changed,
+            "revision": result.revision.pk if result.revision else None,
+            "sha256": saving.sha256_hex(text.encode("utf-8")),
+            "findings": _finding_dicts(result.findings),
+        }
+    )
+
+
+@login_required
+@require_GET
+def config_history(request: HttpRequest, name: str) -> HttpResponse:
+    current = _current_or_404(name)
+    saving.record_disk_change(name, current)
+    revisions = saving.history(name)
+    return render(
+        request,
+        "repository/config_history.html",
+        {
+            "name": name,
+            "revisions": revisions,
+            "current_sha": current.sha256,
+            "can_edit": request.user.has_perm(CONTROL_PERMISSION),
+            "cannot_edit": CANNOT_EDIT,
+        },
+    )
+
+
+def _revision_or_404(name: str, value: str | None) -> ConfigRevision:
+    try:
+        return saving.get_revision(name, int(value or ""))
+    except (ValueError, ConfigRevision.DoesNotExist) as exc:
+        raise Http404(f"no revision {value!r} of {name}") from exc
+
+
+@login_required
+@require_GET
+def config_diff(request: HttpRequest, name: str) -> HttpResponse:
+    """Side-by-side diff of revisions ?a= (left) and ?b= (right); b defaults to the latest."""
+    _current_or_404(name)
+    left = _revision_or_404(name, request.GET.get("a"))
+    right_id = request.GET.get("b")
+    latest = saving.latest_revision(name)
+    right = _revision_or_404(name, right_id) if right_id else latest
+    assert right is not None
+    return render(
+        request,
+        "repository/config_diff.html",
+        {
+            "name": name,
+            "left": left,
+            "right": right,
+            "diff": diffing.side_by_side(left.text, right.text),
+            "left_label": f"revision #{left.pk}",
+            "right_label": f"revision #{right.pk}",
+            "current_sha": saving.read_current(name).sha256,
+            "can_edit": request.user.has_perm(CONTROL_PERMISSION),
+        },
+    )
+
+
+@login_required
+@require_POST
+def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpResponse:
+    if not request.user.has_perm(CONTROL_PERMISSION):
+        return _refuse(request, CANNOT_EDIT, 403)
+    _current_or_404(name)
+    back = reverse(
+        "config_editor" if request.POST.get("next") == "editor" else "config_history", args=[name]
+    )
+    try:
+        result = saving.restore_revision(
+            name,
+            revision_id,
+            base_sha256=request.POST.get("base_sha", ""),
+            author_id=request.user.pk,
+        )
+    except ConfigRevision.DoesNotExist as exc:
+        raise Http404(f"no revision {revision_id} of {name}") from exc
+    except saving.InvalidConfig as exc:
+        first = next(f for f in exc.findings if f.is_error)
+        messages.error(
+            request, f"Revision #{revision_id} has errors, not restored: {first.message}"
+        )
+        return redirect(back)
+    except saving.SaveConflict:
+        messages.error(
+            request,
+            "config.pbtxt changed since this page was opened (recorded in the history): "
+            "nothing was restored; look at the latest revision and try again.",
+        )
+        return redirect(back)
+    except saving.SaveError as exc:
+        messages.error(request, exc.message)
+        return redirect(back)
+    if result.revision is None:
+        messages.info(request, f"The file already has the content of revision #{revision_id}.")
+    else:
+        messages.success(
+            request, f"Restored revision #{revision_id} as new revision #{result.revision.pk}."
+        )
+    return redirect(back)
