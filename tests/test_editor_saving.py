@@ -189,3 +189,30 @@ def test_the_side_by_side_diff_pairs_changed_lines():
     ]
     assert (diff.added, diff.removed) == (2, 1)
     assert diffing.side_by_side("x\n", "x\n").identical
+
+
+def test_saves_and_refused_saves_are_audited_with_hashes(tmp_path, django_user_model):
+    from dashboard.team.models import AuditEvent
+    from repository_app.editor import saving
+
+    folder = tmp_path / "audited"
+    (folder / "1").mkdir(parents=True)
+    (folder / "1" / "model.py").write_text("")
+    original = 'name: "audited"\nbackend: "python"\nmax_batch_size: 4\n'
+    (folder / "config.pbtxt").write_text(original)
+    author = django_user_model.objects.create_user("auditor")
+    base = saving.sha256_hex(original.encode())
+    changed = original.replace("4", "8")
+    saving.save_config(
+        "audited", changed, base_sha256=base, author_id=author.pk, source="text", root=tmp_path
+    )
+    event = AuditEvent.objects.get(action="config.save", outcome="ok")
+    assert event.username == "auditor" and event.model_name == "audited"
+    assert event.before_sha256 == base
+    assert event.after_sha256 == saving.sha256_hex(changed.encode())
+    with pytest.raises(saving.SaveConflict):
+        saving.save_config(
+            "audited", original, base_sha256=base, author_id=author.pk, source="text", root=tmp_path
+        )
+    refused = AuditEvent.objects.get(action="config.save", outcome="failed")
+    assert "changed since it was opened" in refused.detail

@@ -257,17 +257,40 @@ def save_config(
         raise InvalidConfig(findings)
     data = text.encode("utf-8")
     folder = model_dir(name, root)
+    action = "config.restore" if source == Source.RESTORE else "config.save"
     with model_lock(folder):
         current = read_current(name, root)
         if current.sha256 != base_sha256:
             # Remember what someone else wrote before refusing (the history shows it).
             record_disk_change(name, current, root)
+            _audit(
+                action,
+                name,
+                author_id,
+                "failed",
+                "refused: the file changed since it was opened",
+                base_sha256,
+                current.sha256,
+            )
             raise SaveConflict(current)
         record_disk_change(name, current, root)
         previous = latest_revision(name)
         if current.exists and data == current.data:
             return SaveResult(None, previous, findings)
-        atomic_write(current.path, data)
+        try:
+            atomic_write(current.path, data)
+        except SaveError as exc:
+            _audit(action, name, author_id, "failed", exc.message, current.sha256, "")
+            raise
+        _audit(
+            action,
+            name,
+            author_id,
+            "ok",
+            f"{source}: {message}".rstrip(": "),
+            current.sha256,
+            sha256_hex(data),
+        )
         with transaction.atomic():
             revision = ConfigRevision.objects.create(
                 model=name,
@@ -279,6 +302,31 @@ def save_config(
                 source=source,
             )
     return SaveResult(revision, previous, findings)
+
+
+def _audit(
+    action: str,
+    name: str,
+    author_id: int | None,
+    outcome: str,
+    detail: str,
+    before: str,
+    after: str,
+) -> None:
+    from django.contrib.auth import get_user_model
+
+    from dashboard.team import audit
+
+    author = get_user_model().objects.filter(pk=author_id).first() if author_id else None
+    audit.record(
+        author or "system",
+        action,
+        model_name=name,
+        outcome=outcome,
+        detail=detail,
+        before_sha256=before,
+        after_sha256=after,
+    )
 
 
 def get_revision(name: str, revision_id: int) -> ConfigRevision:
