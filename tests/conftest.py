@@ -99,7 +99,7 @@ def redis_db() -> Iterator[redis.Redis]:
     client.flushdb()
 
 
-def _database_url() -> str:
+def database_url() -> str:
     """The URL of the test database that pytest-django created, for subprocesses."""
     from django.db import connection
 
@@ -119,11 +119,11 @@ def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture)
     pytest-django creates the test database only when a collected test is marked for it,
     so tests that use these subprocesses carry a django_db mark."""
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        url = database_url()
     return {
         **os.environ,
         **triton.env(),
-        "DATABASE_URL": database_url,
+        "DATABASE_URL": url,
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .conftest import database_url
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "POSTGRES_PASSWORD": "check", "DJANGO_SECRET_KEY": "check"}
 
@@ -61,7 +63,11 @@ def test_the_entry_script_waits_for_the_database_then_runs_the_command():
         text=True,
         timeout=60,
         # In the image `python` is the project's interpreter; here it is the venv's.
-        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        env={
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "DATABASE_URL": database_url(),
+        },
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "entry ok"

@@ -53,8 +53,10 @@ async def test_a_load_is_announced_then_its_outcome_with_sequence_numbers(triton
             "load", "add_sub", "tester"
         )
         assert outcome.ok, outcome.message
-        action = await _until(communicator, lambda e: e["type"] == "model.action")
-        assert action["phase"] == "succeeded" and action["model"] == "add_sub"
+        action = await _until(
+            communicator, lambda e: e["type"] == "model.action" and e["model"] == "add_sub"
+        )
+        assert action["phase"] == "succeeded"
         assert action["by"] == "tester"
         states = await _until(
             communicator, lambda e: e["type"] == "models.states" and "add_sub" in e["models"]
@@ -73,7 +75,10 @@ async def test_a_failed_load_carries_tritons_reason(triton, redis_db, failing_mo
             "load", "fails_initialize", "tester"
         )
         assert not outcome.ok
-        action = await _until(communicator, lambda e: e["type"] == "model.action")
+        action = await _until(
+            communicator,
+            lambda e: e["type"] == "model.action" and e["model"] == "fails_initialize",
+        )
         assert action["phase"] == "failed"
         assert "deliberate failure in initialize for the tests" in action["message"]
     finally:

@@ -1,0 +1,181 @@
+"""The Benchmark form: perf_analyzer's flags as fields, checked before anything is queued."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from . import sweeps
+from .engine.loadgen import SweepError, SweepParams, parse_range
+from .models import Sweep
+
+PERCENTILES = [("95", "p95"), ("50", "p50"), ("90", "p90"), ("99", "p99"), ("avg", "average")]
+
+
+def parse_shapes(text: str) -> dict[str, list[int]]:
+    """'INPUT0:16 INPUT1:4,4' (perf_analyzer's --shape NAME:d1,d2, several separated by
+    spaces, commas between dims) -> {"INPUT0": [16], "INPUT1": [4, 4]}."""
+    shapes: dict[str, list[int]] = {}
+    for item in re.split(r"[\s;]+", text.strip()):
+        if not item:
+            continue
+        name, sep, dims = item.rpartition(":")
+        if not sep or not name or not dims:
+            raise forms.ValidationError(f"{item!r} is not NAME:d1,d2")
+        try:
+            values = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise forms.ValidationError(f"{item!r}: dimensions must be whole numbers") from None
+        if any(v <= 0 for v in values):
+            raise forms.ValidationError(f"{item!r}: dimensions must be positive")
+        shapes[name] = values
+    return shapes
+
+
+def _range(text: str, what: str) -> tuple[float, float, float]:
+    text = text.strip()
+    if not text:
+        raise forms.ValidationError(f"Enter a {what} range as start:end:step, e.g. 1:8:1.")
+    try:
+        start, end, step = parse_range(text)
+    except (SweepError, ValueError):
+        raise forms.ValidationError(f"{text!r} is not start:end:step (numbers).") from None
+    if start <= 0:
+        raise forms.ValidationError(f"The start ({start:g}) must be above 0.")
+    if end < start:
+        raise forms.ValidationError(f"The range is inverted: end {end:g} is below start {start:g}.")
+    if step <= 0:
+        raise forms.ValidationError(f"The step ({step:g}) must be above 0.")
+    return start, end, step
+
+
+class SweepForm(forms.Form):
+    mode = forms.ChoiceField(
+        choices=[("concurrency", "concurrency range"), ("request_rate", "request-rate range")],
+        initial="concurrency",
+    )
+    concurrency_range = forms.CharField(
+        required=False, initial="1:8:1", label="--concurrency-range"
+    )
+    request_rate_range = forms.CharField(
+        required=False, label="--request-rate-range", help_text="requests/s, e.g. 100:500:100"
+    )
+    percentile = forms.ChoiceField(choices=PERCENTILES, initial="95", label="--percentile")
+    measurement_interval = forms.IntegerField(initial=2000, label="--measurement-interval (ms)")
+    stability_percentage = forms.FloatField(initial=10, label="--stability-percentage")
+    max_trials = forms.IntegerField(initial=10, label="--max-trials (max windows per level)")
+    batch_size = forms.IntegerField(initial=1, label="-b (batch size)")
+    latency_threshold = forms.FloatField(
+        required=False, label="--latency-threshold (ms)", help_text="also the latency budget"
+    )
+    shape = forms.CharField(
+        required=False, label="--shape", help_text="NAME:d1,d2 for variable dims, space-separated"
+    )
+    input_data = forms.ChoiceField(
+        choices=[("random", "random"), ("zeros", "zeros")], initial="random", label="--input-data"
+    )
+    engine = forms.ChoiceField(choices=Sweep.Engine.choices, initial=Sweep.Engine.BUILTIN)
+    protocol = forms.ChoiceField(
+        choices=[("grpc", "gRPC"), ("http", "HTTP")], initial="grpc", label="-i (protocol)"
+    )
+    version = forms.CharField(required=False, max_length=32, label="-x (version)")
+
+    def __init__(self, *args: Any, model: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.model = model
+        self.params: SweepParams | None = None
+
+    @classmethod
+    def preset_initial(cls, preset: str) -> dict[str, Any]:
+        values = sweeps.PRESETS.get(preset)
+        if values is None:
+            return {}
+        return {
+            "concurrency_range": values["range"],
+            "measurement_interval": values["measurement_interval"],
+            "max_trials": values["max_trials"],
+        }
+
+    def clean_measurement_interval(self) -> int:
+        value = self.cleaned_data["measurement_interval"]
+        if value <= 0:
+            raise forms.ValidationError("The measurement window must be a positive number of ms.")
+        if value < 50:
+            raise forms.ValidationError("The measurement window must be at least 50 ms.")
+        if value > 600_000:
+            raise forms.ValidationError("The measurement window can be at most 600000 ms.")
+        return value
+
+    def clean_stability_percentage(self) -> float:
+        value = self.cleaned_data["stability_percentage"]
+        if value <= 0 or value > 1000:
+            raise forms.ValidationError("The stability percentage must be above 0 (e.g. 10).")
+        return value
+
+    def clean_max_trials(self) -> int:
+        value = self.cleaned_data["max_trials"]
+        if value < 3 or value > 1000:
+            raise forms.ValidationError(
+                "Max windows must be between 3 and 1000 (3 decide stability)."
+            )
+        return value
+
+    def clean_batch_size(self) -> int:
+        value = self.cleaned_data["batch_size"]
+        if value < 1:
+            raise forms.ValidationError("The batch size must be at least 1.")
+        return value
+
+    def clean_latency_threshold(self) -> float | None:
+        value = self.cleaned_data.get("latency_threshold")
+        if value is not None and value <= 0:
+            raise forms.ValidationError("The latency threshold must be above 0 ms (or empty).")
+        return value
+
+    def clean_shape(self) -> dict[str, list[int]]:
+        return parse_shapes(self.cleaned_data.get("shape") or "")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        mode = data.get("mode", "concurrency")
+        field = "concurrency_range" if mode == "concurrency" else "request_rate_range"
+        what = "concurrency" if mode == "concurrency" else "request-rate"
+        try:
+            start, end, step = _range(data.get(field) or "", what)
+        except forms.ValidationError as exc:
+            self.add_error(field, exc)
+            return data
+        if self.errors:
+            return data
+        percentile = data["percentile"]
+        params = SweepParams(
+            model=self.model,
+            version=data.get("version", "").strip(),
+            protocol=data["protocol"],
+            mode=mode,
+            start=start,
+            end=end,
+            step=step,
+            batch_size=data["batch_size"],
+            shapes=data["shape"],
+            input_data=data["input_data"],
+            percentile=percentile if percentile == "avg" else int(percentile),
+            measurement_window_ms=data["measurement_interval"],
+            stability_percentage=data["stability_percentage"],
+            max_windows=data["max_trials"],
+            latency_threshold_ms=data.get("latency_threshold"),
+        )
+        try:
+            if mode == "concurrency" and not all(float(v).is_integer() for v in params.levels()):
+                self.add_error(field, "Concurrency levels must be whole numbers.")
+                return data
+            sweeps.preflight(params, data["engine"])
+        except SweepError as exc:
+            message = str(exc)
+            target = "shape" if message.startswith("inputs:") and "shape" in message else None
+            self.add_error(target, message)
+            return data
+        self.params = params
+        return data

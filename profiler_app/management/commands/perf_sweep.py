@@ -1,0 +1,104 @@
+"""`manage.py perf_sweep MODEL ...`: a sweep with perf_analyzer's flags, run in this process.
+
+The sweep is stored like one started from the UI (it appears in the history), but runs
+synchronously here rather than through Celery; it takes the server's slot, so it refuses
+to start while another sweep runs on the same Triton.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from profiler_app import export, sweeps
+from profiler_app.engine.loadgen import SweepError, SweepParams, parse_range
+from profiler_app.forms import parse_shapes
+from profiler_app.models import Sweep
+
+
+class Command(BaseCommand):
+    help = "Run a perf sweep against the configured Triton (perf_analyzer's flag names)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("model")
+        parser.add_argument("-x", dest="version", default="", help="model version")
+        parser.add_argument("-i", dest="protocol", choices=["grpc", "http"], default="grpc")
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--concurrency-range", default=None, help="start:end:step")
+        group.add_argument("--request-rate-range", default=None, help="start:end:step")
+        parser.add_argument("-b", dest="batch_size", type=int, default=1)
+        parser.add_argument("--percentile", default="95", help="50, 90, 95, 99 or avg")
+        parser.add_argument("--measurement-interval", type=int, default=2000, help="ms")
+        parser.add_argument("--stability-percentage", type=float, default=10.0)
+        parser.add_argument("--max-trials", type=int, default=10)
+        parser.add_argument("--latency-threshold", type=float, default=None, help="ms")
+        parser.add_argument("--shape", action="append", default=[], help="NAME:d1,d2")
+        parser.add_argument("--input-data", choices=["random", "zeros"], default="random")
+        parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
+        parser.add_argument("--engine", choices=["builtin", "perf_analyzer"], default="builtin")
+        parser.add_argument("--as-user", default=None, help="store the sweep as this user")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        user = None
+        if opts["as_user"]:
+            user = get_user_model().objects.filter(username=opts["as_user"]).first()
+            if user is None:
+                raise CommandError(f"no user named {opts['as_user']!r}")
+        mode = "request_rate" if opts["request_rate_range"] else "concurrency"
+        span = opts["request_rate_range"] or opts["concurrency_range"] or "1:1:1"
+        try:
+            start, end, step = parse_range(span)
+        except (SweepError, ValueError):
+            raise CommandError(f"range {span!r} is not start:end:step") from None
+        percentile: int | str = opts["percentile"]
+        if percentile != "avg":
+            try:
+                percentile = int(percentile)
+            except ValueError:
+                raise CommandError("--percentile must be 50, 90, 95, 99 or avg") from None
+        try:
+            shapes = parse_shapes(" ".join(opts["shape"]))
+        except ValidationError as exc:
+            raise CommandError(f"--shape: {'; '.join(exc.messages)}") from None
+        params = SweepParams(
+            model=opts["model"],
+            version=opts["version"],
+            protocol=opts["protocol"],
+            mode=mode,
+            start=start,
+            end=end,
+            step=step,
+            batch_size=opts["batch_size"],
+            shapes=shapes,
+            input_data=opts["input_data"],
+            percentile=percentile,
+            measurement_window_ms=opts["measurement_interval"],
+            stability_percentage=opts["stability_percentage"],
+            max_windows=opts["max_trials"],
+            latency_threshold_ms=opts["latency_threshold"],
+        )
+        try:
+            sweeps.preflight(params, opts["engine"])
+        except SweepError as exc:
+            raise CommandError(str(exc)) from None
+        sweep = sweeps.create_sweep(params, engine=opts["engine"], user=user, enqueue=False)
+        if not sweeps.claim(sweep.pk):
+            busy = sweeps.running_on(sweep.server)
+            reason = f"sweep #{busy.pk} is running there" if busy else "other sweeps are queued"
+            Sweep.objects.filter(pk=sweep.pk).update(
+                state=Sweep.State.FAILED, error=f"Triton at {sweep.server} is busy: {reason}"
+            )
+            raise CommandError(f"Triton at {sweep.server} is busy ({reason}); try again later")
+        self.stderr.write(f"sweep #{sweep.pk}: {params.model} {mode} {params.range_text}")
+        state = sweeps.execute(sweep.pk)
+        sweep.refresh_from_db()
+        self.stdout.write(export.summary_text(sweep))
+        if opts["csv"]:
+            Path(opts["csv"]).write_text(export.to_csv(sweep))
+            self.stderr.write(f"CSV written to {opts['csv']}")
+        if state != Sweep.State.SUCCEEDED:
+            raise CommandError(f"sweep #{sweep.pk} {state}: {sweep.error or 'no error text'}")

@@ -1,0 +1,129 @@
+"""Perf sweeps as database rows: the sweep, its points, and one slot per Triton server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Sweep(models.Model):
+    """One benchmark of one model on one Triton server."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        INTERRUPTED = "interrupted"
+
+    class Engine(models.TextChoices):
+        BUILTIN = "builtin", "built-in"
+        PERF_ANALYZER = "perf_analyzer", "perf_analyzer"
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.INTERRUPTED)
+    RESUMABLE = (State.FAILED, State.CANCELLED, State.INTERRUPTED)
+
+    model = models.CharField(max_length=255, db_index=True)
+    version = models.CharField(max_length=32, blank=True)
+    # The Triton server (its gRPC address): at most one sweep runs per server at a time.
+    server = models.CharField(max_length=255)
+    config_sha256 = models.CharField(max_length=64, blank=True)
+    config_text = models.TextField(blank=True)
+    params = models.JSONField(default=dict)
+    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.BUILTIN)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    state = models.CharField(
+        max_length=12, choices=State.choices, default=State.QUEUED, db_index=True
+    )
+    cancel_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    command = models.TextField(blank=True)  # perf_analyzer's exact command line
+    levels_total = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-id"]
+        permissions = [("run_sweeps", "Can run and cancel perf sweeps")]
+        indexes = [models.Index(fields=["server", "state"])]
+
+    def __str__(self) -> str:
+        return f"sweep #{self.pk} {self.model} ({self.state})"
+
+    @property
+    def group(self) -> str:
+        return f"sweep.{self.pk}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in self.FINISHED
+
+    @property
+    def mode(self) -> str:
+        return str(self.params.get("mode", "concurrency"))
+
+    @property
+    def range_text(self) -> str:
+        p: dict[str, Any] = self.params
+        return f"{p.get('start', 1):g}:{p.get('end', 1):g}:{p.get('step', 1):g}"
+
+
+class SweepPoint(models.Model):
+    """A measurement window (window >= 0) or a level's summary (window = LEVEL)."""
+
+    LEVEL = -1
+
+    sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="points")
+    level = models.FloatField()
+    window = models.IntegerField()
+    throughput = models.FloatField(default=0.0)  # infer/s
+    requests = models.IntegerField(default=0)
+    errors = models.IntegerField(default=0)
+    duration_s = models.FloatField(default=0.0)
+    avg_us = models.FloatField(null=True, blank=True)
+    p50_us = models.FloatField(null=True, blank=True)
+    p90_us = models.FloatField(null=True, blank=True)
+    p95_us = models.FloatField(null=True, blank=True)
+    p99_us = models.FloatField(null=True, blank=True)
+    server_request_us = models.FloatField(null=True, blank=True)
+    queue_us = models.FloatField(null=True, blank=True)
+    compute_input_us = models.FloatField(null=True, blank=True)
+    compute_infer_us = models.FloatField(null=True, blank=True)
+    compute_output_us = models.FloatField(null=True, blank=True)
+    stable = models.BooleanField(null=True, blank=True)  # level rows only
+    extra = models.JSONField(default=dict, blank=True)
+    recorded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["level", "window"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["sweep", "level", "window"], name="sweep_point_unique_level_window"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"sweep #{self.sweep_id} level {self.level:g} window {self.window}"
+
+
+class SweepSlot(models.Model):
+    """The one running sweep of a Triton server; claimed and released by conditional UPDATEs."""
+
+    server = models.CharField(max_length=255, unique=True)
+    sweep = models.ForeignKey(Sweep, null=True, blank=True, on_delete=models.SET_NULL)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.server}: {self.sweep_id or 'free'}"

@@ -1,0 +1,183 @@
+"""Sweep pages: thin views over `sweeps`, `watchdog` and `export`."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from . import export, sweeps, watchdog
+from .engine.loadgen import SweepError
+from .forms import SweepForm
+from .models import Sweep
+
+RUN_PERMISSION = "profiler_app.run_sweeps"
+
+
+def _can_run(request: HttpRequest) -> bool:
+    return request.user.has_perm(RUN_PERMISSION)
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+@login_required
+@require_GET
+def sweep_list(request: HttpRequest) -> HttpResponse:
+    watchdog.check()
+    model = request.GET.get("model", "")
+    rows = Sweep.objects.select_related("created_by")
+    if model:
+        rows = rows.filter(model=model)
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    queue = list(Sweep.objects.filter(state=Sweep.State.QUEUED).order_by("queued_at", "id"))
+    for item in queue:
+        item.position = sweeps.queue_position(item)
+    running = Sweep.objects.filter(state=Sweep.State.RUNNING)
+    return render(
+        request,
+        "profiler/sweep_list.html",
+        {"page": page, "model": model, "queue": queue, "running": running},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
+    can_run = _can_run(request)
+    if request.method == "POST":
+        if not can_run:
+            return HttpResponse("Your role cannot run sweeps.", status=403)
+        form = SweepForm(request.POST, model=name)
+        if form.is_valid() and form.params is not None:
+            sweep = sweeps.create_sweep(
+                form.params, engine=form.cleaned_data["engine"], user=request.user
+            )
+            return redirect("sweep_detail", pk=sweep.pk)
+    else:
+        preset = request.GET.get("preset", "default")
+        form = SweepForm(initial=SweepForm.preset_initial(preset), model=name)
+    history = Sweep.objects.filter(model=name)[:10]
+    return render(
+        request,
+        "profiler/sweep_new.html",
+        {
+            "form": form,
+            "name": name,
+            "can_run": can_run,
+            "presets": sweeps.PRESETS,
+            "history": history,
+        },
+    )
+
+
+@login_required
+@require_GET
+def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    watchdog.check()
+    sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+    data = sweeps.snapshot(pk)
+    return render(
+        request,
+        "profiler/sweep_detail.html",
+        {
+            "sweep": sweep,
+            "data": data,
+            "can_run": _can_run(request),
+            "position": sweeps.queue_position(sweep),
+            "history": Sweep.objects.filter(model=sweep.model).exclude(pk=pk)[:10],
+        },
+    )
+
+
+@login_required
+@require_GET
+def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
+    """All points so far, the sweep and the group's seq: what a client resyncs from."""
+    watchdog.check()
+    data = sweeps.snapshot(pk)
+    if data is None:
+        raise Http404("no such sweep")
+    return JsonResponse(data)
+
+
+def _action(request: HttpRequest, pk: int, run) -> HttpResponse:  # type: ignore[no-untyped-def]
+    if not _can_run(request):
+        return JsonResponse({"message": "your role cannot run or cancel sweeps"}, status=403)
+    get_object_or_404(Sweep, pk=pk)
+    try:
+        message, target = run()
+    except SweepError as exc:
+        if _wants_json(request):
+            return JsonResponse({"message": str(exc)}, status=409)
+        messages.error(request, str(exc))
+        return redirect("sweep_detail", pk=pk)
+    if _wants_json(request):
+        return JsonResponse({"message": message, "sweep": target})
+    messages.success(request, message)
+    return redirect("sweep_detail", pk=target)
+
+
+@login_required
+@require_POST
+def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return _action(request, pk, lambda: (sweeps.cancel(pk), pk))
+
+
+@login_required
+@require_POST
+def sweep_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    def run() -> tuple[str, int]:
+        sweep = sweeps.resume(pk)
+        return f"Sweep #{sweep.pk} queued again: it measures the missing levels.", sweep.pk
+
+    return _action(request, pk, run)
+
+
+@login_required
+@require_POST
+def sweep_rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    def run() -> tuple[str, int]:
+        sweep = sweeps.rerun(pk, request.user)
+        return f"Sweep #{sweep.pk} queued with the same parameters.", sweep.pk
+
+    return _action(request, pk, run)
+
+
+@login_required
+@require_GET
+def sweep_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = get_object_or_404(Sweep, pk=pk)
+    response = HttpResponse(export.to_csv(sweep), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="sweep-{pk}-{sweep.model}.csv"'
+    return response
+
+
+@login_required
+@require_GET
+def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = get_object_or_404(Sweep, pk=pk)
+    response = HttpResponse(
+        json.dumps(export.to_json(sweep), indent=2), content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="sweep-{pk}-{sweep.model}.json"'
+    return response
+
+
+@login_required
+@require_GET
+def sweep_compare(request: HttpRequest) -> HttpResponse:
+    ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
+    found = {s.pk: s for s in Sweep.objects.filter(pk__in=ids)}
+    chosen = [found[i] for i in dict.fromkeys(ids) if i in found]
+    if len(chosen) < 2:
+        messages.error(request, "Pick two or more sweeps to compare.")
+        return redirect("sweep_list")
+    data = export.compare(chosen)
+    return render(request, "profiler/sweep_compare.html", {"data": data, "chosen": chosen})

@@ -1,0 +1,206 @@
+// The sweep page: points keyed by level/window (so a resync or a late event never
+// duplicates or drops one), live over /ws/sweeps/<id>/, resync over HTTP on gaps.
+"use strict";
+
+window.SweepPage = (function () {
+  const points = new Map();
+  let sweep = null;
+  let dataUrl = "";
+  let renderQueued = false;
+  let resyncTimer = null;
+  const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
+  const COLORS = { p50: "#12b76a", p95: "#f79009", p99: "#d92d20", avg: "#667085" };
+
+  function key(p) { return p.level + "|" + p.window; }
+  function merge(list) { (list || []).forEach(function (p) { points.set(key(p), p); }); }
+  function ms(us) { return us === null || us === undefined ? null : us / 1000; }
+  function chosenKey() {
+    const pct = sweep && sweep.params ? sweep.params.percentile : 95;
+    return pct === "avg" ? "avg_us" : "p" + pct + "_us";
+  }
+  function chosenLabel() {
+    const pct = sweep && sweep.params ? sweep.params.percentile : 95;
+    return pct === "avg" ? "avg" : "p" + pct;
+  }
+  function levelRows() {
+    return Array.from(points.values()).filter(function (p) { return p.window === -1; })
+      .sort(function (a, b) { return a.level - b.level; });
+  }
+  function windowRows() {
+    return Array.from(points.values()).filter(function (p) { return p.window >= 0; });
+  }
+
+  function applySweep(s) {
+    if (!s) return;
+    sweep = Object.assign(sweep || {}, s);
+  }
+
+  function schedule() {
+    if (renderQueued) return;
+    renderQueued = true;
+    requestAnimationFrame(function () { renderQueued = false; render(); });
+  }
+
+  function setText(id, text) { const el = document.getElementById(id); if (el) el.textContent = text; }
+
+  function renderStatus() {
+    const state = sweep.state;
+    const stateEl = document.getElementById("sweep-state");
+    stateEl.textContent = state + (sweep.cancel_requested && state === "running" ? " (cancelling…)" : "");
+    stateEl.className = "state-" + state;
+    setText("queue-position", state === "queued" && sweep.queue_position
+      ? "position " + sweep.queue_position + " in the queue for " + sweep.server : "");
+    const err = document.getElementById("sweep-error");
+    err.hidden = !sweep.error; err.textContent = sweep.error || "";
+    const show = function (id, on) { const b = document.getElementById(id); if (b) b.hidden = !on; };
+    show("btn-cancel", state === "queued" || state === "running");
+    show("btn-resume", ["failed", "cancelled", "interrupted"].indexOf(state) >= 0);
+    show("btn-rerun", FINISHED.indexOf(state) >= 0);
+    if (sweep.summary && sweep.summary.recommendation) {
+      const rec = document.getElementById("recommendation");
+      rec.innerHTML = ""; const strong = document.createElement("strong");
+      strong.textContent = sweep.summary.recommendation; rec.appendChild(strong);
+    }
+  }
+
+  function renderProgress(levels, windows) {
+    const total = sweep.levels_total || 1;
+    const done = levels.filter(function (p) { return !(p.extra && p.extra.cancelled); }).length;
+    const bar = document.getElementById("progress-bar");
+    bar.style.width = Math.min(100, 100 * done / total) + "%";
+    const levelsDone = new Set(levels.map(function (p) { return p.level; }));
+    const open = windows.filter(function (w) { return !levelsDone.has(w.level); });
+    const current = open.length ? Math.max.apply(null, open.map(function (w) { return w.level; })) : null;
+    const windowS = (sweep.params.measurement_window_ms || 1000) / 1000;
+    let perLevel = 3 * windowS;
+    if (done) {
+      perLevel = levels.reduce(function (a, p) { return a + (p.duration_s || 0); }, 0) / levels.length;
+    }
+    const inCurrent = open.filter(function (w) { return w.level === current; }).length * windowS;
+    const left = Math.max(0, (total - done) * perLevel - inCurrent);
+    let text = done + " / " + total + " levels";
+    if (sweep.state === "running") {
+      if (current !== null) text += " · measuring level " + current + " (window " + open.filter(function (w) { return w.level === current; }).length + ")";
+      text += " · about " + Math.round(left) + " s left";
+    } else {
+      text += " · " + sweep.state;
+    }
+    setText("progress-text", text);
+    return current;
+  }
+
+  function render() {
+    if (!sweep) return;
+    renderStatus();
+    const levels = levelRows();
+    const windows = windowRows();
+    const current = renderProgress(levels, windows);
+    const good = levels.filter(function (p) { return p.requests > 0; });
+    const x = good.map(function (p) { return p.level; });
+    const xTitle = sweep.params.mode === "request_rate" ? "request rate (req/s)" : "concurrency";
+    const summary = sweep.summary || {};
+    const knee = good.filter(function (p) { return p.level === summary.knee_level; });
+    const best = good.filter(function (p) { return p.level === summary.best_level; });
+    const base = { margin: { l: 55, r: 15, t: 10, b: 45 }, showlegend: true, legend: { orientation: "h" } };
+    const cfg = { displayModeBar: false, responsive: true };
+
+    Plotly.react("chart-throughput", [
+      { x: x, y: good.map(function (p) { return p.throughput; }), name: "throughput", mode: "lines+markers" },
+      { x: knee.map(function (p) { return p.level; }), y: knee.map(function (p) { return p.throughput; }), name: "knee", mode: "markers", marker: { size: 14, symbol: "star", color: "#d92d20" } },
+      { x: best.map(function (p) { return p.level; }), y: best.map(function (p) { return p.throughput; }), name: "best within budget", mode: "markers", marker: { size: 12, symbol: "diamond-open", color: "#12b76a" } },
+    ], Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
+
+    const budget = sweep.params.latency_threshold_ms;
+    const latTraces = ["p50", "p95", "p99"].map(function (name) {
+      return { x: x, y: good.map(function (p) { return ms(p[name + "_us"]); }), name: name, mode: "lines+markers", line: { color: COLORS[name] } };
+    });
+    const shapes = budget ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: budget, y1: budget, line: { dash: "dash", color: "#d92d20" } }] : [];
+    Plotly.react("chart-latency", latTraces.concat(knee.length ? [{ x: [knee[0].level], y: [ms(knee[0][chosenKey()])], name: "knee", mode: "markers", marker: { size: 14, symbol: "star", color: "#d92d20" } }] : []),
+      Object.assign({}, base, { shapes: shapes, xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "ms" + (budget ? " (budget " + budget + " ms)" : "") }, rangemode: "tozero" } }), cfg);
+
+    Plotly.react("chart-tput-latency", [
+      { x: good.map(function (p) { return ms(p[chosenKey()]); }), y: good.map(function (p) { return p.throughput; }), text: x.map(String), name: chosenLabel(), mode: "lines+markers+text", textposition: "top center" },
+    ], Object.assign({}, base, { xaxis: { title: { text: chosenLabel() + " latency (ms)" } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
+
+    const parts = [["queue", "queue_us"], ["compute input", "compute_input_us"], ["compute infer", "compute_infer_us"], ["compute output", "compute_output_us"]];
+    const bars = parts.map(function (pair) {
+      return { type: "bar", name: pair[0], x: x, y: good.map(function (p) { return ms(p[pair[1]]); }) };
+    });
+    bars.push({ type: "bar", name: "network + client", x: x, y: good.map(function (p) {
+      return p.avg_us === null || p.server_request_us === null ? null : Math.max(0, (p.avg_us - p.server_request_us) / 1000);
+    }) });
+    Plotly.react("chart-breakdown", bars, Object.assign({}, base, { barmode: "stack", xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "avg ms" } } }), cfg);
+
+    const shownLevel = current !== null ? current : (windows.length ? Math.max.apply(null, windows.map(function (w) { return w.level; })) : null);
+    const trace = windows.filter(function (w) { return w.level === shownLevel; }).sort(function (a, b) { return a.window - b.window; });
+    Plotly.react("chart-windows", [
+      { x: trace.map(function (w) { return w.window + 1; }), y: trace.map(function (w) { return w.throughput; }), name: "level " + shownLevel, mode: "lines+markers" },
+    ], Object.assign({}, base, { xaxis: { title: { text: "window" }, dtick: 1 }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
+
+    renderTable(levels);
+  }
+
+  function cell(v, digits) {
+    if (v === null || v === undefined) return "—";
+    return typeof v === "number" ? v.toFixed(digits === undefined ? 2 : digits) : String(v);
+  }
+
+  function renderTable(levels) {
+    const table = document.getElementById("levels-table");
+    const head = table.rows[0].outerHTML;
+    table.innerHTML = head + levels.map(function (p) {
+      const partial = p.extra && p.extra.cancelled ? " (partial)" : "";
+      return "<tr data-level=\"" + p.level + "\"><td>" + p.level + partial + "</td><td>" + cell(p.throughput, 1) + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + (p.stable ? "yes" : "no") + "</td><td>" + p.errors + "</td></tr>";
+    }).join("");
+  }
+
+  async function resync() {
+    const r = await fetch(dataUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!r.ok) return;
+    const data = await r.json();
+    merge(data.points);
+    applySweep(data.sweep);
+    schedule();
+  }
+
+  function resyncSoon() {
+    clearTimeout(resyncTimer);
+    resyncTimer = setTimeout(resync, 300);
+  }
+
+  function say(text, cls) { const el = document.getElementById("action-message"); el.textContent = text; el.className = "small " + (cls || ""); }
+
+  function bindButtons() {
+    [["btn-cancel", false], ["btn-resume", false], ["btn-rerun", true]].forEach(function (pair) {
+      const button = document.getElementById(pair[0]);
+      if (!button) return;
+      button.addEventListener("click", async function () {
+        button.disabled = true;
+        const r = await Live.post(button.dataset.url);
+        button.disabled = false;
+        say(r.body.message || "", r.ok ? "ok" : "error");
+        if (r.ok && pair[1] && r.body.sweep) location.href = "/sweeps/" + r.body.sweep + "/";
+        else resync();
+      });
+    });
+  }
+
+  function start(options) {
+    dataUrl = options.dataUrl;
+    if (options.initial) { merge(options.initial.points); applySweep(options.initial.sweep); }
+    bindButtons();
+    schedule();
+    Live.connect(options.wsPath, {
+      "sweep.snapshot": function (e) { merge(e.points); applySweep(e.sweep); schedule(); },
+      "sweep.window": function (e) { merge([e.point]); schedule(); },
+      "sweep.level": function (e) { merge([e.point]); schedule(); resyncSoon(); },
+      "sweep.state": function (e) {
+        applySweep({ state: e.state, error: e.error, cancel_requested: e.cancel_requested, queue_position: e.queue_position });
+        schedule();
+      },
+      "sweep.summary": function (e) { applySweep({ state: e.state, error: e.error, summary: e.summary }); schedule(); resyncSoon(); },
+    }, resync);
+  }
+
+  return { start: start, points: points, state: function () { return sweep; } };
+})();

@@ -1,0 +1,50 @@
+"""In a real browser: Benchmark from the model page, quick preset, charts grow live."""
+
+from __future__ import annotations
+
+import pytest
+
+from repository_app.triton_client import TritonClient
+
+from .conftest import login
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
+    browser, web_server, celery_worker, admin_credentials, triton
+):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/add_batched/")
+        page.click("#benchmark-link")
+        page.click("#preset-quick")
+        assert page.input_value("#id_concurrency_range") == "1:4:1"
+        assert page.input_value("#id_measurement_interval") == "1000"
+        page.fill("#id_stability_percentage", "50")  # keeps the run short on two cores
+        page.click("#start-sweep")
+        page.wait_for_url("**/sweeps/*/")
+        page.wait_for_selector("#live-status.ok")
+        page.evaluate("window.__marker = 'same page'")
+        page.wait_for_function(
+            "document.getElementById('chart-throughput').data[0].x.length >= 1", timeout=60000
+        )
+        first = page.evaluate("document.getElementById('chart-throughput').data[0].x.length")
+        page.wait_for_function(
+            f"document.getElementById('chart-throughput').data[0].x.length > {first}",
+            timeout=60000,
+        )
+        page.wait_for_function(
+            "document.getElementById('sweep-state').textContent === 'succeeded'", timeout=90000
+        )
+        assert page.evaluate("document.getElementById('chart-throughput').data[0].x.length") == 4
+        assert page.evaluate("window.__marker") == "same page"  # no reload happened
+        assert "infer/s" in page.text_content("#recommendation")
+        assert page.text_content("#progress-text").startswith("4 / 4 levels")
+    finally:
+        context.close()
+        client.unload("add_batched")

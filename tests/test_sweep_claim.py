@@ -1,0 +1,151 @@
+"""The sweep queue without Triton: claiming a server, queue positions, cancel, the watchdog."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from profiler_app import sweeps, watchdog
+from profiler_app.engine.loadgen import SweepError, SweepParams
+from profiler_app.models import Sweep, SweepPoint, SweepSlot
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_dispatch(monkeypatch, redis_db) -> list[int]:
+    """Record the tasks that would be sent instead of sending them."""
+    sent: list[int] = []
+    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: sent.append(sweep_id) or True)
+    return sent
+
+
+def _sweep(model: str = "add_batched", **params) -> Sweep:
+    base = {"start": 1, "end": 3, "measurement_window_ms": 500, "max_windows": 3}
+    return sweeps.create_sweep(SweepParams(model=model, **{**base, **params}), enqueue=False)
+
+
+def test_claiming_a_free_server_makes_the_sweep_running_and_holds_the_slot():
+    sweep = _sweep()
+    assert sweeps.claim(sweep.pk)
+    sweep.refresh_from_db()
+    assert sweep.state == "running" and sweep.started_at and sweep.heartbeat_at
+    assert SweepSlot.objects.get(server=sweep.server).sweep_id == sweep.pk
+    assert not sweeps.claim(sweep.pk), "a second claim of the same sweep must fail"
+
+
+def test_a_second_sweep_waits_with_position_one_while_the_server_is_busy(
+    no_dispatch, django_capture_on_commit_callbacks
+):
+    first, second, third = _sweep(), _sweep(), _sweep()
+    assert sweeps.claim(first.pk)
+    assert not sweeps.claim(second.pk)
+    assert sweeps.queue_position(Sweep.objects.get(pk=second.pk)) == 1
+    assert sweeps.queue_position(Sweep.objects.get(pk=third.pk)) == 2
+    assert sweeps.queue_position(Sweep.objects.get(pk=first.pk)) is None
+    # The third cannot jump the queue even when the server frees up.
+    with django_capture_on_commit_callbacks(execute=True):
+        sweeps.finish(first.pk, "succeeded")
+    assert no_dispatch == [second.pk], "the finishing sweep dispatches the head of the queue"
+    assert not sweeps.claim(third.pk)
+    assert sweeps.claim(second.pk)
+
+
+def test_a_sweep_on_another_server_does_not_wait(settings):
+    first = _sweep()
+    assert sweeps.claim(first.pk)
+    settings.TRITON_URL = "10.0.0.9:8001"
+    other = _sweep()
+    assert sweeps.claim(other.pk)
+
+
+def test_finish_only_moves_a_running_sweep_and_always_frees_the_slot():
+    sweep = _sweep()
+    assert sweeps.claim(sweep.pk)
+    Sweep.objects.filter(pk=sweep.pk).update(state="interrupted")
+    assert sweeps.finish(sweep.pk, "succeeded") == "interrupted"
+    assert SweepSlot.objects.get(server=sweep.server).sweep_id is None
+
+
+def test_cancelling_a_queued_sweep_is_immediate_and_a_running_one_is_flagged():
+    queued, running = _sweep(), _sweep()
+    assert sweeps.claim(queued.pk) is True
+    # `queued` now runs; make the other one the queued one.
+    running, queued = queued, running
+    assert "within one measurement window" in sweeps.cancel(running.pk)
+    assert Sweep.objects.get(pk=running.pk).cancel_requested
+    sweeps.cancel(queued.pk)
+    assert Sweep.objects.get(pk=queued.pk).state == "cancelled"
+    with pytest.raises(SweepError):
+        sweeps.cancel(queued.pk)
+
+
+def test_the_watchdog_interrupts_a_sweep_whose_heartbeat_is_stale(
+    no_dispatch, django_capture_on_commit_callbacks
+):
+    stale, waiting = _sweep(), _sweep()
+    assert sweeps.claim(stale.pk)
+    Sweep.objects.filter(pk=stale.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=watchdog.STALE_AFTER_S + 5)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert watchdog.check() == [stale.pk]
+    stale.refresh_from_db()
+    assert stale.state == "interrupted" and "heartbeat" in stale.error
+    assert SweepSlot.objects.get(server=stale.server).sweep_id is None
+    assert waiting.pk in no_dispatch, "the next queued sweep is started"
+
+
+def test_the_watchdog_leaves_a_sweep_with_a_fresh_heartbeat_alone():
+    sweep = _sweep()
+    assert sweeps.claim(sweep.pk)
+    assert watchdog.check() == []
+    assert Sweep.objects.get(pk=sweep.pk).state == "running"
+
+
+def test_the_watchdog_redispatches_a_queued_sweep_whose_task_went_missing(no_dispatch):
+    sweep = _sweep()
+    Sweep.objects.filter(pk=sweep.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
+    watchdog.check()
+    assert no_dispatch == [sweep.pk]
+
+
+def test_resume_requeues_and_keeps_only_complete_levels():
+    sweep = _sweep()
+    assert sweeps.claim(sweep.pk)
+    SweepPoint.objects.create(sweep=sweep, level=1, window=0, requests=5, throughput=10)
+    SweepPoint.objects.create(sweep=sweep, level=1, window=-1, requests=5, throughput=10)
+    SweepPoint.objects.create(sweep=sweep, level=2, window=0, requests=5, throughput=10)
+    sweeps.finish(sweep.pk, "interrupted", "worker died")
+    resumed = sweeps.resume(sweep.pk)
+    assert resumed.state == "queued" and resumed.error == ""
+    assert sweeps.completed_levels(resumed) == [1.0]
+    with pytest.raises(SweepError):
+        sweeps.resume(sweep.pk)  # already queued
+
+
+def test_a_rerun_is_a_new_sweep_with_the_same_parameters():
+    sweep = _sweep(batch_size=2)
+    copy = sweeps.rerun(sweep.pk)
+    assert copy.pk != sweep.pk and copy.params == sweep.params and copy.rerun_of_id == sweep.pk
+    assert copy.state == "queued"
+
+
+def test_time_limits_grow_with_levels_windows_and_window_length():
+    short = sweeps.time_limits(SweepParams(model="m", start=1, end=2, measurement_window_ms=500))
+    long = sweeps.time_limits(SweepParams(model="m", start=1, end=16, measurement_window_ms=5000))
+    assert short[0] < long[0] and long[1] > long[0]
+    assert long[0] > 16 * 10 * 5  # every level at max windows fits
+
+
+def test_the_knee_summary_names_the_level_where_throughput_flattens():
+    sweep = _sweep(start=1, end=3)
+    for level, tput, p95 in [(1, 100, 1000), (2, 190, 1100), (3, 195, 2000)]:
+        SweepPoint.objects.create(
+            sweep=sweep, level=level, window=-1, requests=10, throughput=tput, p95_us=p95
+        )
+    summary = sweeps.knee_summary(sweep)
+    assert summary["knee_level"] == 2 and summary["knee_reason"] == "gain"
+    assert summary["recommendation"].startswith("Concurrency 2 gives 190 infer/s")

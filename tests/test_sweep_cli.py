@@ -1,0 +1,99 @@
+"""`manage.py perf_sweep`: perf_analyzer's flags, a summary on stdout, the CSV, a stored sweep."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from profiler_app.engine.perf_analyzer import CSV_COLUMNS
+from profiler_app.models import Sweep, SweepPoint
+from repository_app.triton_client import TritonClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_command_runs_the_sweep_writes_the_csv_and_stores_it(triton, redis_db, tmp_path):
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("cli-user")
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    out, err = io.StringIO(), io.StringIO()
+    target = tmp_path / "result.csv"
+    try:
+        call_command(
+            "perf_sweep",
+            "add_batched",
+            "--concurrency-range",
+            "1:2:1",
+            "--measurement-interval",
+            "300",
+            "--stability-percentage",
+            "50",
+            "--max-trials",
+            "3",
+            "--percentile",
+            "95",
+            "-f",
+            str(target),
+            "--as-user",
+            "cli-user",
+            stdout=out,
+            stderr=err,
+        )
+    finally:
+        client.unload("add_batched")
+    rows = list(csv.reader(io.StringIO(target.read_text())))
+    assert rows[0] == CSV_COLUMNS and [r[0] for r in rows[1:]] == ["1", "2"]
+    text = out.getvalue()
+    assert "Request concurrency: 1" in text and "p95 latency:" in text
+    assert "Inferences/Second vs. Client p95 Batch Latency" in text and "infer/s" in text
+    sweep = Sweep.objects.get()
+    assert sweep.state == "succeeded" and sweep.created_by.username == "cli-user"
+    assert SweepPoint.objects.filter(sweep=sweep, window=-1).count() == 2
+
+
+def test_the_command_exits_with_a_clear_message_when_the_model_is_not_ready(triton, redis_db):
+    TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
+    with pytest.raises(CommandError, match="is not READY on Triton"):
+        call_command("perf_sweep", "add_sub", "--concurrency-range", "1:2:1")
+    with pytest.raises(CommandError, match="bad range"):
+        call_command("perf_sweep", "add_sub", "--concurrency-range", "4:1:1")
+    assert not Sweep.objects.exists()
+
+
+def test_the_perf_analyzer_engine_stores_its_levels_and_exact_command(triton, redis_db, tmp_path):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    target = tmp_path / "pa.csv"
+    try:
+        call_command(
+            "perf_sweep",
+            "add_batched",
+            "--engine",
+            "perf_analyzer",
+            "--concurrency-range",
+            "1:2:1",
+            "--measurement-interval",
+            "300",
+            "--stability-percentage",
+            "50",
+            "--max-trials",
+            "5",
+            "-f",
+            str(target),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    finally:
+        client.unload("add_batched")
+    sweep = Sweep.objects.get()
+    assert sweep.state == "succeeded", sweep.error
+    assert "perf_analyzer" in sweep.command and "--concurrency-range 1:2:1" in sweep.command
+    assert SweepPoint.objects.filter(sweep=sweep, window=-1).count() == 2
+    assert SweepPoint.objects.filter(sweep=sweep, window__gte=0).count() >= 2
+    rows = list(csv.reader(io.StringIO(target.read_text())))
+    assert rows[0] == CSV_COLUMNS and len(rows) == 3

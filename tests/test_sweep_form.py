@@ -1,0 +1,130 @@
+"""The Benchmark form: defaults, presets, and every bad input answered on the form."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from profiler_app.models import Sweep
+from repository_app.triton_client import TritonClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+GOOD = {
+    "mode": "concurrency",
+    "concurrency_range": "1:3:1",
+    "request_rate_range": "",
+    "percentile": "95",
+    "measurement_interval": "500",
+    "stability_percentage": "50",
+    "max_trials": "3",
+    "batch_size": "1",
+    "latency_threshold": "",
+    "shape": "",
+    "input_data": "random",
+    "engine": "builtin",
+    "protocol": "grpc",
+    "version": "",
+}
+
+
+@pytest.fixture()
+def runner(client):
+    user = User.objects.create_user("runner", password="pw-runner-1")
+    user.user_permissions.add(Permission.objects.get(codename="run_sweeps"))
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture()
+def add_batched_ready(triton):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    yield "add_batched"
+    client.unload("add_batched")
+
+
+def test_the_form_opens_with_perf_analyzer_like_defaults_and_presets(runner, redis_db):
+    page = runner.get("/models/add_batched/benchmark/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'value="1:8:1"' in html and 'value="2000"' in html and 'value="10"' in html
+    quick = runner.get("/models/add_batched/benchmark/?preset=quick").content.decode()
+    assert 'value="1:4:1"' in quick and 'value="1000"' in quick and 'value="5"' in quick
+    thorough = runner.get("/models/add_batched/benchmark/?preset=thorough").content.decode()
+    assert 'value="1:16:1"' in thorough and 'value="5000"' in thorough and 'value="20"' in thorough
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"concurrency_range": ""}, "concurrency_range", "Enter a concurrency range"),
+        ({"concurrency_range": "8:1:1"}, "concurrency_range", "inverted"),
+        ({"concurrency_range": "1:4:0"}, "concurrency_range", "step (0) must be above 0"),
+        ({"concurrency_range": "0:4:1"}, "concurrency_range", "must be above 0"),
+        ({"concurrency_range": "1:2:0.5"}, "concurrency_range", "whole numbers"),
+        ({"concurrency_range": "a:b"}, "concurrency_range", "is not start:end:step"),
+        ({"mode": "request_rate"}, "request_rate_range", "Enter a request-rate range"),
+        ({"measurement_interval": "0"}, "measurement_interval", "positive number of ms"),
+        ({"measurement_interval": "-5"}, "measurement_interval", "positive number of ms"),
+        ({"max_trials": "2"}, "max_trials", "between 3 and 1000"),
+        ({"batch_size": "0"}, "batch_size", "at least 1"),
+        ({"stability_percentage": "0"}, "stability_percentage", "above 0"),
+        ({"latency_threshold": "-1"}, "latency_threshold", "above 0 ms"),
+        ({"shape": "INPUT0"}, "shape", "is not NAME:d1,d2"),
+    ],
+)
+def test_bad_input_comes_back_on_the_form_and_creates_nothing(
+    runner, redis_db, change, field, message
+):
+    page = runner.post("/models/add_batched/benchmark/", {**GOOD, **change})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f'data-field="{field}"' in html
+    assert message in html
+    assert Sweep.objects.count() == 0
+
+
+def test_a_model_that_is_not_ready_is_refused_with_a_clear_message(runner, triton, redis_db):
+    TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
+    page = runner.post("/models/add_sub/benchmark/", GOOD)
+    assert page.status_code == 200
+    assert "is not READY on Triton" in page.content.decode()
+    assert "load it first" in page.content.decode()
+    assert Sweep.objects.count() == 0
+
+
+def test_inputs_that_cannot_be_built_are_refused_on_the_shape_field(
+    runner, add_batched_ready, redis_db
+):
+    page = runner.post("/models/add_batched/benchmark/", {**GOOD, "shape": "NOPE:4"})
+    html = page.content.decode()
+    assert 'data-field="shape"' in html and "unknown input(s): NOPE" in html
+    too_big = runner.post("/models/add_batched/benchmark/", {**GOOD, "batch_size": "65"})
+    assert "exceeds the model&#x27;s max_batch_size 64" in too_big.content.decode()
+    assert Sweep.objects.count() == 0
+
+
+def test_a_valid_form_creates_a_queued_sweep_and_redirects_to_it(
+    runner, add_batched_ready, redis_db, monkeypatch
+):
+    from profiler_app import sweeps
+
+    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    page = runner.post("/models/add_batched/benchmark/", GOOD)
+    sweep = Sweep.objects.get()
+    assert page.status_code == 302 and page["Location"] == f"/sweeps/{sweep.pk}/"
+    assert sweep.state == "queued" and sweep.created_by.username == "runner"
+    assert sweep.params["start"] == 1 and sweep.params["end"] == 3
+    assert len(sweep.config_sha256) == 64 and "add_batched" in sweep.config_text
+    assert sweep.levels_total == 3
+
+
+def test_without_the_permission_the_form_is_disabled_and_posting_is_refused(client, redis_db):
+    client.force_login(User.objects.create_user("viewer", password="pw-viewer-1"))
+    assert (
+        "Your role cannot run sweeps"
+        in client.get("/models/add_batched/benchmark/").content.decode()
+    )
+    assert client.post("/models/add_batched/benchmark/", GOOD).status_code == 403
+    assert Sweep.objects.count() == 0
