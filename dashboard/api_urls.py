@@ -4,7 +4,9 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from dashboard.team.api import AuditListView
+from profiler_app import api as sweep_api
 from repository_app import api as repository_api
+from repository_app.editor import api as config_api
 
 urlpatterns = [
     path("models/", repository_api.ModelListView.as_view(), name="api_models"),
@@ -20,6 +22,29 @@ urlpatterns = [
         )
         for action in ("load", "unload", "reload")
     ],
+    path("models/<str:name>/config", config_api.ConfigView.as_view(), name="api_config"),
+    path(
+        "models/<str:name>/config/validate",
+        config_api.ConfigValidateView.as_view(),
+        name="api_config_validate",
+    ),
+    path(
+        "models/<str:name>/versions/", repository_api.VersionListView.as_view(), name="api_versions"
+    ),
+    path("sweeps/", sweep_api.SweepListView.as_view(), name="api_sweeps"),
+    path("sweeps/<int:pk>/", sweep_api.SweepDetailView.as_view(), name="api_sweep"),
+    path("sweeps/<int:pk>/points", sweep_api.SweepPointsView.as_view(), name="api_sweep_points"),
+    path("sweeps/<int:pk>/cancel", sweep_api.SweepCancelView.as_view(), name="api_sweep_cancel"),
+    path(
+        "sweeps/<int:pk>/export.csv",
+        sweep_api.SweepExportView.as_view(fmt="csv"),
+        name="api_sweep_csv",
+    ),
+    path(
+        "sweeps/<int:pk>/export.json",
+        sweep_api.SweepExportView.as_view(fmt="json"),
+        name="api_sweep_json",
+    ),
     path("audit/", AuditListView.as_view(), name="api_audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),

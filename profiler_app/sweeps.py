@@ -187,6 +187,16 @@ def create_sweep(
         )
         if enqueue:
             transaction.on_commit(lambda: dispatch(sweep.pk))
+    from dashboard.team import audit
+
+    audit.record(
+        user if getattr(user, "is_authenticated", False) else (user or "system"),
+        "sweep.start",
+        model_name=sweep.model,
+        target=f"sweep #{sweep.pk}",
+        detail=f"{engine} {params.mode} {params.start:g}:{params.end:g}:{params.step:g}",
+        after_sha256=sha,
+    )
     publish_state(sweep)
     return sweep
 

@@ -11,6 +11,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from dashboard.team import audit
+
 from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError
 from .forms import SweepForm
@@ -107,12 +109,14 @@ def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
     return JsonResponse(data)
 
 
-def _action(request: HttpRequest, pk: int, run) -> HttpResponse:  # type: ignore[no-untyped-def]
+def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpResponse:  # type: ignore[no-untyped-def]
     if not _can_run(request):
         return JsonResponse({"message": "your role cannot run or cancel sweeps"}, status=403)
-    get_object_or_404(Sweep, pk=pk)
+    sweep = get_object_or_404(Sweep, pk=pk)
     try:
         message, target = run()
+        if action:
+            audit.record(request.user, action, model_name=sweep.model, target=f"sweep #{pk}")
     except SweepError as exc:
         if _wants_json(request):
             return JsonResponse({"message": str(exc)}, status=409)
@@ -127,7 +131,7 @@ def _action(request: HttpRequest, pk: int, run) -> HttpResponse:  # type: ignore
 @login_required
 @require_POST
 def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _action(request, pk, lambda: (sweeps.cancel(pk), pk))
+    return _action(request, pk, lambda: (sweeps.cancel(pk), pk), "sweep.cancel")
 
 
 @login_required
@@ -137,7 +141,7 @@ def sweep_resume(request: HttpRequest, pk: int) -> HttpResponse:
         sweep = sweeps.resume(pk)
         return f"Sweep #{sweep.pk} queued again: it measures the missing levels.", sweep.pk
 
-    return _action(request, pk, run)
+    return _action(request, pk, run, "sweep.resume")
 
 
 @login_required

@@ -154,3 +154,48 @@ class ModelActionView(APIView):
              "message": f"{self.action_name} of {name} started"},
             status=status.HTTP_202_ACCEPTED,
         )  # fmt: skip
+
+
+class VersionFileSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    size = serializers.IntegerField()
+    modified = serializers.DateTimeField()
+    sha256 = serializers.CharField()
+
+
+class VersionOnDiskSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    state = serializers.CharField()
+    files = VersionFileSerializer(many=True)
+
+
+class VersionListView(APIView):
+    @extend_schema(
+        responses=VersionOnDiskSerializer(many=True),
+        summary="Versions on disk, their files and Triton state",
+    )
+    def get(self, request: Request, name: str) -> Response:
+        try:
+            folder = repository.get_model(settings.MODEL_REPOSITORY, name)
+        except repository.RepositoryError as exc:
+            raise NotFound(str(exc)) from exc
+        index = _index() or []
+        states = {s.version: s.state for s in index if s.name == name}
+        return Response(
+            [
+                {
+                    "version": v.number,
+                    "state": states.get(str(v.number)) or "not loaded",
+                    "files": [
+                        {
+                            "path": f.relpath,
+                            "size": f.size,
+                            "modified": f.mtime,
+                            "sha256": repository.sha256_of(f.path),
+                        }
+                        for f in v.files
+                    ],  # fmt: skip
+                }
+                for v in repository.version_folders(folder)
+            ]
+        )

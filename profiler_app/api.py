@@ -1,0 +1,147 @@
+"""Perf sweeps over the REST API: create (same form rules as the page), list, detail,
+points, cancel and exports."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dashboard.team import audit
+
+from . import export, sweeps, watchdog
+from .engine.loadgen import SweepError
+from .forms import SweepForm
+from .models import Sweep
+from .views import RUN_PERMISSION
+
+SweepCreateSerializer = inline_serializer(
+    "SweepCreate",
+    {
+        "model": serializers.CharField(),
+        "mode": serializers.ChoiceField(["concurrency", "request_rate"], required=False),
+        "concurrency_range": serializers.CharField(required=False, help_text="A:B:S"),
+        "request_rate_range": serializers.CharField(required=False, help_text="A:B:S"),
+        "percentile": serializers.CharField(required=False),
+        "measurement_interval": serializers.IntegerField(required=False),
+        "stability_percentage": serializers.FloatField(required=False),
+        "max_trials": serializers.IntegerField(required=False),
+        "batch_size": serializers.IntegerField(required=False),
+        "latency_threshold": serializers.FloatField(required=False),
+        "engine": serializers.ChoiceField(["builtin", "perf_analyzer"], required=False),
+        "protocol": serializers.ChoiceField(["grpc", "http"], required=False),
+    },
+)
+
+
+class SweepSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    model = serializers.CharField()
+    state = serializers.CharField()
+    engine = serializers.CharField()
+    error = serializers.CharField()
+    params = serializers.DictField()
+    levels_total = serializers.IntegerField()
+    queue_position = serializers.IntegerField(allow_null=True)
+    summary = serializers.DictField()
+
+
+def _require_run(request: Request) -> None:
+    if not request.user.has_perm(RUN_PERMISSION):
+        raise PermissionDenied("your role cannot run or cancel sweeps")
+
+
+class SweepListView(APIView):
+    @extend_schema(
+        responses=SweepSerializer(many=True),
+        parameters=[OpenApiParameter("model", str)],
+        summary="Sweeps, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        watchdog.check()
+        rows = Sweep.objects.select_related("created_by")
+        if request.query_params.get("model"):
+            rows = rows.filter(model=request.query_params["model"])
+        return Response([sweeps.sweep_json(s) for s in rows[:200]])
+
+    @extend_schema(
+        request=SweepCreateSerializer, responses={201: SweepSerializer}, summary="Queue a sweep"
+    )
+    def post(self, request: Request) -> Response:
+        _require_run(request)
+        data = request.data if isinstance(request.data, dict) else {}
+        model = data.get("model")
+        if not isinstance(model, str) or not model:
+            raise serializers.ValidationError({"model": "name the model to benchmark"})
+        initial = SweepForm.preset_initial("default")
+        defaults = {
+            "mode": "concurrency", "percentile": "95", "stability_percentage": 10,
+            "batch_size": 1, "input_data": "random", "engine": "builtin", "protocol": "grpc",
+            **initial,
+        }  # fmt: skip
+        form = SweepForm(
+            {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model
+        )
+        if not form.is_valid() or form.params is None:
+            field, errors = next(iter(form.errors.items()))
+            return Response(
+                {"message": errors[0], "field": None if field == "__all__" else field,
+                 "errors": form.errors},
+                status=status.HTTP_400_BAD_REQUEST,
+            )  # fmt: skip
+        sweep = sweeps.create_sweep(
+            form.params, engine=form.cleaned_data["engine"], user=request.user
+        )
+        return Response(sweeps.sweep_json(sweep), status=status.HTTP_201_CREATED)
+
+
+class SweepDetailView(APIView):
+    @extend_schema(responses=SweepSerializer, summary="One sweep")
+    def get(self, request: Request, pk: int) -> Response:
+        watchdog.check()
+        return Response(sweeps.sweep_json(get_object_or_404(Sweep, pk=pk)))
+
+
+class SweepPointsView(APIView):
+    @extend_schema(
+        responses=inline_serializer(
+            "SweepPoints", {"seq": serializers.IntegerField(), "points": serializers.ListField()}
+        ),
+        summary="Every stored window and level summary (window -1) of a sweep",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        data = sweeps.snapshot(pk)
+        if data is None:
+            get_object_or_404(Sweep, pk=pk)
+        return Response(data)
+
+
+class SweepCancelView(APIView):
+    @extend_schema(
+        request=None, responses=inline_serializer("Message", {"message": serializers.CharField()})
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        _require_run(request)
+        sweep = get_object_or_404(Sweep, pk=pk)
+        try:
+            message = sweeps.cancel(pk)
+        except SweepError as exc:
+            return Response({"message": str(exc), "field": None}, status=409)
+        audit.record(request.user, "sweep.cancel", model_name=sweep.model, target=f"sweep #{pk}")
+        return Response({"message": message})
+
+
+class SweepExportView(APIView):
+    fmt = "csv"
+
+    @extend_schema(responses={(200, "text/csv"): str, (200, "application/json"): dict})
+    def get(self, request: Request, pk: int) -> HttpResponse | Response:
+        sweep = get_object_or_404(Sweep, pk=pk)
+        if self.fmt == "csv":
+            return HttpResponse(export.to_csv(sweep), content_type="text/csv")
+        return Response(export.to_json(sweep))
