@@ -71,7 +71,9 @@ def test_config_get_put_with_etag_and_412_on_a_stale_etag(triton):
         assert response.status_code == 422
         body = response.json()
         assert body["message"].startswith("line ")
-        assert any(f["rule"] == "dynamic-batching.preferred-above-max" for f in body["findings"]), body
+        assert any(f["rule"] == "dynamic-batching.preferred-above-max" for f in body["findings"]), (
+            body
+        )
         assert path.read_text() == changed
         assert (
             AuditEvent.objects.filter(action="config.save", username="cfg-op", outcome="ok").count()

@@ -110,7 +110,7 @@ class ConfigView(APIView):
     def put(self, request: Request, name: str) -> Response:
         if not request.user.has_perm(CONTROL_PERMISSION):
             raise PermissionDenied("your role cannot edit configs")
-        current = _current(name)
+        _current(name)  # 404 for an unknown model before anything else
         expected = request.headers.get("If-Match", "").strip().strip('"')
         if not expected:
             return Response(
