@@ -33,4 +33,4 @@ bench: $(STAMP)
 	bash scripts/bench.sh
 
 compose-check:
-	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check docker-compose -f docker-compose.yml config --quiet
+	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet

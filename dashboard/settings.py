@@ -38,6 +38,11 @@ if not SECRET_KEY:
 
     config_error("DJANGO_SECRET_KEY", "must be set when DJANGO_DEBUG is false")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+if "*" in ALLOWED_HOSTS:
+    from .env import config_error
+
+    # The websocket origin check is built from this list: a wildcard would accept any site.
+    config_error("DJANGO_ALLOWED_HOSTS", "must list host names; '*' is not accepted")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -60,6 +65,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -83,6 +89,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.security.csp_nonce",
             ],
         },
     },
@@ -151,6 +158,10 @@ TRITON_METRICS_URL = env_url(
 )
 TRITON_TIMEOUT_S = env_number("TRITON_TIMEOUT_S", 5.0, minimum=0.1)
 TRITON_LOAD_TIMEOUT_S = env_number("TRITON_LOAD_TIMEOUT_S", 120.0, minimum=1)
+# Triton's management API protected with --grpc-restricted-protocol=model-repository:KEY=VALUE
+# (the compose file does it): the dashboard sends KEY=VALUE with every call.
+TRITON_API_KEY_HEADER = env_str("TRITON_API_KEY_HEADER", "dashboard-key")
+TRITON_API_KEY = env_str("TRITON_API_KEY", "")
 TRITON_POLL_INTERVAL_S = env_number("TRITON_POLL_INTERVAL_S", 1.0, minimum=0.1)
 MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
 
@@ -189,3 +200,25 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
 }
+
+# --- Production hardening (DJANGO_DEBUG=false) -------------------------------------------
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto, trust it for "is secure".
+if env_bool("DJANGO_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = True
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("DJANGO_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+# /healthz answers over plain HTTP for load balancers and container checks.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+# Login attempts allowed per username and per client address in LOGIN_LOCKOUT_S.
+LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
+LOGIN_LOCKOUT_S = env_int("LOGIN_LOCKOUT_S", 900, minimum=1)

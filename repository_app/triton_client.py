@@ -37,6 +37,7 @@ from tritonclient.utils import InferenceServerException
 from .metrics import MetricSample, parse_prometheus
 
 POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
+RESTRICTED_REFUSAL = "This protocol is restricted"
 PROBE_MODEL = "__dashboard_control_mode_probe__"
 # Triton's repository-index states; "not loaded" is ours, for folders Triton never loaded.
 STATES = ("READY", "UNAVAILABLE", "LOADING", "UNLOADING")
@@ -92,8 +93,12 @@ class TritonClient:
         metrics_url: str,
         timeout_s: float = 5.0,
         load_timeout_s: float = 120.0,
+        api_key: tuple[str, str] | None = None,
     ) -> None:
         self.grpc_url = grpc_url
+        # Triton's --grpc-restricted-protocol=<protocols>:<key>=<value> expects the gRPC
+        # metadata "triton-grpc-protocol-<key>: <value>" on every restricted call.
+        self.headers = {f"triton-grpc-protocol-{api_key[0]}": api_key[1]} if api_key else None
         self.metrics_url = metrics_url
         self.timeout_s = timeout_s
         self.load_timeout_s = load_timeout_s
@@ -124,7 +129,7 @@ class TritonClient:
     def _call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         try:
             return getattr(self._client(), method)(
-                *args, client_timeout=timeout or self.timeout_s, **kwargs
+                *args, headers=self.headers, client_timeout=timeout or self.timeout_s, **kwargs
             )
         except InferenceServerException as exc:
             error = self._translate(exc)
@@ -148,6 +153,12 @@ class TritonClient:
         message = exc.message() or str(exc)
         # Triton itself answers UNAVAILABLE for load/unload outside explicit mode: that is
         # an answer, not a connection failure.
+        if RESTRICTED_REFUSAL in message:
+            return TritonError(
+                f"Triton refused the call: {message}. Set TRITON_API_KEY (and "
+                "TRITON_API_KEY_HEADER) to the key Triton's --grpc-restricted-protocol expects",
+                status=status,
+            )
         refused_by_triton = POLLING_REFUSAL in message
         if not refused_by_triton and (
             "UNAVAILABLE" in status or "failed to connect" in message.lower()
@@ -285,7 +296,7 @@ class TritonClient:
         return parse_prometheus(text)
 
 
-_clients: dict[tuple[str, str, float, float], TritonClient] = {}
+_clients: dict[tuple[str, str, float, float, tuple[str, str] | None], TritonClient] = {}
 _clients_lock = threading.Lock()
 
 
@@ -293,11 +304,15 @@ def get_client() -> TritonClient:
     """The client for the configured Triton (settings read at call time, for tests)."""
     from django.conf import settings
 
+    api_key = (
+        (settings.TRITON_API_KEY_HEADER, settings.TRITON_API_KEY) if settings.TRITON_API_KEY else None
+    )
     key = (
         settings.TRITON_URL,
         settings.TRITON_METRICS_URL,
         float(settings.TRITON_TIMEOUT_S),
         float(settings.TRITON_LOAD_TIMEOUT_S),
+        api_key,
     )
     with _clients_lock:
         client = _clients.get(key)

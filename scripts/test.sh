@@ -42,7 +42,7 @@ echo "== ruff"
 $VENV_BIN/ruff check .
 $VENV_BIN/ruff format --check .
 echo "== docker-compose config"
-POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check docker-compose -f docker-compose.yml config --quiet
+POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet
 
 echo "== pytest (database: ${DATABASE_URL:-SQLite under $VAR_DIR})"
 set +o errexit

@@ -242,6 +242,19 @@ def admin_credentials(transactional_db) -> tuple[str, str]:
     return "alice", "alice-password-1"
 
 
+def wait_js(page, expression: str, timeout: float = 30000) -> None:
+    """Wait until a JS expression is true. Playwright's wait_for_function evaluates with
+    eval(), which the dashboard's Content-Security-Policy (rightly) blocks; page.evaluate
+    goes through the DevTools protocol and is not subject to it."""
+    import time
+
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(f"() => Boolean({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout / 1000:.0f} s: {expression}")
+        page.wait_for_timeout(100)
+
+
 def login(page, base_url: str, username: str, password: str) -> None:
     page.goto(f"{base_url}/accounts/login/")
     page.fill("input[name=username]", username)

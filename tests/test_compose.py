@@ -11,7 +11,12 @@ import yaml
 from .conftest import database_url
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "POSTGRES_PASSWORD": "check", "DJANGO_SECRET_KEY": "check"}
+ENV = {
+    **os.environ,
+    "POSTGRES_PASSWORD": "check",
+    "DJANGO_SECRET_KEY": "check",
+    "TRITON_API_KEY": "check",
+}
 
 
 def _config() -> dict:
@@ -33,6 +38,9 @@ def test_compose_defines_the_production_services():
     triton = services["triton"]
     assert triton["image"].startswith("nvcr.io/nvidia/tritonserver:")
     assert "--model-control-mode=explicit" in triton["command"]
+    # Triton's management API answers only to the dashboard, which holds the key.
+    assert "--grpc-restricted-protocol=model-repository:dashboard-key=check" in triton["command"]
+    assert services["web"]["environment"]["TRITON_API_KEY"] == "check"
     devices = triton["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
     assert triton["ports"] == [f"127.0.0.1:{p}:{p}/tcp" for p in (8000, 8001, 8002)]

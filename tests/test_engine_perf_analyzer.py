@@ -158,9 +158,11 @@ async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
         model="add_batched",
         start=1,
         end=2,
-        measurement_window_ms=300,
-        stability_percentage=50,
-        max_windows=6,
+        measurement_window_ms=500,
+        # Loose on purpose: this checks running and parsing, and perf_analyzer exits 2 when a
+        # level never stabilises, which a busy two-core CI machine can cause at 50%.
+        stability_percentage=300,
+        max_windows=10,
     )
     windows: list[pa.PaWindow] = []
     levels: list[pa.PaLevel] = []

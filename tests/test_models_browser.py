@@ -4,7 +4,7 @@ import pytest
 
 from repository_app.triton_client import TritonClient
 
-from .conftest import login
+from .conftest import login, wait_js
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -27,13 +27,14 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         detail.evaluate("window.__marker = 'same page'")
         assert detail.text_content("#model-state") in ("not loaded", "UNAVAILABLE")
         detail.click("button[data-action=load]")
-        detail.wait_for_function(
-            "document.getElementById('model-state').textContent === 'READY'", timeout=30000
+        wait_js(
+            detail, "document.getElementById('model-state').textContent === 'READY'", timeout=30000
         )
         assert "add_batched loaded: READY" in detail.text_content("#action-message")
         assert detail.evaluate("window.__marker") == "same page"  # no reload happened
         # The other open page updated too.
-        listing.wait_for_function(
+        wait_js(
+            listing,
             "document.querySelector('tr[data-model=\"add_batched\"] [data-state-cell]').textContent === 'READY'",
             timeout=15000,
         )
@@ -42,7 +43,8 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         detail.goto(f"{web_server.url}/models/fails_initialize/")
         detail.wait_for_selector("#live-status.ok")
         detail.click("button[data-action=load]")
-        detail.wait_for_function(
+        wait_js(
+            detail,
             "document.getElementById('action-message').textContent.includes('deliberate failure')",
             timeout=30000,
         )
@@ -51,9 +53,7 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         detail.goto(f"{web_server.url}/server/")
         assert detail.text_content("#server-version") == "2.51.0"
         assert "no GPU metrics" in detail.text_content("#gpu-note")
-        detail.wait_for_function(
-            "document.getElementById('chart-pending').data.length > 0", timeout=20000
-        )
+        wait_js(detail, "document.getElementById('chart-pending').data.length > 0", timeout=20000)
         names = detail.evaluate("document.getElementById('chart-pending').data.map(t => t.name)")
         assert "add_batched" in names
     finally:

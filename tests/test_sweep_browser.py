@@ -6,7 +6,7 @@ import pytest
 
 from repository_app.triton_client import TritonClient
 
-from .conftest import login
+from .conftest import login, wait_js
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -18,6 +18,9 @@ def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
     client.load("add_batched")
     context = browser.new_context()
     page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
     try:
         login(page, web_server.url, *admin_credentials)
         page.goto(f"{web_server.url}/models/add_batched/")
@@ -30,16 +33,22 @@ def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
         page.wait_for_url("**/sweeps/*/")
         page.wait_for_selector("#live-status.ok")
         page.evaluate("window.__marker = 'same page'")
-        page.wait_for_function(
-            "document.getElementById('chart-throughput').data[0].x.length >= 1", timeout=60000
-        )
+        try:
+            wait_js(
+                page, "document.getElementById('chart-throughput').data[0].x.length >= 1", timeout=60000
+            )
+        except AssertionError:
+            raise AssertionError(f"{console} {page.text_content('body')[:3000]}") from None
         first = page.evaluate("document.getElementById('chart-throughput').data[0].x.length")
-        page.wait_for_function(
+        wait_js(
+            page,
             f"document.getElementById('chart-throughput').data[0].x.length > {first}",
             timeout=60000,
         )
-        page.wait_for_function(
-            "document.getElementById('sweep-state').textContent === 'succeeded'", timeout=90000
+        wait_js(
+            page,
+            "document.getElementById('sweep-state').textContent === 'succeeded'",
+            timeout=90000,
         )
         assert page.evaluate("document.getElementById('chart-throughput').data[0].x.length") == 4
         assert page.evaluate("window.__marker") == "same page"  # no reload happened

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from dashboard.team.roles import OPERATOR, VIEWER, set_role
 from repository_app.triton_client import TritonClient
 
-from .conftest import login
+from .conftest import login, wait_js
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -35,14 +35,18 @@ def test_a_viewer_sees_an_operators_load_live(browser, web_server, celery_worker
         operator.goto(f"{web_server.url}/models/busy_compute/")
         operator.wait_for_selector("#live-status.ok")
         operator.click("button[data-action=load]")
-        operator.wait_for_function(
-            "document.getElementById('model-state').textContent === 'READY'", timeout=30000
+        wait_js(
+            operator,
+            "document.getElementById('model-state').textContent === 'READY'",
+            timeout=30000,
         )
-        models_page.wait_for_function(
+        wait_js(
+            models_page,
             "document.querySelector('tr[data-model=\"busy_compute\"] [data-state-cell]').textContent === 'READY'",
             timeout=15000,
         )
-        viewer.wait_for_function(
+        wait_js(
+            viewer,
             "document.getElementById('activity').textContent.includes('busy_compute loaded')",
             timeout=15000,
         )
