@@ -305,7 +305,9 @@ def get_client() -> TritonClient:
     from django.conf import settings
 
     api_key = (
-        (settings.TRITON_API_KEY_HEADER, settings.TRITON_API_KEY) if settings.TRITON_API_KEY else None
+        (settings.TRITON_API_KEY_HEADER, settings.TRITON_API_KEY)
+        if settings.TRITON_API_KEY
+        else None
     )
     key = (
         settings.TRITON_URL,

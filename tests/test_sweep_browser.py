@@ -35,7 +35,9 @@ def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
         page.evaluate("window.__marker = 'same page'")
         try:
             wait_js(
-                page, "document.getElementById('chart-throughput').data[0].x.length >= 1", timeout=60000
+                page,
+                "document.getElementById('chart-throughput').data[0].x.length >= 1",
+                timeout=60000,
             )
         except AssertionError:
             raise AssertionError(f"{console} {page.text_content('body')[:3000]}") from None
