@@ -94,9 +94,12 @@ class SweepListView(APIView):
                  "errors": form.errors},
                 status=status.HTTP_400_BAD_REQUEST,
             )  # fmt: skip
-        sweep = sweeps.create_sweep(
-            form.params, engine=form.cleaned_data["engine"], user=request.user
-        )
+        try:
+            sweep = sweeps.create_sweep(
+                form.params, engine=form.cleaned_data["engine"], user=request.user
+            )
+        except sweeps.QueueUnavailable as exc:
+            return Response({"message": str(exc), "field": None}, status=503)
         return Response(sweeps.sweep_json(sweep), status=status.HTTP_201_CREATED)
 
 

@@ -159,6 +159,25 @@ def preflight(params: SweepParams, engine: str = Sweep.Engine.BUILTIN) -> None:
 # --- creating and queueing --------------------------------------------------------------------
 
 
+class QueueUnavailable(SweepError):
+    """The broker (Redis) does not answer: nothing was queued."""
+
+
+def check_queue() -> None:
+    """Raise QueueUnavailable unless the Celery broker answers a ping."""
+    import redis
+
+    try:
+        redis.Redis.from_url(
+            settings.CELERY_BROKER_URL, socket_connect_timeout=1, socket_timeout=1
+        ).ping()
+    except (redis.RedisError, OSError) as exc:
+        raise QueueUnavailable(
+            f"the task queue (Redis at {settings.CELERY_BROKER_URL}) is unreachable, so the "
+            "sweep was not queued: try again when Redis is back"
+        ) from exc
+
+
 def create_sweep(
     params: SweepParams,
     *,
@@ -167,7 +186,10 @@ def create_sweep(
     enqueue: bool = True,
     rerun_of: Sweep | None = None,
 ) -> Sweep:
-    """A QUEUED sweep row; its task is sent once the row is committed (when `enqueue`)."""
+    """A QUEUED sweep row; its task is sent once the row is committed (when `enqueue`).
+    Raises QueueUnavailable, with nothing stored, when the queue cannot take it."""
+    if enqueue:
+        check_queue()
     sha, text = config_snapshot(params.model)
     now = timezone.now()
     with transaction.atomic():

@@ -53,15 +53,21 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
     can_run = _can_run(request)
+    status = 200
     if request.method == "POST":
         if not can_run:
             return HttpResponse("Your role cannot run sweeps.", status=403)
         form = SweepForm(request.POST, model=name)
         if form.is_valid() and form.params is not None:
-            sweep = sweeps.create_sweep(
-                form.params, engine=form.cleaned_data["engine"], user=request.user
-            )
-            return redirect("sweep_detail", pk=sweep.pk)
+            try:
+                sweep = sweeps.create_sweep(
+                    form.params, engine=form.cleaned_data["engine"], user=request.user
+                )
+            except sweeps.QueueUnavailable as exc:
+                form.add_error(None, str(exc))
+                status = 503
+            else:
+                return redirect("sweep_detail", pk=sweep.pk)
     else:
         preset = request.GET.get("preset", "default")
         form = SweepForm(initial=SweepForm.preset_initial(preset), model=name)
@@ -76,6 +82,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
             "presets": sweeps.PRESETS,
             "history": history,
         },
+        status=status,
     )
 
 

@@ -1,0 +1,270 @@
+"""Fault injection against the real services: nothing crashes, nothing is lost or half-written."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from channels.layers import channel_layers
+from django.test import Client
+
+from dashboard import local_services as svc
+from profiler_app import sweeps
+from profiler_app.engine.loadgen import SweepParams
+from profiler_app.models import Sweep, SweepPoint
+from repository_app import control, events
+from repository_app.triton_client import TritonClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "model_repository"
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _own_triton(
+    tmp_path: Path, settings, *models: str
+) -> tuple[subprocess.Popen, svc.TritonPorts, Path]:
+    repo = tmp_path / "repo"
+    for name in models:
+        shutil.copytree(DEMO / name, repo / name)
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    log = tmp_path / "triton.log"
+    proc = svc.start_tritonserver(repo, Path(settings.VAR_DIR), ports, log)
+    settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+    settings.TRITON_METRICS_URL = f"http://127.0.0.1:{ports.metrics}/metrics"
+    settings.MODEL_REPOSITORY = repo
+    return proc, ports, log
+
+
+def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(triton):
+    """A stress loop of concurrent load/unload requests from two users."""
+    errors: list[BaseException] = []
+    refusals: list[str] = []
+
+    def user(name: str, actions: list[str]) -> None:
+        for action in actions:
+            try:
+                control.start_action(action, "add_sub", name)
+            except control.ActionRefused as exc:
+                refusals.append(str(exc))
+            except BaseException as exc:  # anything else is a bug
+                errors.append(exc)
+            time.sleep(0.05)
+
+    threads = [
+        threading.Thread(target=user, args=("ann", ["load", "unload"] * 6)),
+        threading.Thread(target=user, args=("ben", ["unload", "load"] * 6)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    # Overlapping requests are refused with a reason, never sent twice at once.
+    assert all("already running" in r or "busy in Triton" in r for r in refusals), refusals
+    _wait_for(lambda: not control._inflight, 120, "every action to finish")
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    states = client.model_states("add_sub")
+    assert len(states) == 1 and states[0].state in ("READY", "UNAVAILABLE")
+    # What every viewer is shown agrees with Triton.
+    viewer_state = Client()
+    from django.contrib.auth import get_user_model
+
+    viewer_state.force_login(get_user_model().objects.create_user("viewer-x"))
+    shown = viewer_state.get("/models/states.json").json()["models"]["add_sub"]["state"]
+    assert shown == states[0].state
+    client.unload("add_sub")
+
+
+def test_redis_down_pages_render_sweeps_get_503_and_the_worker_resumes_after(
+    tmp_path, settings, triton, service_env, admin_user
+):
+    port = svc.free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    redis_proc = svc.start_redis(tmp_path, port, tmp_path / "redis.log")
+    settings.REDIS_URL = settings.CELERY_BROKER_URL = url
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
+    }
+    channel_layers.backends = {}
+    from dashboard.celery_app import app
+
+    app.conf.broker_url = url
+    env = {**service_env, "REDIS_URL": url, "CELERY_BROKER_URL": url}
+    worker_log = tmp_path / "worker.log"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--concurrency=1", "--loglevel=INFO",
+         "--hostname=redis-fault@localhost", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=worker_log.open("ab"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    client = Client()
+    client.force_login(admin_user)
+    TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
+    try:
+        _wait_for(lambda: b"ready" in worker_log.read_bytes(), 60, "the worker to start")
+        svc.stop(redis_proc)
+        for path in ("/", "/models/", "/models/add_batched/", "/server/", "/sweeps/", "/audit/"):
+            assert client.get(path).status_code == 200, path
+        health = client.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["components"]["redis"]["up"] is False
+        before = Sweep.objects.count()
+        form = {"mode": "concurrency", "concurrency_range": "1:1:1", "percentile": "95",
+                "measurement_interval": 300, "stability_percentage": 100, "max_trials": 3,
+                "batch_size": 1, "input_data": "random", "engine": "builtin", "protocol": "grpc"}  # fmt: skip
+        response = client.post("/models/add_batched/benchmark/", form)
+        assert response.status_code == 503
+        assert "the task queue (Redis at" in response.content.decode()
+        api = client.post(
+            "/api/v1/sweeps/", {"model": "add_batched", **form}, content_type="application/json"
+        )
+        assert api.status_code == 503 and "not queued" in api.json()["message"]
+        assert Sweep.objects.count() == before  # nothing half-created
+        # Load/unload still work: live updates are best effort.
+        assert (
+            client.post("/models/add_sub/load", HTTP_ACCEPT="application/json").status_code == 202
+        )
+        _wait_for(lambda: not control._inflight, 60, "the load to finish")
+
+        redis_proc = svc.start_redis(tmp_path, port, tmp_path / "redis.log")
+        response = client.post("/models/add_batched/benchmark/", form)
+        assert response.status_code == 302
+        sweep = Sweep.objects.latest("pk")
+        _wait_for(
+            lambda: Sweep.objects.get(pk=sweep.pk).state == "succeeded",
+            180,
+            "the worker to run the sweep",
+        )
+    finally:
+        svc.stop(worker)
+        svc.stop(redis_proc)
+        channel_layers.backends = {}
+        app.conf.broker_url = service_env["CELERY_BROKER_URL"]
+        TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
+
+
+async def test_a_consumer_that_falls_behind_is_bounded_and_sees_the_gap(redis_db, settings):
+    """Redis keeps at most `capacity` messages per channel, so a consumer that stops reading
+    (a stuck or slow connection) costs bounded memory; the events it missed show up as a
+    hole in the sequence numbers, and the client resyncs over HTTP.
+
+    Not covered: Daphne's own write buffer towards a slow TCP peer (ASGI gives no
+    backpressure signal); see the closing notes."""
+    from asgiref.sync import sync_to_async
+    from channels.layers import get_channel_layer
+
+    capacity = settings.CHANNEL_LAYERS["default"]["CONFIG"]["capacity"]
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(events.ACTIVITY_GROUP, channel)
+
+    def burst() -> int:
+        last = 0
+        for i in range(capacity + 500):
+            event = events.publish(events.ACTIVITY_GROUP, "activity", {"n": i})
+            last = event["seq"]
+        return last
+
+    last_seq = await sync_to_async(burst, thread_sensitive=False)()
+    seqs = []
+    while True:
+        try:
+            message = await asyncio.wait_for(layer.receive(channel), timeout=1)
+        except TimeoutError:
+            break
+        seqs.append(message["event"]["seq"])
+    await layer.group_discard(events.ACTIVITY_GROUP, channel)
+    assert 0 < len(seqs) <= capacity
+    assert seqs == sorted(seqs)
+    missed = last_seq - seqs[-1] + sum(b - a - 1 for a, b in zip(seqs, seqs[1:], strict=False))
+    assert missed >= 500  # the client can tell it missed events, and how many
+    # The resync endpoint's counter is where live events continue.
+    assert events.current_seq(events.ACTIVITY_GROUP) == last_seq
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_during_a_config_save_leaves_the_old_config_intact(
+    tiny_disk, settings, admin_user
+):
+    from repository_app.editor import saving
+
+    repo = tiny_disk / "repo"
+    shutil.copytree(DEMO / "add_sub", repo / "add_sub")
+    settings.MODEL_REPOSITORY = repo
+    config = repo / "add_sub" / "config.pbtxt"
+    original = config.read_bytes()
+    # Fill the disk to the last block (unbuffered, so nothing is left to flush on close).
+    fd = os.open(tiny_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    bigger = original.decode() + "\n" + "# padding to need new blocks\n" * 400
+    with pytest.raises(saving.SaveError) as caught:
+        saving.save_config(
+            "add_sub", bigger, base_sha256=saving.sha256_hex(original),
+            author_id=admin_user.pk, source="text",
+        )  # fmt: skip
+    assert "No space left" in caught.value.message or "full" in caught.value.message.lower()
+    assert config.read_bytes() == original
+    assert sorted(p.name for p in (repo / "add_sub").iterdir()) == ["1", "config.pbtxt"]
+    client = Client()
+    client.force_login(admin_user)
+    response = client.put(
+        "/api/v1/models/add_sub/config", {"text": bigger}, content_type="application/json",
+        HTTP_IF_MATCH=saving.sha256_hex(original),
+    )  # fmt: skip
+    assert response.status_code == 507
+    assert config.read_bytes() == original
+
+
+def test_triton_stopped_mid_sweep_fails_it_clearly_and_keeps_partial_results(tmp_path, settings):
+    proc, ports, _ = _own_triton(tmp_path, settings, "busy_compute")
+    TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL).load("busy_compute")
+    params = SweepParams(
+        model="busy_compute", start=1, end=8, step=1, measurement_window_ms=300,
+        stability_percentage=1, max_windows=20,
+    )  # fmt: skip
+    sweep = sweeps.create_sweep(params, enqueue=False)
+    assert sweeps.claim(sweep.pk)
+    runner = threading.Thread(target=sweeps.execute, args=(sweep.pk,))
+    runner.start()
+    try:
+        _wait_for(lambda: SweepPoint.objects.filter(sweep=sweep).count() >= 2, 60, "some points")
+        svc.stop(proc)
+        runner.join(120)
+        assert not runner.is_alive()
+        sweep.refresh_from_db()
+        assert sweep.state in ("failed", "interrupted")
+        assert sweep.error
+        assert SweepPoint.objects.filter(sweep=sweep).count() >= 2  # partial results kept
+    finally:
+        svc.stop(proc)
