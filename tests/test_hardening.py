@@ -90,6 +90,7 @@ def test_logins_are_rate_limited_per_account(redis_db, settings):
     assert response.status_code == 302
 
 
+@pytest.mark.django_db
 async def test_websockets_from_a_foreign_origin_are_refused_at_the_handshake(redis_db):
     from types import SimpleNamespace
 

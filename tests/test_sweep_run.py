@@ -128,7 +128,7 @@ def test_the_csv_download_has_perf_analyzers_columns(
     add_batched, celery_worker, redis_db, admin_client
 ):
     sweep = sweeps.create_sweep(_params(end=2))
-    _wait_for(lambda: _state(sweep.pk) == "succeeded", 90, "the sweep to succeed")
+    _wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the sweep to succeed")
     response = admin_client.get(f"/sweeps/{sweep.pk}/export.csv")
     assert response.status_code == 200 and response["Content-Type"] == "text/csv"
     rows = list(csv.reader(io.StringIO(response.content.decode())))
@@ -143,7 +143,7 @@ def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery
     sweep = sweeps.create_sweep(_params(start=1, end=4, stability_percentage=0.001, max_windows=10))
     _wait_for(
         lambda: SweepPoint.objects.filter(sweep_id=sweep.pk, window__gte=0).count() >= 2,
-        60,
+        180,
         "two windows",
     )
     assert "within one measurement window" in sweeps.cancel(sweep.pk)
@@ -177,7 +177,7 @@ def test_a_model_that_is_not_loaded_fails_the_sweep_with_a_clear_message(
 ):
     TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
     sweep = sweeps.create_sweep(_params(model="add_sub"))
-    _wait_for(lambda: _state(sweep.pk) == "failed", 60, "the sweep to fail")
+    _wait_for(lambda: _state(sweep.pk) == "failed", 180, "the sweep to fail")
     assert "not loaded/ready" in Sweep.objects.get(pk=sweep.pk).error
 
 
@@ -250,7 +250,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
     level_one = SweepPoint.objects.get(sweep_id=sweep.pk, level=1, window=-1)
 
     sweeps.resume(sweep.pk)
-    _wait_for(lambda: _state(sweep.pk) == "succeeded", 90, "the resumed sweep to succeed")
+    _wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the resumed sweep to succeed")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.attempts == 2
     levels = SweepPoint.objects.filter(sweep=stored, window=-1).order_by("level")
