@@ -263,7 +263,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
 async def test_a_late_joiner_gets_every_point_so_far_first(add_batched, celery_worker, redis_db):
     sweep = await sync_to_async(sweeps.create_sweep)(_params(end=1))
     await sync_to_async(_wait_for)(
-        lambda: _state(sweep.pk) in Sweep.FINISHED, 60, "the sweep to finish"
+        lambda: _state(sweep.pk) in Sweep.FINISHED, 180, "the sweep to finish"
     )
     communicator = WebsocketCommunicator(APP, f"/ws/sweeps/{sweep.pk}/")
     communicator.scope["user"] = USER
