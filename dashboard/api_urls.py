@@ -7,6 +7,7 @@ from dashboard.team.api import AuditListView
 from profiler_app import api as sweep_api
 from repository_app import api as repository_api
 from repository_app.editor import api as config_api
+from repository_app.uploads import api as upload_api
 
 urlpatterns = [
     path("models/", repository_api.ModelListView.as_view(), name="api_models"),
@@ -30,6 +31,23 @@ urlpatterns = [
     ),
     path(
         "models/<str:name>/versions/", repository_api.VersionListView.as_view(), name="api_versions"
+    ),
+    path("uploads/", upload_api.UploadListView.as_view(), name="api_uploads"),
+    path("uploads/<uuid:upload_id>/", upload_api.UploadDetailView.as_view(), name="api_upload"),
+    path(
+        "uploads/<uuid:upload_id>/complete",
+        upload_api.UploadCompleteView.as_view(),
+        name="api_upload_complete",
+    ),
+    path(
+        "models/<str:name>/versions/<str:version>",
+        upload_api.VersionDeleteView.as_view(),
+        name="api_version_delete",
+    ),
+    path(
+        "models/<str:name>/version-policy",
+        upload_api.VersionPolicyView.as_view(),
+        name="api_version_policy",
     ),
     path("sweeps/", sweep_api.SweepListView.as_view(), name="api_sweeps"),
     path("sweeps/<int:pk>/", sweep_api.SweepDetailView.as_view(), name="api_sweep"),

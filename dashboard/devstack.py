@@ -111,6 +111,8 @@ def main() -> None:
             f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]} {settings.DATABASES['default']['NAME']}"
         )
         call_command("migrate", interactive=False, verbosity=0)
+        # Before the web process starts: uploads left half-published by a crash are cleaned.
+        call_command("reconcile_uploads", startup=True)
         login = ensure_admin(var_dir)
 
         # --- web and worker

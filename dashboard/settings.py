@@ -222,3 +222,20 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 # Login attempts allowed per username and per client address in LOGIN_LOCKOUT_S.
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_S = env_int("LOGIN_LOCKOUT_S", 900, minimum=1)
+
+# --- Uploads (repository_app/uploads/, docs/uploads.md) ----------------------------------
+# Limits are checked on the declared size when an upload starts and again on every chunk.
+UPLOAD_MAX_FILE_BYTES = env_int("UPLOAD_MAX_FILE_BYTES", 64 * 1024**3, minimum=1)
+# One upload: the bytes sent, and for an archive the sum of its members once extracted.
+UPLOAD_MAX_TOTAL_BYTES = env_int("UPLOAD_MAX_TOTAL_BYTES", 128 * 1024**3, minimum=1)
+UPLOAD_MAX_ARCHIVE_MEMBERS = env_int("UPLOAD_MAX_ARCHIVE_MEMBERS", 10_000, minimum=1)
+# The browser sends chunks of UPLOAD_CHUNK_BYTES; a chunk request above UPLOAD_MAX_CHUNK_BYTES
+# is refused (Daphne holds one request body in memory while handing it to Django).
+UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 * 1024**2, minimum=64 * 1024)
+UPLOAD_MAX_CHUNK_BYTES = env_int("UPLOAD_MAX_CHUNK_BYTES", 32 * 1024**2, minimum=64 * 1024)
+# Unfinished uploads idle for longer are removed by the reconciler.
+UPLOAD_STALE_AFTER_S = env_int("UPLOAD_STALE_AFTER_S", 24 * 3600, minimum=60)
+# Outside the served repository, on the same file system (publishing is a rename).
+# Empty: MODEL_REPOSITORY's parent folder / ".staging", resolved when used.
+_staging = env_str("UPLOAD_STAGING_DIR", "")
+UPLOAD_STAGING_DIR: Path | None = Path(_staging).expanduser().resolve() if _staging else None

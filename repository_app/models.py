@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -65,3 +67,49 @@ class ConfigRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} #{self.pk} {self.source} {self.sha256[:12]}"
+
+
+class Upload(models.Model):
+    """One chunked, resumable upload of a model file or archive (repository_app/uploads/).
+
+    The bytes live in the staging folder (``uploads.staging.upload_dir``) until the upload is
+    published as a version folder; the staged file's size is the authoritative offset.
+    """
+
+    class State(models.TextChoices):
+        RECEIVING = "receiving", "receiving"
+        PROCESSING = "processing", "verifying and publishing"
+        PUBLISHED = "published", "published"
+        FAILED = "failed", "failed"
+        ABORTED = "aborted", "aborted"
+        EXPIRED = "expired", "expired"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    username = models.CharField(max_length=150)
+    model = models.CharField(max_length=255, db_index=True)
+    new_model = models.BooleanField(default=False)
+    backend = models.CharField(max_length=64)
+    # None: the next free version number, chosen when publishing.
+    requested_version = models.PositiveBigIntegerField(null=True, blank=True)
+    version = models.PositiveBigIntegerField(null=True, blank=True)
+    filename = models.CharField(max_length=255)
+    is_archive = models.BooleanField(default=False)
+    is_code = models.BooleanField(default=False)
+    size = models.BigIntegerField()
+    received = models.BigIntegerField(default=0)
+    client_sha256 = models.CharField(max_length=64, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.RECEIVING)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"upload {self.id} {self.model} {self.filename} {self.state}"

@@ -7,6 +7,8 @@ urlpatterns = [
     path("models/states.json", views.states_json, name="model_states_json"),
     path("models/restore", views.restore_loads, name="restore_loads"),
     path("models/<str:name>/", views.model_detail, name="model_detail"),
+    # Uploads, version deletion and the version-policy shortcut: repository_app/uploads/.
+    path("", include("repository_app.uploads.urls")),
     # The config editor (form + text mode, history): repository_app/editor/.
     path("models/<str:name>/config/", include("repository_app.editor.urls")),
     path("models/<str:name>/stats.json", views.model_stats_json, name="model_stats_json"),

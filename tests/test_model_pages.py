@@ -35,7 +35,7 @@ def triton_client(triton):
     return TritonClient(triton.grpc_url, triton.metrics_url)
 
 
-def _wait_state(client: TritonClient, name: str, state: str, timeout: float = 30) -> None:
+def _wait_state(client: TritonClient, name: str, state: str, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         states = client.model_states(name)

@@ -1,0 +1,504 @@
+"""Verify a complete upload, prepare its version folder in staging, publish it by one rename.
+
+Order of a completion (``complete``), each step under the upload's lock:
+1. sha256 of the staged bytes (from the running hash or one read), checked against the
+   client's checksum;
+2. the version folder is prepared in staging: a single file is hard-linked in, an archive
+   is scanned, then extracted; the backend's files must be there, ONNX must parse, code
+   needs team.upload_code; a new model gets its config.pbtxt and ``1/``;
+3. every file and folder of it is fsynced;
+4. under the per-model lock, with Triton's state of the model neither LOADING nor
+   UNLOADING, the version number is chosen (the next free one unless requested), recorded,
+   and the folder is renamed into the repository with RENAME_NOREPLACE; the parent folder
+   is fsynced.
+A crash before the rename leaves no version; after it, a complete one. Bad input fails the
+upload and removes its staging data; a busy model or a failed write leaves the upload
+complete and ready to be published again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import secrets
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from ..models import Upload
+from ..repository import CONFIG_FILE
+from ..triton_client import TritonError, get_client
+from . import archives, generate, names, staging
+from .staging import UploadError
+
+log = logging.getLogger(__name__)
+BUSY_STATES = ("LOADING", "UNLOADING")
+_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="upload-publish")
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+@dataclass
+class Published:
+    upload: Upload
+    version: int
+    sha256: str
+    config_generated: bool = False
+    findings: list[Any] = field(default_factory=list)
+
+
+# --- file system primitives ---------------------------------------------------------------
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def rename_noreplace(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``; fails with FileExistsError if ``target`` exists
+    (renameat2 RENAME_NOREPLACE; an existence check plus rename where it is missing)."""
+    func = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
+    if func is not None:
+        result = func(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target),
+                      _RENAME_NOREPLACE)  # fmt: skip
+        if result == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS):  # file systems without the flag
+            raise OSError(code, os.strerror(code), str(target))
+    if target.exists():
+        raise FileExistsError(errno.EEXIST, "exists", str(target))
+    os.rename(source, target)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and folder under ``root`` (and root itself), files first."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for filename in filenames:
+            fd = os.open(os.path.join(dirpath, filename), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
+        fsync_dir(Path(dirpath))
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- Triton state ---------------------------------------------------------------------------
+
+
+def _triton_states(model: str) -> list[Any] | None:
+    """Triton's version states of the model, or None when Triton does not answer."""
+    try:
+        return get_client().model_states(model)
+    except TritonError:
+        return None
+
+
+def check_not_busy(model: str) -> None:
+    states = _triton_states(model) or []
+    busy = sorted({s.state for s in states if s.state in BUSY_STATES})
+    if busy:
+        raise UploadError(
+            f"model '{model}' is {'/'.join(busy)} in Triton: nothing was published; "
+            "try again when it settled",
+            409,
+            retry=True,
+        )
+
+
+# --- completion ------------------------------------------------------------------------------
+
+
+def start_complete(upload: Upload, user: Any) -> None:
+    """Run ``complete`` in a background thread (large uploads take a while to hash)."""
+    _mark_processing(upload)
+    _executor.submit(_complete_in_thread, upload.pk, getattr(user, "pk", None))
+
+
+def _complete_in_thread(upload_id: Any, user_id: int | None) -> None:
+    try:
+        upload = Upload.objects.get(pk=upload_id)
+        complete(upload, _user(user_id), already_marked=True)
+    except UploadError:
+        pass  # recorded on the upload row and in the audit trail
+    except Exception:  # never let a thread die silently
+        log.exception("publishing upload %s failed unexpectedly", upload_id)
+    finally:
+        close_old_connections()
+
+
+def _user(user_id: int | None) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=user_id).first() if user_id else None
+
+
+def _mark_processing(upload: Upload) -> None:
+    with staging.upload_lock(upload.id):
+        upload.refresh_from_db()
+        if upload.state != Upload.State.RECEIVING:
+            raise UploadError(f"the upload is {upload.get_state_display()}", 409)
+        offset = staging.current_offset(upload)
+        if offset != upload.size:
+            raise UploadError(
+                f"the upload holds {offset} of {upload.size} bytes: send the rest from "
+                f"offset {offset}",
+                409,
+                expected_offset=offset,
+            )
+        Upload.objects.filter(pk=upload.pk).update(
+            state=Upload.State.PROCESSING, message="verifying", updated_at=timezone.now()
+        )
+        upload.state = Upload.State.PROCESSING
+
+
+def complete(upload: Upload, user: Any, *, already_marked: bool = False) -> Published:
+    """Verify and publish a fully received upload (see the module docstring)."""
+    if not already_marked:
+        _mark_processing(upload)
+    started = time.monotonic()
+    try:
+        with staging.upload_lock(upload.id):
+            return _verify_and_publish(upload, user, started)
+    except UploadError as exc:
+        retry = bool(exc.extra.get("retry"))
+        _finish(upload, user, exc.message, retry=retry, started=started)
+        raise
+    except BaseException as exc:
+        # A crash (or an interpreter exit) leaves the row PROCESSING: the reconciler
+        # cleans it at the next start. Ordinary errors are reported like refusals.
+        if isinstance(exc, Exception):
+            message = f"publishing failed: {exc}"
+            _finish(upload, user, message, retry=isinstance(exc, OSError), started=started)
+            raise UploadError(message, 500) from exc
+        raise
+
+
+def _finish(upload: Upload, user: Any, message: str, *, retry: bool, started: float) -> None:
+    """Record a failed completion: retryable ones go back to RECEIVING (bytes kept)."""
+    staged_version = staging.upload_dir(upload.id) / "version"
+    staged_model = staging.upload_dir(upload.id) / "model"
+    for folder in (staged_version, staged_model):
+        shutil.rmtree(folder, ignore_errors=True)
+    if retry:
+        Upload.objects.filter(pk=upload.pk).update(
+            state=Upload.State.RECEIVING, message=message, version=None, updated_at=timezone.now()
+        )
+    else:
+        staging.remove_staging(upload.id)
+        Upload.objects.filter(pk=upload.pk).update(
+            state=Upload.State.FAILED, message=message, finished_at=timezone.now()
+        )
+    upload.refresh_from_db()
+    audit_upload(user, upload, "failed", message, time.monotonic() - started)
+
+
+def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
+    digest, streamed = staging.final_sha256(upload)
+    Upload.objects.filter(pk=upload.pk).update(sha256=digest)
+    upload.sha256 = digest
+    if upload.client_sha256 and upload.client_sha256 != digest:
+        raise UploadError(
+            f"sha256 mismatch: you declared {upload.client_sha256}, the server received "
+            f"{digest}; nothing was published",
+            422,
+        )
+    files = _backend(upload)
+    version_dir = staging.upload_dir(upload.id) / "version"
+    shutil.rmtree(version_dir, ignore_errors=True)
+    _prepare_version(upload, user, files, version_dir)
+    generated: generate.GeneratedConfig | None = None
+    if upload.new_model:
+        model_dir = staging.upload_dir(upload.id) / "model"
+        shutil.rmtree(model_dir, ignore_errors=True)
+        try:
+            generated = generate.generate(upload.model, files, version_dir)
+        except ValueError as exc:
+            raise UploadError(str(exc), 422) from exc
+        model_dir.mkdir(mode=0o755)
+        (model_dir / CONFIG_FILE).write_text(generated.text, encoding="utf-8")
+        os.chmod(model_dir / CONFIG_FILE, 0o644)
+        os.rename(version_dir, model_dir / "1")
+        fsync_tree(model_dir)
+    else:
+        fsync_tree(version_dir)
+    version = _publish(upload, generated is not None)
+    message = f"published as version {version}"
+    if generated is not None:
+        message += (
+            "; config.pbtxt generated from the ONNX graph"
+            if generated.from_model
+            else "; skeleton config.pbtxt written: complete it in the config editor"
+        )
+    Upload.objects.filter(pk=upload.pk).update(
+        state=Upload.State.PUBLISHED,
+        version=version,
+        message=message,
+        finished_at=timezone.now(),
+    )
+    upload.refresh_from_db()
+    staging.remove_staging(upload.id)
+    how = "while streaming" if streamed else "after the last chunk"
+    audit_upload(
+        user, upload, "ok", f"version {version} published (sha256 computed {how})",
+        time.monotonic() - started,
+    )  # fmt: skip
+    _announce(upload.model)
+    return Published(
+        upload,
+        version,
+        digest,
+        config_generated=bool(generated and generated.from_model),
+        findings=generated.findings if generated else [],
+    )
+
+
+def _backend(upload: Upload) -> names.BackendFiles:
+    if upload.new_model:
+        return names.backend_files(upload.backend)
+    return staging._model_backend(upload.model)
+
+
+def _prepare_version(
+    upload: Upload, user: Any, files: names.BackendFiles, version_dir: Path
+) -> None:
+    data = staging.data_path(upload)
+    if upload.is_archive:
+        kind = names.archive_suffix(upload.filename)
+        try:
+            scanned = archives.scan(data, kind)
+            strip, add = archives.layout(scanned, files)
+        except archives.ArchiveError as exc:
+            raise UploadError(f"archive refused, nothing was extracted: {exc}", 422) from exc
+        if scanned.has_code and not (user is not None and user.has_perm(staging.CODE_PERMISSION)):
+            raise UploadError(
+                "the archive holds code (.py, .so, ...), which runs on the Triton host: only "
+                "admins may upload it (it needs team.upload_code)",
+                403,
+            )
+        needed = scanned.total - shutil.disk_usage(data.parent).free
+        if needed > 0:
+            raise UploadError(f"not enough disk space to extract {scanned.total} bytes", 507)
+        try:
+            archives.extract(data, scanned, version_dir, strip, add)
+        except archives.ArchiveError as exc:
+            raise UploadError(f"archive refused: {exc}", 422) from exc
+        if scanned.has_code and not upload.is_code:
+            Upload.objects.filter(pk=upload.pk).update(is_code=True)
+    else:
+        version_dir.mkdir(mode=0o755)
+        # Same inode, no copy: the staging entry disappears when the upload is cleaned.
+        os.link(data, version_dir / upload.filename)
+        os.chmod(version_dir / upload.filename, 0o644)
+    if files.backend == "onnxruntime":
+        try:
+            generate.read_onnx(version_dir / files.default_name)
+        except ValueError as exc:
+            raise UploadError(f"{files.default_name} does not parse as ONNX: {exc}", 422) from exc
+
+
+def _publish(upload: Upload, new_model: bool) -> int:
+    root = staging.repository_root()
+    source = staging.upload_dir(upload.id) / ("model" if new_model else "version")
+    with staging.model_lock(upload.model):
+        check_not_busy(upload.model)
+        model_dir = root / upload.model
+        if new_model:
+            version = 1
+            target = model_dir
+        else:
+            if not model_dir.is_dir():
+                raise UploadError(f"model '{upload.model}' was deleted meanwhile", 409)
+            existing = staging.existing_versions(upload.model)
+            version = upload.requested_version or (max(existing, default=0) + 1)
+            target = model_dir / str(version)
+        # Recorded first: a crash right after the rename is recognised by the reconciler.
+        Upload.objects.filter(pk=upload.pk).update(version=version)
+        try:
+            rename_noreplace(source, target)
+        except FileExistsError as exc:
+            what = f"model '{upload.model}'" if new_model else f"version {version}"
+            raise UploadError(f"{what} already exists: nothing was published", 409) from exc
+        with contextlib.suppress(OSError):
+            fsync_dir(target.parent)
+    return version
+
+
+def _announce(model: str) -> None:
+    from .. import events
+
+    with contextlib.suppress(Exception):  # best effort: pages also reload
+        events.publish(events.REPOSITORY_GROUP, "model.versions", {"model": model})
+
+
+def audit_upload(user: Any, upload: Upload, outcome: str, message: str, duration: float) -> None:
+    from dashboard.team import audit
+
+    detail = (
+        f"{message}; file {upload.filename}, {upload.size} bytes, sha256 "
+        f"{upload.sha256 or '-'}, {duration:.1f} s"
+    )
+    if upload.client_sha256:
+        detail += f", client sha256 {upload.client_sha256}"
+    audit.record(
+        user or upload.username or "system",
+        "upload",
+        model_name=upload.model,
+        target=f"version {upload.version}" if upload.version else f"upload {upload.id}",
+        outcome=outcome,
+        detail=detail,
+        after_sha256=upload.sha256,
+    )
+
+
+# --- deleting a version ------------------------------------------------------------------------
+
+
+@dataclass
+class Deleted:
+    model: str
+    version: int
+    message: str
+    unloaded: bool = False
+
+
+def delete_version(model: str, version: object, user: Any, *, unload: bool = False) -> Deleted:
+    """Remove ``model/version``: renamed out of the repository at once, then removed.
+
+    Refused while Triton has that version loaded, unless ``unload``: then the model is
+    unloaded first (Triton unloads whole models) and stays unloaded.
+    """
+    from dashboard.team import audit
+
+    if not user.has_perm("team.delete_versions"):
+        audit.record(user, "version.delete", model_name=model, target=f"version {version}",
+                     outcome="denied", detail="needs team.delete_versions")  # fmt: skip
+        raise UploadError("your role cannot delete versions (it needs team.delete_versions)", 403)
+    try:
+        names.check_model_name(model)
+        number = names.parse_version(version)
+    except names.InvalidName as exc:
+        raise UploadError(str(exc)) from exc
+    target = staging.repository_root() / model / str(number)
+    unloaded = False
+    try:
+        with staging.model_lock(model):
+            if not target.is_dir():
+                raise UploadError(f"model '{model}' has no version {number}", 404)
+            states = _triton_states(model) or []
+            check_not_busy(model)
+            loaded = any(s.state == "READY" and s.version == str(number) for s in states)
+            if loaded:
+                if not unload:
+                    raise UploadError(
+                        f"version {number} of '{model}' is loaded in Triton: unload it first, "
+                        'or choose "unload and delete"',
+                        409,
+                        loaded=True,
+                    )
+                try:
+                    get_client().unload(model)
+                except TritonError as exc:
+                    raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
+                unloaded = True
+            trash = staging.staging_root() / f".trash-{secrets.token_hex(8)}"
+            os.rename(target, trash)
+            with contextlib.suppress(OSError):
+                fsync_dir(target.parent)
+    except UploadError as exc:
+        audit.record(user, "version.delete", model_name=model, target=f"version {version}",
+                     outcome="failed", detail=exc.message)  # fmt: skip
+        raise
+    shutil.rmtree(trash, ignore_errors=True)
+    message = f"version {number} of {model} deleted"
+    if unloaded:
+        message += f"; {model} was unloaded and stays unloaded until you load it again"
+    audit.record(user, "version.delete", model_name=model, target=f"version {number}",
+                 outcome="ok", detail=message)  # fmt: skip
+    _announce(model)
+    return Deleted(model, number, message, unloaded)
+
+
+# --- the version policy shortcut ------------------------------------------------------------
+
+
+def set_version_policy(
+    model: str,
+    kind: str,
+    *,
+    user: Any,
+    base_sha256: str | None = None,
+    num_versions: object = None,
+    versions: object = None,
+) -> Any:
+    """Set ``version_policy`` through the config editor's save path; returns its result.
+
+    ``kind``: "latest" (with ``num_versions``), "all" or "specific" (with ``versions``, a
+    list or a comma-separated string). ``base_sha256`` defaults to the file as it is now.
+    """
+    from ..editor import saving
+    from ..modelconfig import parse_config, to_text
+
+    current = saving.read_current(model)
+    parsed = parse_config(current.data)
+    if parsed.config is None:
+        raise UploadError(f"{CONFIG_FILE} of '{model}' does not parse: fix it in the editor")
+    config = parsed.config
+    config.ClearField("version_policy")
+    try:
+        if kind == "latest":
+            count = int(str(num_versions))
+            if count < 1:
+                raise ValueError
+            config.version_policy.latest.num_versions = count
+            summary = f"latest {count}"
+        elif kind == "all":
+            config.version_policy.all.SetInParent()
+            summary = "all versions"
+        elif kind == "specific":
+            items = versions if isinstance(versions, list) else str(versions or "").split(",")
+            numbers = sorted({names.parse_version(str(v).strip()) for v in items if str(v).strip()})
+            if not numbers:
+                raise ValueError
+            config.version_policy.specific.versions.extend(numbers)
+            summary = "versions " + ", ".join(str(n) for n in numbers)
+        else:
+            raise UploadError(f"unknown version policy {kind!r}: latest, all or specific")
+    except (ValueError, names.InvalidName) as exc:
+        detail = f": {exc}" if str(exc) else ""
+        raise UploadError(
+            "latest needs a number of versions of at least 1; specific needs version numbers"
+            + detail
+        ) from exc
+    return saving.save_config(
+        model,
+        to_text(config),
+        base_sha256=base_sha256 or current.sha256,
+        author_id=getattr(user, "pk", None),
+        source="api" if base_sha256 is None else "form",
+        message=f"version policy: {summary}",
+    )

@@ -1,0 +1,132 @@
+"""The startup reconciler: remove staging data nobody will publish, and say what it removed.
+
+Run before the web process starts (``manage.py reconcile_uploads --startup``, which
+``make run`` and the container entry point call) and at any time without ``--startup``.
+
+- staging folders without an upload row, and of uploads that ended (published, failed,
+  aborted, expired): removed;
+- ``.trash-*`` folders (versions being deleted when the process died): removed;
+- uploads still PROCESSING: at startup nobody is publishing them, so the process died in
+  the middle. If their version folder is in the repository, the rename happened and they
+  are marked published; otherwise failed. Without ``--startup`` only those idle for longer
+  than UPLOAD_STALE_AFTER_S are touched;
+- uploads RECEIVING with no chunk for UPLOAD_STALE_AFTER_S: expired.
+Each removal is logged and recorded in the audit trail (action "upload", user "system").
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..models import Upload
+from . import staging
+
+log = logging.getLogger(__name__)
+ENDED = (
+    Upload.State.PUBLISHED,
+    Upload.State.FAILED,
+    Upload.State.ABORTED,
+    Upload.State.EXPIRED,
+)
+
+
+@dataclass
+class Removal:
+    what: str  # the folder or upload
+    reason: str
+    bytes: int
+
+
+def _size(path) -> int:  # type: ignore[no-untyped-def]
+    total = 0
+    for item in path.rglob("*"):
+        try:
+            if item.is_file() and not item.is_symlink():
+                total += item.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def reconcile(*, startup: bool = False) -> list[Removal]:
+    root = staging.staging_root()
+    stale_before = timezone.now() - timedelta(seconds=settings.UPLOAD_STALE_AFTER_S)
+    removed: list[Removal] = []
+
+    def remove(path, reason: str, upload: Upload | None = None) -> None:  # type: ignore[no-untyped-def]
+        size = _size(path) if path.exists() else 0
+        shutil.rmtree(path, ignore_errors=True)
+        if upload is not None:
+            staging.remove_staging(upload.id)
+        removed.append(Removal(str(path), reason, size))
+        log.warning("upload reconciler removed %s (%s, %d bytes)", path, reason, size)
+        _audit(upload, f"stale staging removed: {path} ({reason}, {size} bytes)")
+
+    uploads = {str(u.id): u for u in Upload.objects.exclude(state__in=ENDED)}
+    for entry in sorted(root.iterdir()):
+        if entry.name == ".locks":
+            continue
+        if entry.name.startswith(".trash-"):
+            remove(entry, "left over from a version deletion")
+            continue
+        try:
+            key = str(uuid.UUID(entry.name))
+        except ValueError:
+            continue  # not ours: leave it alone
+        upload = uploads.get(key)
+        if upload is None:
+            ended = Upload.objects.filter(pk=key).first()
+            reason = f"upload {ended.state}" if ended else "no upload row"
+            remove(entry, reason, ended)
+    for upload in uploads.values():
+        folder = staging.upload_dir(upload.id)
+        if upload.state == Upload.State.PROCESSING and (
+            startup or upload.updated_at < stale_before
+        ):
+            target = staging.repository_root() / upload.model
+            if upload.version and not upload.new_model:
+                target = target / str(upload.version)
+            prepared = folder / ("model" if upload.new_model else "version")
+            if upload.version and target.is_dir() and not prepared.exists():
+                Upload.objects.filter(pk=upload.pk).update(
+                    state=Upload.State.PUBLISHED,
+                    message=f"published as version {upload.version} (found by the reconciler)",
+                    finished_at=timezone.now(),
+                )
+                remove(folder, "published before the process stopped", upload)
+                continue
+            Upload.objects.filter(pk=upload.pk).update(
+                state=Upload.State.FAILED,
+                message="the server stopped while publishing; nothing was published: upload again",
+                version=None,
+                finished_at=timezone.now(),
+            )
+            remove(folder, "interrupted while publishing", upload)
+        elif upload.state == Upload.State.RECEIVING and upload.updated_at < stale_before:
+            Upload.objects.filter(pk=upload.pk).update(
+                state=Upload.State.EXPIRED,
+                message=f"no chunk for {settings.UPLOAD_STALE_AFTER_S} s: removed",
+                finished_at=timezone.now(),
+            )
+            remove(folder, "idle for too long", upload)
+    return removed
+
+
+def _audit(upload: Upload | None, detail: str) -> None:
+    from dashboard.team import audit
+
+    audit.record(
+        None,
+        "upload",
+        model_name=upload.model if upload else "",
+        target=f"upload {upload.id}" if upload else "staging",
+        outcome="failed",
+        detail=detail,
+    )

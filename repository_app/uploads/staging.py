@@ -1,0 +1,374 @@
+"""Upload sessions and their staged bytes.
+
+An upload is created with its target (model, version, backend), file name and declared size;
+the limits and permissions are checked then, before any byte is stored. Chunks are appended
+to ``<staging>/<id>/data`` only at the expected offset: the staged file's size, read under an
+exclusive lock, is the offset (the database's ``received`` only mirrors it for listings).
+
+sha256: computed while the chunks stream in, in the web process that receives them. The
+hash state cannot be stored, so it is kept in memory next to the offset it covers; when the
+next chunk arrives at another process, or after a restart, that state is dropped and the
+staged file is hashed once when the upload completes. Either way the digest covers exactly
+the bytes on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..models import Upload
+from ..repository import CONFIG_FILE, read_config
+from . import names
+
+CODE_PERMISSION = "team.upload_code"
+UPLOAD_PERMISSION = "team.upload_models"
+READ_BLOCK = 1024 * 1024
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class UploadError(Exception):
+    """Refused; nothing was stored. ``status`` is the HTTP status that fits."""
+
+    def __init__(self, message: str, status: int = 400, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.extra = extra
+
+
+# --- places on disk ---------------------------------------------------------------------
+
+
+def repository_root() -> Path:
+    return Path(settings.MODEL_REPOSITORY)
+
+
+def staging_root() -> Path:
+    """The staging folder: outside the served repository, on the same file system."""
+    configured = settings.UPLOAD_STAGING_DIR
+    repo = repository_root().resolve()
+    root = Path(configured) if configured else repo.parent / ".staging"
+    root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
+    if root == repo or repo in root.parents:
+        raise UploadError(
+            f"UPLOAD_STAGING_DIR {root} is inside the model repository {repo}: Triton would "
+            "see half-written uploads; move it next to the repository",
+            500,
+        )
+    if repo.exists() and os.stat(root).st_dev != os.stat(repo).st_dev:
+        raise UploadError(
+            f"UPLOAD_STAGING_DIR {root} is not on the file system of the model repository "
+            f"{repo}: publishing renames folders, which only works on one file system",
+            500,
+        )
+    return root
+
+
+def upload_dir(upload_id: object) -> Path:
+    return staging_root() / str(upload_id)
+
+
+def data_path(upload: Upload) -> Path:
+    return upload_dir(upload.id) / "data"
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def upload_lock(upload_id: object) -> contextlib.AbstractContextManager[None]:
+    """One writer per upload (chunks, completion, abort), across processes."""
+    return _flock(staging_root() / ".locks" / f"upload-{upload_id}.lock")
+
+
+def model_lock(model: str) -> contextlib.AbstractContextManager[None]:
+    """One publish or delete per model at a time, across processes (the model folder may
+    not exist yet, so the lock file lives in the staging folder)."""
+    digest = hashlib.sha256(model.encode()).hexdigest()[:40]
+    return _flock(staging_root() / ".locks" / f"model-{digest}.lock")
+
+
+def remove_staging(upload_id: object) -> None:
+    shutil.rmtree(upload_dir(upload_id), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (staging_root() / ".locks" / f"upload-{upload_id}.lock").unlink()
+    forget_hash(upload_id)
+
+
+# --- running sha256 ----------------------------------------------------------------------
+
+_MAX_HASHES = 256
+_hashes: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+_hashes_lock = threading.Lock()
+
+
+def _take_hash(upload_id: object, offset: int) -> Any:
+    """The running hash that covers exactly ``offset`` bytes, or None."""
+    with _hashes_lock:
+        entry = _hashes.pop(str(upload_id), None)
+    if entry is not None and entry[0] == offset:
+        return entry[1]
+    return hashlib.sha256() if offset == 0 else None
+
+
+def _keep_hash(upload_id: object, offset: int, digest: Any) -> None:
+    with _hashes_lock:
+        _hashes[str(upload_id)] = (offset, digest)
+        while len(_hashes) > _MAX_HASHES:
+            _hashes.popitem(last=False)
+
+
+def forget_hash(upload_id: object) -> None:
+    with _hashes_lock:
+        _hashes.pop(str(upload_id), None)
+
+
+def final_sha256(upload: Upload) -> tuple[str, bool]:
+    """(hex digest of the staged file, whether it was computed while streaming)."""
+    path = data_path(upload)
+    size = path.stat().st_size
+    digest = _take_hash(upload.id, size) if size else hashlib.sha256()
+    if digest is not None:
+        return digest.hexdigest(), True
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(READ_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest(), False
+
+
+# --- creating an upload ------------------------------------------------------------------
+
+
+def _model_backend(model: str) -> names.BackendFiles:
+    folder = repository_root() / model
+    if not folder.is_dir():
+        raise UploadError(
+            f"no model folder '{model}' in the repository: create the model first", 404
+        )
+    config, error = read_config(folder / CONFIG_FILE)
+    if config is None:
+        raise UploadError(
+            f"{model}/{CONFIG_FILE} does not parse ({error}): fix it in the config editor "
+            "before uploading versions",
+            409,
+        )
+    try:
+        return names.backend_files(
+            names.backend_key_of(config.backend, config.platform, config.default_model_filename)
+        )
+    except names.InvalidName as exc:
+        raise UploadError(str(exc)) from exc
+
+
+def existing_versions(model: str) -> list[int]:
+    folder = repository_root() / model
+    if not folder.is_dir():
+        return []
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_dir() and entry.name.isdigit() and not entry.name.startswith("0"):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def create_upload(
+    user: Any,
+    *,
+    model: str,
+    filename: str,
+    size: object,
+    new_model: bool = False,
+    backend: str = "",
+    version: object = None,
+    sha256: str = "",
+) -> Upload:
+    """Check everything that can be checked before the bytes arrive; create the session."""
+    if not user.has_perm(UPLOAD_PERMISSION):
+        raise UploadError("your role cannot upload models (it needs team.upload_models)", 403)
+    try:
+        names.check_model_name(model)
+        requested = names.parse_version(version) if version not in (None, "") else None
+        files = names.backend_files(backend) if new_model else None
+        is_archive = names.check_upload_filename(files, filename) if files else False
+    except names.InvalidName as exc:
+        raise UploadError(str(exc)) from exc
+    if new_model:
+        if (repository_root() / model).exists():
+            raise UploadError(
+                f"model '{model}' already exists: upload a new version of it instead", 409
+            )
+        if requested not in (None, 1):
+            raise UploadError("a new model starts at version 1")
+    else:
+        files = _model_backend(model)
+        try:
+            is_archive = names.check_upload_filename(files, filename)
+        except names.InvalidName as exc:
+            raise UploadError(str(exc)) from exc
+        if requested is not None and requested in existing_versions(model):
+            raise UploadError(
+                f"version {requested} of '{model}' already exists: choose a free number or "
+                "leave it empty for the next one",
+                409,
+            )
+    assert files is not None
+    is_code = files.code or names.is_code_name(filename)
+    if is_code and not user.has_perm(CODE_PERMISSION):
+        raise UploadError(
+            "uploading Python code runs it on the Triton host: only admins may do it "
+            "(it needs team.upload_code)",
+            403,
+        )
+    declared = _check_size(size, is_archive)
+    digest = (sha256 or "").strip().lower()
+    if digest and not _SHA256.fullmatch(digest):
+        raise UploadError("sha256 must be 64 hexadecimal characters")
+    root = staging_root()
+    free = shutil.disk_usage(root).free
+    if declared > free:
+        raise UploadError(
+            f"not enough disk space for {declared} bytes in {root} ({free} bytes free)", 507
+        )
+    upload = Upload.objects.create(
+        user=user if getattr(user, "pk", None) else None,
+        username=user.get_username(),
+        model=model,
+        new_model=new_model,
+        backend=backend if new_model else files.platform or files.backend,
+        requested_version=1 if new_model else requested,
+        filename=filename,
+        is_archive=is_archive,
+        is_code=is_code,
+        size=declared,
+        client_sha256=digest,
+    )
+    folder = upload_dir(upload.id)
+    folder.mkdir(mode=0o700)
+    data_path(upload).touch(mode=0o600)
+    return upload
+
+
+def _check_size(size: object, is_archive: bool) -> int:
+    try:
+        declared = int(str(size))
+    except ValueError:
+        raise UploadError(f"size must be a whole number of bytes, got {size!r}") from None
+    if declared <= 0:
+        raise UploadError("size must be at least 1 byte: empty model files are refused")
+    if not is_archive and declared > settings.UPLOAD_MAX_FILE_BYTES:
+        raise UploadError(
+            f"the file is {declared} bytes, over the per-file limit of "
+            f"{settings.UPLOAD_MAX_FILE_BYTES} bytes (UPLOAD_MAX_FILE_BYTES)",
+            413,
+        )
+    if declared > settings.UPLOAD_MAX_TOTAL_BYTES:
+        raise UploadError(
+            f"the upload is {declared} bytes, over the limit of "
+            f"{settings.UPLOAD_MAX_TOTAL_BYTES} bytes (UPLOAD_MAX_TOTAL_BYTES)",
+            413,
+        )
+    return declared
+
+
+# --- chunks ------------------------------------------------------------------------------
+
+
+def current_offset(upload: Upload) -> int:
+    try:
+        return data_path(upload).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def append_chunk(upload: Upload, offset: object, stream: IO[bytes], length: int | None) -> int:
+    """Append one chunk at ``offset``; returns the new offset.
+
+    409 with ``expected_offset`` when ``offset`` is not where the staged file ends; 413 when
+    the chunk is over UPLOAD_MAX_CHUNK_BYTES or would pass the declared size. A chunk that
+    arrives short is cut off again, so the offset stays where it was.
+    """
+    try:
+        start = int(str(offset))
+    except ValueError:
+        raise UploadError(f"Upload-Offset must be a whole number, got {offset!r}") from None
+    if length is None:
+        raise UploadError("send the chunk with a Content-Length header", 411)
+    if length > settings.UPLOAD_MAX_CHUNK_BYTES:
+        raise UploadError(
+            f"a chunk may hold at most {settings.UPLOAD_MAX_CHUNK_BYTES} bytes "
+            "(UPLOAD_MAX_CHUNK_BYTES); split the file into smaller chunks",
+            413,
+        )
+    with upload_lock(upload.id):
+        upload.refresh_from_db()
+        if upload.state != Upload.State.RECEIVING:
+            raise UploadError(f"the upload is {upload.get_state_display()}", 409)
+        path = data_path(upload)
+        if not path.exists():
+            raise UploadError("the staged data is gone (removed as stale): start again", 410)
+        end = path.stat().st_size
+        if start != end:
+            raise UploadError(
+                f"expected offset {end}, got {start}: resume from {end}", 409, expected_offset=end
+            )
+        if end + length > upload.size:
+            raise UploadError(
+                f"the chunk would take the upload to {end + length} bytes, over its declared "
+                f"size of {upload.size} bytes",
+                413,
+            )
+        digest = _take_hash(upload.id, end)
+        written = 0
+        with path.open("r+b") as handle:
+            handle.seek(end)
+            try:
+                while written < length:
+                    block = stream.read(min(READ_BLOCK, length - written))
+                    if not block:
+                        break
+                    handle.write(block)
+                    if digest is not None:
+                        digest.update(block)
+                    written += len(block)
+            except BaseException:
+                handle.truncate(end)
+                raise
+            if written != length:
+                handle.truncate(end)
+                raise UploadError(
+                    f"the chunk ended after {written} of {length} bytes: send it again "
+                    f"from offset {end}",
+                    400,
+                    expected_offset=end,
+                )
+        if digest is not None:
+            _keep_hash(upload.id, end + written, digest)
+        Upload.objects.filter(pk=upload.pk).update(
+            received=end + written, updated_at=timezone.now()
+        )
+        upload.received = end + written
+        return upload.received

@@ -1,0 +1,148 @@
+"""Upload pages and version actions: thin views over staging/publish (the bytes themselves
+go through the API endpoints in api.py, chunk by chunk, from static/js/upload.js)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .. import repository
+from ..editor.saving import InvalidConfig, SaveConflict, SaveError
+from ..triton_client import TritonError, get_client
+from . import names, publish, staging
+from .staging import UploadError
+
+
+def _limits() -> dict[str, int]:
+    return {
+        "max_file": settings.UPLOAD_MAX_FILE_BYTES,
+        "max_total": settings.UPLOAD_MAX_TOTAL_BYTES,
+        "chunk": settings.UPLOAD_CHUNK_BYTES,
+    }
+
+
+@login_required
+@require_GET
+def new_model(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "repository/upload.html",
+        {
+            "new_model": True,
+            "backends": names.BACKEND_CHOICES,
+            "limits": _limits(),
+            "can_upload": request.user.has_perm(staging.UPLOAD_PERMISSION),
+            "can_upload_code": request.user.has_perm(staging.CODE_PERMISSION),
+        },
+    )
+
+
+@login_required
+@require_GET
+def new_version(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        folder = repository.get_model(staging.repository_root(), name)
+    except repository.RepositoryError as exc:
+        raise Http404(str(exc)) from exc
+    backend_error = ""
+    files = None
+    try:
+        files = staging._model_backend(name)
+    except UploadError as exc:
+        backend_error = exc.message
+    return render(
+        request,
+        "repository/upload.html",
+        {
+            "new_model": False,
+            "name": name,
+            "folder": folder,
+            "files": files,
+            "backend_error": backend_error,
+            "next_version": max(folder.versions, default=0) + 1,
+            "limits": _limits(),
+            "can_upload": request.user.has_perm(staging.UPLOAD_PERMISSION),
+            "can_upload_code": request.user.has_perm(staging.CODE_PERMISSION),
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def delete_version(request: HttpRequest, name: str, version: str) -> HttpResponse:
+    """GET: the confirmation page; POST (confirmed): delete, optionally unloading first."""
+    try:
+        names.check_model_name(name)
+        number = names.parse_version(version)
+    except names.InvalidName as exc:
+        raise Http404(str(exc)) from exc
+    if request.method == "POST":
+        try:
+            deleted = publish.delete_version(
+                name, number, request.user, unload=request.POST.get("unload") == "1"
+            )
+        except UploadError as exc:
+            messages.error(request, exc.message)
+            if exc.status in (403, 404):
+                return redirect(reverse("model_detail", args=[name]))
+            return redirect(reverse("version_delete", args=[name, number]))
+        messages.info(request, deleted.message)
+        return redirect(reverse("model_detail", args=[name]))
+    try:
+        folder = repository.get_model(staging.repository_root(), name)
+    except repository.RepositoryError as exc:
+        raise Http404(str(exc)) from exc
+    if number not in folder.versions:
+        raise Http404(f"model '{name}' has no version {number}")
+    version_folder = next(v for v in repository.version_folders(folder) if v.number == number)
+    try:
+        states = get_client().model_states(name)
+        triton_error = ""
+    except TritonError as exc:
+        states, triton_error = [], exc.message
+    loaded = any(s.state == "READY" and s.version == str(number) for s in states)
+    return render(
+        request,
+        "repository/upload_delete_version.html",
+        {
+            "name": name,
+            "version": version_folder,
+            "loaded": loaded,
+            "states": states,
+            "triton_error": triton_error,
+            "can_delete": request.user.has_perm("team.delete_versions"),
+        },
+    )
+
+
+@login_required
+@require_POST
+def version_policy(request: HttpRequest, name: str) -> HttpResponse:
+    if not request.user.has_perm("repository_app.control_models"):
+        messages.error(request, "your role cannot change model configs")
+        return redirect(reverse("model_detail", args=[name]))
+    try:
+        publish.set_version_policy(
+            name,
+            request.POST.get("policy", ""),
+            user=request.user,
+            num_versions=request.POST.get("num_versions"),
+            versions=request.POST.get("versions"),
+        )
+        messages.info(request, "Version policy saved to config.pbtxt (reload the model to apply)")
+    except UploadError as exc:
+        messages.error(request, exc.message)
+    except repository.RepositoryError as exc:
+        raise Http404(str(exc)) from exc
+    except SaveConflict:
+        messages.error(request, "config.pbtxt changed meanwhile: try again")
+    except InvalidConfig as exc:
+        messages.error(request, f"not saved: {exc.findings[0].message}")
+    except SaveError as exc:
+        messages.error(request, exc.message)
+    return redirect(reverse("model_detail", args=[name]) + "#versions-card")
