@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from dashboard.team.api import AuditListView
 from profiler_app import api as sweep_api
+from profiler_app.search import api as search_api
 from repository_app import api as repository_api
 from repository_app.editor import api as config_api
 from repository_app.uploads import api as upload_api
@@ -63,6 +64,19 @@ urlpatterns = [
         sweep_api.SweepExportView.as_view(fmt="json"),
         name="api_sweep_json",
     ),
+    path("searches/", search_api.SearchListView.as_view(), name="api_searches"),
+    path("searches/<int:pk>/", search_api.SearchDetailView.as_view(), name="api_search"),
+    path(
+        "searches/<int:pk>/cancel",
+        search_api.SearchCancelView.as_view(action="cancel"),
+        name="api_search_cancel",
+    ),
+    path(
+        "searches/<int:pk>/resume",
+        search_api.SearchCancelView.as_view(action="resume"),
+        name="api_search_resume",
+    ),
+    path("searches/<int:pk>/apply", search_api.SearchApplyView.as_view(), name="api_search_apply"),
     path("audit/", AuditListView.as_view(), name="api_audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),

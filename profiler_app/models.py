@@ -127,3 +127,73 @@ class SweepSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server}: {self.sweep_id or 'free'}"
+
+
+class Search(models.Model):
+    """A config search ("Find best config"): candidates loaded as overrides and measured.
+
+    It runs as ONE job of the sweep queue: `sweep` is a Sweep row that carries the search
+    through the queue (queued order, the server's `SweepSlot`, heartbeat, cancel flag,
+    watchdog). The search's state is that sweep's state.
+    """
+
+    class Mode(models.TextChoices):
+        GRID = "grid", "exhaustive grid"
+        QUICK = "quick", "quick (hill climbing)"
+
+    class Objective(models.TextChoices):
+        MAX_THROUGHPUT = "max_throughput", "max throughput within the budget"
+        MIN_LATENCY = "min_latency", "min latency at a throughput floor"
+
+    sweep = models.OneToOneField(Sweep, on_delete=models.CASCADE, related_name="search")
+    model = models.CharField(max_length=255, db_index=True)
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.QUICK)
+    objective = models.CharField(
+        max_length=16, choices=Objective.choices, default=Objective.MAX_THROUGHPUT
+    )
+    space = models.JSONField(default=dict)
+    constraints = models.JSONField(default=dict)
+    baseline = models.JSONField(default=dict)  # the current config's knobs
+    max_runs = models.PositiveIntegerField(null=True, blank=True)  # quick mode's budget
+    was_loaded = models.BooleanField(default=True)  # restore: reload the saved config or unload
+    restore_pending = models.BooleanField(default=False)
+    restore_message = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)  # ranking and recommendation
+    applied_key = models.CharField(max_length=255, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"search #{self.pk} {self.model}"
+
+
+class SearchCandidate(models.Model):
+    """One candidate config of a search and what was measured for it."""
+
+    class State(models.TextChoices):
+        MEASURING = "measuring"
+        MEASURED = "measured"
+        FAILED = "failed"  # Triton refused the config, or requests failed
+
+    search = models.ForeignKey(Search, on_delete=models.CASCADE, related_name="candidates")
+    key = models.CharField(max_length=255)
+    seq = models.PositiveIntegerField(default=0)  # order of measurement, from 1
+    knobs = models.JSONField(default=dict)
+    baseline = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.MEASURING)
+    levels = models.JSONField(default=list)  # per concurrency: throughput, latencies
+    gpu_memory_bytes = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    measured_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["seq", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["search", "key"], name="search_candidate_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"search #{self.search_id} {self.key} ({self.state})"

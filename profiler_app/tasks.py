@@ -23,14 +23,25 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 
 from . import sweeps, watchdog
+from .search import runner as search_runner
 
 
 @shared_task(name="profiler_app.run_sweep", ignore_result=True)
 def run_sweep_task(sweep_id: int) -> str:
     """Claim the sweep's server and run the sweep; 'waiting' when the server is busy."""
+    if search_runner.is_carrier(sweep_id):  # a config search: its own task and time limits
+        return "search dispatched" if search_runner.dispatch(sweep_id) else "not queued"
     if not sweeps.claim(sweep_id):
         return "waiting"
     return sweeps.execute(sweep_id)
+
+
+@shared_task(name="profiler_app.run_search", ignore_result=True)
+def run_search_task(sweep_id: int) -> str:
+    """Claim the server for a config search (its carrier sweep) and run the search."""
+    if not sweeps.claim(sweep_id):
+        return "waiting"
+    return search_runner.execute(sweep_id)
 
 
 @worker_ready.connect

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -13,4 +13,5 @@ urlpatterns = [
     path("sweeps/<int:pk>/export.csv", views.sweep_csv, name="sweep_csv"),
     path("sweeps/<int:pk>/export.json", views.sweep_json_export, name="sweep_json_export"),
     path("models/<str:name>/benchmark/", views.sweep_new, name="sweep_new"),
+    path("", include("profiler_app.search.urls")),
 ]

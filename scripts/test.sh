@@ -38,6 +38,8 @@ fi
 echo "== Django checks"
 $VENV_BIN/python manage.py check --fail-level WARNING
 $VENV_BIN/python manage.py makemigrations --check --dry-run
+echo "== OpenAPI schema"
+$VENV_BIN/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 echo "== ruff"
 $VENV_BIN/ruff check .
 $VENV_BIN/ruff format --check .

@@ -578,7 +578,9 @@ def _merge_level(
     )
     duration = sum(w.duration_s for w in last)
     requests = sum(w.requests for w in last)
-    pooled = np.concatenate([w.latencies_ns for w in last])  # perf_analyzer pools them
+    # perf_analyzer pools the last windows' latencies; a level cancelled before its first
+    # window closed has none.
+    pooled = np.concatenate([w.latencies_ns for w in last]) if last else np.empty(0)
     latency = stats.summarize_latencies(pooled.tolist()) if pooled.size else None
     cpu_requests = sum(w.requests for w in last)
     return LevelResult(

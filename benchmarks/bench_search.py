@@ -1,0 +1,167 @@
+"""Config search: exhaustive grid vs quick (hill climbing) on the demo models.
+
+    .venv/bin/python benchmarks/bench_search.py [--window-ms 300] [--concurrency 8]
+
+Starts its own tritonserver over a temporary copy of the demo repository and a throwaway
+SQLite database, then for each model runs a grid search and a quick search over the same
+space (one concurrency level, short windows: about 3 minutes on 2 cores) and prints a
+markdown table: the best objective (max throughput within a p95 budget) each found, the
+number of candidate runs, and their ratios. Because two live runs differ by measurement
+noise, it also replays quick mode's algorithm on the grid's own measurements ("quick on
+the grid's surface"): same surface, so its result and run count isolate the algorithm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._django import setup_django  # noqa: E402
+
+SPACES = {
+    # busy_compute: ~1 ms + 50 µs/item per execute; instances and batching matter on 2 cores.
+    "busy_compute": {
+        "counts": (1, 2, 3),
+        "max_batch_sizes": (8, 32),
+        "batching_off": True,
+        "delays_us": (0, 200, 1000),
+        "preferred": ((),),
+    },
+    # add_batched: cheap; the Python backend's per-request overhead dominates.
+    "add_batched": {
+        "counts": (1, 2),
+        "max_batch_sizes": (16, 64),
+        "batching_off": True,
+        "delays_us": (0, 500),
+        "preferred": ((), (8, 16)),
+    },
+}
+
+
+def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from profiler_app import sweeps
+    from profiler_app.engine.loadgen import SweepParams
+    from profiler_app.models import Search
+    from profiler_app.search import runner
+    from profiler_app.search.objective import Constraints
+    from profiler_app.search.space import Space
+
+    request = runner.SearchRequest(
+        model=model,
+        space=Space(**SPACES[model]),
+        measure=SweepParams(
+            model=model,
+            start=args.concurrency,
+            end=args.concurrency,
+            measurement_window_ms=args.window_ms,
+            stability_percentage=args.stability,
+            max_windows=args.max_windows,
+        ),
+        constraints=Constraints(latency_budget_ms=args.budget_ms, percentile=95),
+        mode=mode,
+    )
+    search = runner.create_search(request, enqueue=False)
+    assert sweeps.claim(search.sweep_id)
+    started = time.monotonic()
+    state = runner.execute(search.sweep_id)
+    elapsed = time.monotonic() - started
+    search = Search.objects.get(pk=search.pk)
+    print(f"{model} {mode}: {state} in {elapsed:.0f} s", file=sys.stderr, flush=True)
+    return search, elapsed
+
+
+def best(search) -> tuple[str, float]:  # type: ignore[no-untyped-def]
+    rows = [r for r in search.result["rows"] if r["feasible"]]
+    return (rows[0]["key"], rows[0]["objective"]) if rows else ("-", 0.0)
+
+
+def replay_quick(grid_search) -> tuple[str, float, int]:  # type: ignore[no-untyped-def]
+    """Quick mode's algorithm on the grid's measurements (no new measurement)."""
+    from profiler_app.search import runner, strategies
+    from profiler_app.search.space import Knobs, Space
+
+    measured = {c.key: runner.score_of(c, grid_search) for c in grid_search.candidates.all()}
+    baseline = Knobs.from_json(grid_search.baseline)
+    dims = Space.from_json(grid_search.space).dimensions(baseline)
+    trace = strategies.hill_climb(dims, baseline, lambda k: measured.get(k.key))
+    found = trace.best()
+    if found is None or found[1].objective is None:
+        return "-", 0.0, trace.runs
+    return found[0].key, found[1].objective, trace.runs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window-ms", type=int, default=300)
+    parser.add_argument("--max-windows", type=int, default=5)
+    parser.add_argument("--stability", type=float, default=15.0)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--budget-ms", type=float, default=50.0)
+    parser.add_argument("--models", default="busy_compute,add_batched")
+    args = parser.parse_args()
+    work = setup_django()
+    logging.getLogger("repository_app.events").setLevel(logging.ERROR)
+    from django.conf import settings
+
+    from dashboard import local_services as svc
+    from repository_app.triton_client import TritonClient
+
+    repository = work / "model_repository"
+    shutil.copytree(ROOT / "examples" / "model_repository", repository)
+    models = [m for m in args.models.split(",") if m]
+    with tempfile.TemporaryDirectory() as tmp:
+        ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+        proc = svc.start_tritonserver(
+            repository, Path(tmp), ports, Path(tmp) / "triton.log", load=tuple(models)
+        )
+        settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+        settings.TRITON_HTTP_URL = f"127.0.0.1:{ports.http}"
+        settings.TRITON_METRICS_URL = f"http://127.0.0.1:{ports.metrics}/metrics"
+        settings.MODEL_REPOSITORY = repository
+        TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL).is_live()
+        lines = [
+            f"Objective: max throughput within p95 ≤ {args.budget_ms:g} ms at concurrency "
+            f"{args.concurrency}; windows {args.window_ms} ms, stability {args.stability:g}%, "
+            f"max {args.max_windows} windows. Target: quick within 5% of the grid's best in at "
+            "most a third of its runs.",
+            "",
+            "| model | grid best (infer/s) | grid runs | quick best (infer/s) | quick runs | "
+            "quick/grid objective | quick/grid runs | quick's pick as the grid measured it | "
+            "quick on the grid's surface (objective ratio, runs) | grid s | quick s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        try:
+            for model in models:
+                grid, grid_s = run_search(model, "grid", args)
+                quick, quick_s = run_search(model, "quick", args)
+                g_key, g_best = best(grid)
+                q_key, q_best = best(quick)
+                g_runs, q_runs = grid.result["runs"], quick.result["runs"]
+                as_grid = next(
+                    (r["objective"] for r in grid.result["rows"] if r["key"] == q_key), None
+                )
+                r_key, r_best, r_runs = replay_quick(grid)
+                pick = f"{as_grid / g_best:.2f}" if as_grid and g_best else "n/a"
+                lines.append(
+                    f"| {model} | {g_best:,.0f} (`{g_key}`) | {g_runs} | {q_best:,.0f} (`{q_key}`) "
+                    f"| {q_runs} | {q_best / g_best if g_best else 0:.2f} | "
+                    f"{q_runs / g_runs:.2f} | {pick} | "
+                    f"{r_best / g_best if g_best else 0:.2f} (`{r_key}`), {r_runs} runs | "
+                    f"{grid_s:.0f} | {quick_s:.0f} |"
+                )
+        finally:
+            svc.stop(proc)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""Config searches over the REST API: create (the page's form rules), list, detail (with
+candidates and ranking), cancel, resume and apply."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dashboard.team import audit
+from repository_app.views import CONTROL_PERMISSION
+
+from ..models import Search
+from ..views import RUN_PERMISSION
+from . import runner
+from .forms import SearchForm
+from .space import knobs_of
+
+SearchCreateSerializer = inline_serializer(
+    "SearchCreate",
+    {
+        "model": serializers.CharField(),
+        "mode": serializers.ChoiceField(["quick", "grid"], required=False),
+        "objective": serializers.ChoiceField(["max_throughput", "min_latency"], required=False),
+        "kind": serializers.ChoiceField(["KIND_CPU", "KIND_GPU"], required=False),
+        "counts": serializers.CharField(required=False, help_text="1:4 or 1,2,4"),
+        "max_batch_sizes": serializers.CharField(required=False, help_text="8,16,32"),
+        "batching_off": serializers.BooleanField(required=False),
+        "batching_on": serializers.BooleanField(required=False),
+        "delays": serializers.CharField(required=False, help_text="µs: 0,100,500"),
+        "preferred": serializers.CharField(required=False, help_text="none; 4,8; 16"),
+        "concurrency_range": serializers.CharField(required=False, help_text="A:B:S"),
+        "measurement_interval": serializers.IntegerField(required=False),
+        "max_trials": serializers.IntegerField(required=False),
+        "stability_percentage": serializers.FloatField(required=False),
+        "percentile": serializers.CharField(required=False),
+        "latency_budget": serializers.FloatField(required=False),
+        "min_throughput": serializers.FloatField(required=False),
+        "gpu_memory_limit": serializers.FloatField(required=False),
+        "max_runs": serializers.IntegerField(required=False),
+    },
+)
+Snapshot = inline_serializer(
+    "SearchSnapshot",
+    {
+        "seq": serializers.IntegerField(),
+        "search": serializers.DictField(),
+        "candidates": serializers.ListField(),
+        "result": serializers.DictField(),
+    },
+)
+Message = inline_serializer("SearchMessage", {"message": serializers.CharField()})
+
+
+def _require(request: Request, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied("your role cannot do this")
+
+
+class SearchListView(APIView):
+    @extend_schema(
+        responses=inline_serializer("SearchList", {"search": serializers.DictField()}),
+        parameters=[OpenApiParameter("model", str)],
+        summary="Config searches, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        runner.reconcile()
+        rows = Search.objects.select_related("sweep", "sweep__created_by")
+        if request.query_params.get("model"):
+            rows = rows.filter(model=request.query_params["model"])
+        return Response([runner.search_json(s) for s in rows[:200]])
+
+    @extend_schema(
+        request=SearchCreateSerializer, responses={201: Snapshot}, summary="Queue a search"
+    )
+    def post(self, request: Request) -> Response:
+        _require(request, RUN_PERMISSION)
+        data = request.data if isinstance(request.data, dict) else {}
+        model = data.get("model")
+        if not isinstance(model, str) or not model:
+            raise serializers.ValidationError({"model": "name the model to search configs for"})
+        try:
+            base, _, _ = runner.saved_config(model)
+        except runner.SearchError as exc:
+            return Response({"message": str(exc), "field": "model"}, status=404)
+        defaults = {
+            **SearchForm.initial_for(knobs_of(base), runner.has_gpus()),
+            "mode": "quick", "objective": "max_throughput", "concurrency_range": "4:8:4",
+            "measurement_interval": 1000, "max_trials": 5, "stability_percentage": 10,
+            "percentile": "95", "latency_budget": 5,
+        }  # fmt: skip
+        form = SearchForm(
+            {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model
+        )
+        if not form.is_valid() or form.search_request is None:
+            field, errors = next(iter(form.errors.items()))
+            return Response(
+                {"message": errors[0], "field": None if field == "__all__" else field,
+                 "errors": form.errors},
+                status=status.HTTP_400_BAD_REQUEST,
+            )  # fmt: skip
+        try:
+            search = runner.create_search(form.search_request, user=request.user)
+        except runner.SearchError as exc:
+            return Response({"message": str(exc), "field": None}, status=400)
+        return Response(runner.snapshot(search.pk), status=status.HTTP_201_CREATED)
+
+
+class SearchDetailView(APIView):
+    @extend_schema(
+        responses=Snapshot,
+        summary="One search: candidates, ranking, recommendation",
+        operation_id="searches_detail",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        runner.reconcile()
+        data = runner.snapshot(pk)
+        if data is None:
+            get_object_or_404(Search, pk=pk)
+        return Response(data)
+
+
+class SearchCancelView(APIView):
+    action = "cancel"
+
+    @extend_schema(request=None, responses=Message)
+    def post(self, request: Request, pk: int) -> Response:
+        _require(request, RUN_PERMISSION)
+        search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+        try:
+            message = runner.cancel(search) if self.action == "cancel" else runner.resume(search)
+        except runner.SearchError as exc:
+            return Response({"message": str(exc), "field": None}, status=409)
+        audit.record(
+            request.user, f"search.{self.action}", model_name=search.model, target=f"search #{pk}"
+        )
+        return Response({"message": message})
+
+
+class SearchApplyView(APIView):
+    @extend_schema(
+        request=inline_serializer("SearchApply", {"key": serializers.CharField()}),
+        responses=Message,
+        summary="Save a measured candidate to config.pbtxt (revision, audit) and reload",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        _require(request, CONTROL_PERMISSION)
+        search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+        key = request.data.get("key", "") if isinstance(request.data, dict) else ""
+        try:
+            message = runner.apply_candidate(search, str(key), request.user)
+        except runner.SearchError as exc:
+            return Response({"message": str(exc), "field": None}, status=409)
+        return Response({"message": message})

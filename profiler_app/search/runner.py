@@ -1,0 +1,734 @@
+"""Running a config search as one job of the sweep queue.
+
+Design: a `Search` row owns a `Sweep` row (its "carrier"). The carrier is queued, claimed,
+heart-beaten, cancelled, interrupted and resumed exactly like any sweep, with the same
+functions (`sweeps.claim`, `sweeps.cancel`, `sweeps.resume`, `sweeps.release`,
+`sweeps.dispatch_next`, `watchdog.check`): so one job runs per Triton server, whether
+it is a sweep or a search, in one FIFO queue, and a search holds the server for its whole
+run. The only routing is in `tasks.run_sweep_task`: a carrier is handed to
+`run_search_task`, which has its own time limits.
+
+A run, candidate by candidate (`_Run.evaluate`):
+1. a candidate measured before (a resumed search) is read back, not measured again;
+2. the candidate config (the saved config.pbtxt with the knobs applied) is loaded as a
+   config override: nothing is written to disk. Triton's refusal marks it failed with
+   Triton's reason (plus the validator's first error when Triton gives none);
+3. the sweep engine measures it at each concurrency level; the levels stream to the
+   carrier's Channels group (`sweep.<id>`) as `search.candidate` events, the ranking
+   as `search.result`;
+4. GPU memory is read from Triton's metrics (`nv_gpu_memory_used_bytes`) when present.
+
+Whatever ends the run (success, cancel, a failure, Triton down), `restore` runs before the
+carrier is finished: the saved config.pbtxt is loaded again *as an override* (a plain
+load would not re-read files whose timestamps did not change), or the model is unloaded
+when it was not loaded before. A worker that dies cannot restore: `reconcile` (called by
+the search pages and before each search starts) restores every finished search whose
+restore is still pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from dashboard.team import audit
+from repository_app import control, events
+from repository_app.editor import saving
+from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
+from repository_app.metrics import by_name
+from repository_app.modelconfig import parse_config, to_text, validate_config
+from repository_app.modelconfig.findings import ERROR
+from repository_app.triton_client import TritonError, get_client
+
+from .. import sweeps, watchdog
+from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep
+from ..models import Search, SearchCandidate, Sweep
+from . import objective, strategies
+from .space import Knobs, Space, SpaceError, apply, diff, knobs_of
+
+log = logging.getLogger(__name__)
+
+State = Sweep.State
+LOAD_MARGIN_S = 30
+
+
+class SearchError(Exception):
+    """The search cannot be created or changed; the message is fit to show a user."""
+
+
+class _Stop(Exception):
+    """Cancelled, or the carrier is no longer ours (declared interrupted)."""
+
+
+class _Fatal(Exception):
+    """The search cannot go on (e.g. Triton unreachable)."""
+
+
+# --- reading the model ------------------------------------------------------------------------
+
+
+def saved_config(model: str) -> tuple[Any, str, str]:
+    """(ModelConfig, text, sha256) of config.pbtxt on disk; SearchError when unusable."""
+    try:
+        current = saving.read_current(model)
+    except Exception as exc:  # noqa: BLE001 - RepositoryError / SaveError: both mean "no"
+        raise SearchError(str(exc)) from None
+    if not current.exists:
+        raise SearchError(f"model {model!r} has no config.pbtxt to search from")
+    parsed = parse_config(current.data)
+    if parsed.config is None:
+        first = parsed.findings[0].message if parsed.findings else "it does not parse"
+        raise SearchError(f"config.pbtxt of {model!r} does not parse: {first}")
+    return parsed.config, current.text, current.sha256
+
+
+def is_ready(model: str) -> bool:
+    try:
+        return any(s.state == "READY" for s in get_client().model_states(model))
+    except TritonError:
+        return False
+
+
+def has_gpus() -> bool:
+    """Whether Triton's metrics show any GPU (`nv_gpu_*`); False when they cannot be read."""
+    try:
+        return any(s.name.startswith("nv_gpu_") for s in get_client().metrics())
+    except TritonError:
+        return False
+
+
+def gpu_memory_used_bytes() -> float | None:
+    """Sum of `nv_gpu_memory_used_bytes` over the GPUs; None where Triton reports none."""
+    try:
+        samples = by_name(get_client().metrics(), "nv_gpu_memory_used_bytes")
+    except TritonError:
+        return None
+    return sum(s.value for s in samples) if samples else None
+
+
+# --- creating ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SearchRequest:
+    model: str
+    space: Space
+    measure: SweepParams  # concurrency range, windows, stability, percentile
+    constraints: objective.Constraints
+    objective: str = Search.Objective.MAX_THROUGHPUT
+    mode: str = Search.Mode.QUICK
+    max_runs: int | None = None
+
+
+def plan(request: SearchRequest) -> tuple[Knobs, int]:
+    """(the current config's knobs, how many candidate runs at most); SearchError/SpaceError."""
+    base, _, _ = saved_config(request.model)
+    baseline = knobs_of(base)
+    dims = request.space.dimensions(baseline)
+    if request.mode == Search.Mode.GRID:
+        return baseline, strategies.grid_runs(dims, baseline)
+    budget = request.max_runs or strategies.quick_budget(dims, baseline)
+    return baseline, min(budget, strategies.grid_runs(dims, baseline))
+
+
+def time_limits(params: SweepParams, runs: int) -> tuple[int, int]:
+    per_run, _ = sweeps.time_limits(params)
+    soft = runs * (per_run - 120 + LOAD_MARGIN_S) + 2 * int(settings.TRITON_LOAD_TIMEOUT_S) + 120
+    return soft, soft + 60
+
+
+def preflight(request: SearchRequest) -> None:
+    if request.objective not in objective.OBJECTIVES:
+        raise SearchError(f"objective must be one of {', '.join(objective.OBJECTIVES)}")
+    if request.objective == Search.Objective.MIN_LATENCY and not request.constraints.min_throughput:
+        raise SearchError("min latency needs a throughput floor (minimum throughput)")
+    try:
+        request.measure.validate()
+        control.check_can_control()
+    except SweepError as exc:
+        raise SearchError(str(exc)) from None
+    except control.ActionRefused as exc:
+        raise SearchError(str(exc)) from None
+    if is_ready(request.model):
+        try:
+            sweeps.preflight(request.measure)
+        except SweepError as exc:
+            raise SearchError(str(exc)) from None
+
+
+def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = True) -> Search:
+    """A QUEUED search (its carrier sweep queued on this Triton server)."""
+    try:
+        baseline, runs = plan(request)
+    except SpaceError as exc:
+        raise SearchError(str(exc)) from None
+    preflight(request)
+    sha, text = sweeps.config_snapshot(request.model)
+    actor = user if getattr(user, "is_authenticated", False) else None
+    params = dataclasses.replace(
+        request.measure,
+        model=request.model,
+        percentile=request.constraints.percentile,
+        latency_threshold_ms=request.constraints.latency_budget_ms,
+    )
+    with transaction.atomic():
+        carrier = Sweep.objects.create(
+            model=request.model,
+            version=params.version,
+            server=settings.TRITON_URL,
+            config_sha256=sha,
+            config_text=text,
+            params={**sweeps.params_to_json(params), "search": True},
+            created_by=actor,
+            state=State.QUEUED,
+            queued_at=timezone.now(),
+            levels_total=runs,
+        )
+        search = Search.objects.create(
+            sweep=carrier,
+            model=request.model,
+            mode=request.mode,
+            objective=request.objective,
+            space=request.space.to_json(),
+            constraints=request.constraints.to_json(),
+            baseline=baseline.to_json(),
+            max_runs=request.max_runs,
+            was_loaded=is_ready(request.model),
+        )
+        carrier.summary = {"recommendation": f"Config search #{search.pk}", "search": search.pk}
+        carrier.save(update_fields=["summary"])
+        if enqueue:
+            transaction.on_commit(lambda: dispatch(carrier.pk))
+    audit.record(
+        actor or "system",
+        "search.start",
+        model_name=request.model,
+        target=f"search #{search.pk}",
+        detail=f"{request.mode}, {runs} candidate runs at most, {request.objective}",
+        after_sha256=sha,
+    )
+    sweeps.publish_state(carrier)
+    return search
+
+
+def dispatch(sweep_id: int) -> bool:
+    """Send the search task of a queued carrier, with the search's own time limits."""
+    carrier = Sweep.objects.filter(pk=sweep_id, state=State.QUEUED).first()
+    if carrier is None:
+        return False
+    soft, hard = time_limits(sweeps.params_of(carrier), max(1, carrier.levels_total))
+    Sweep.objects.filter(pk=sweep_id).update(dispatched_at=timezone.now())
+    from ..tasks import run_search_task
+
+    try:
+        run_search_task.apply_async(args=[sweep_id], soft_time_limit=soft, time_limit=hard)
+    except Exception as exc:  # noqa: BLE001 - broker down: the watchdog re-dispatches
+        log.warning("search carrier #%s not dispatched: %s", sweep_id, exc)
+        return False
+    return True
+
+
+def is_carrier(sweep_id: int) -> bool:
+    return Search.objects.filter(sweep_id=sweep_id).exists()
+
+
+# --- user actions -----------------------------------------------------------------------------
+
+
+def cancel(search: Search) -> str:
+    try:
+        return sweeps.cancel(search.sweep_id)
+    except SweepError as exc:
+        raise SearchError(str(exc).replace("sweep", "search")) from None
+
+
+def resume(search: Search) -> str:
+    try:
+        sweeps.resume(search.sweep_id)
+    except SweepError as exc:
+        raise SearchError(str(exc).replace("sweep", "search")) from None
+    return f"Search #{search.pk} queued again: it skips the candidates already measured."
+
+
+# --- restoring --------------------------------------------------------------------------------
+
+
+def restore(search: Search) -> str:
+    """Put the model back as it was before the search; returns what was done."""
+    client = get_client()
+    try:
+        if search.was_loaded:
+            base, _, _ = saved_config(search.model)
+            client.load(search.model, config=config_override(base))
+            message = "the saved config.pbtxt serves again"
+        else:
+            client.unload(search.model)
+            message = "the model is unloaded again, as it was before the search"
+    except (TritonError, SearchError) as exc:
+        message = f"restoring the saved config failed: {exc}"
+        Search.objects.filter(pk=search.pk).update(restore_pending=True, restore_message=message)
+        log.warning("search #%s: %s", search.pk, message)
+        return message
+    Search.objects.filter(pk=search.pk).update(restore_pending=False, restore_message=message)
+    return message
+
+
+def reconcile() -> list[int]:
+    """Notice dead workers, then restore finished searches whose restore is pending."""
+    watchdog.check()
+    done = []
+    pending = Search.objects.filter(restore_pending=True, sweep__state__in=Sweep.FINISHED)
+    for search in pending:
+        # Claim the restore (any number of pages may call this at once).
+        if Search.objects.filter(pk=search.pk, restore_pending=True).update(restore_pending=False):
+            restore(search)
+            done.append(search.pk)
+    return done
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def _latency_fields(lv: LevelResult) -> dict[str, float | None]:
+    lat = lv.latency
+    if lat is None:
+        return {k: None for k in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")}
+    return {
+        "avg_us": lat.avg_us,
+        "p50_us": lat.p50_us,
+        "p90_us": lat.p90_us,
+        "p95_us": lat.p95_us,
+        "p99_us": lat.p99_us,
+    }
+
+
+def level_json(lv: LevelResult) -> dict[str, Any]:
+    server = lv.server
+    return {
+        "concurrency": lv.level,
+        "throughput": lv.throughput,
+        **_latency_fields(lv),
+        "stable": lv.stable,
+        "windows": len(lv.windows),
+        "errors": lv.errors,
+        "over_threshold": lv.over_threshold,
+        "avg_batch": server.avg_batch_size if server else None,
+        "queue_us": server.queue_us if server else None,
+        "compute_infer_us": server.compute_infer_us if server else None,
+    }
+
+
+def constraints_of(search: Search) -> objective.Constraints:
+    return objective.Constraints.from_json(search.constraints)
+
+
+def score_of(candidate: SearchCandidate, search: Search) -> objective.Score | None:
+    if candidate.state != SearchCandidate.State.MEASURED:
+        return None
+    c = constraints_of(search)
+    levels = [
+        objective.Level(lv["concurrency"], lv["throughput"], lv[c.latency_key])
+        for lv in candidate.levels
+        if lv.get(c.latency_key) is not None
+    ]
+    memory_mb = candidate.gpu_memory_bytes / 2**20 if candidate.gpu_memory_bytes else None
+    return objective.score(levels, c, search.objective, memory_mb)
+
+
+def candidate_json(candidate: SearchCandidate, search: Search) -> dict[str, Any]:
+    knobs = Knobs.from_json(candidate.knobs)
+    baseline = Knobs.from_json(search.baseline)
+    return {
+        "key": candidate.key,
+        "seq": candidate.seq,
+        "baseline": candidate.baseline,
+        "state": candidate.state,
+        "knobs": candidate.knobs,
+        "description": knobs.describe(),
+        "diff": diff(baseline, knobs),
+        "levels": candidate.levels,
+        "gpu_memory_bytes": candidate.gpu_memory_bytes,
+        "error": candidate.error,
+    }
+
+
+def summarize(search: Search) -> dict[str, Any]:
+    """The ranked table, the Pareto front and the one-sentence recommendation."""
+    c = constraints_of(search)
+    candidates = list(search.candidates.all())
+    scored = [(cand, score_of(cand, search)) for cand in candidates]
+    ranked = objective.rank(scored)
+    rows = []
+    for position, (cand, s) in enumerate(ranked, start=1):
+        level = s.level if s else None
+        rows.append(
+            {
+                "rank": position,
+                "key": cand.key,
+                "baseline": cand.baseline,
+                "state": cand.state,
+                "description": Knobs.from_json(cand.knobs).describe(),
+                "diff": diff(Knobs.from_json(search.baseline), Knobs.from_json(cand.knobs)),
+                "feasible": bool(s and s.feasible),
+                "objective": s.objective if s else None,
+                "concurrency": level.concurrency if level else None,
+                "throughput": level.throughput if level else None,
+                "latency_us": level.latency_us if level else None,
+                "gpu_memory_bytes": cand.gpu_memory_bytes,
+                "reason": (s.reason if s else cand.error) or "",
+            }
+        )
+    points = [
+        objective.Point(lv["throughput"], lv[c.latency_key], (cand.key, lv["concurrency"]))
+        for cand in candidates
+        if cand.state == SearchCandidate.State.MEASURED
+        for lv in cand.levels
+        if lv.get(c.latency_key) is not None and lv["throughput"] > 0
+    ]
+    front = [list(p.payload) for p in objective.pareto_front(points)]
+    baseline_cand = next((cand for cand in candidates if cand.baseline), None)
+    baseline_score = score_of(baseline_cand, search) if baseline_cand else None
+    best_cand, best_score = ranked[0] if ranked else (None, None)
+    if best_cand is None or best_score is None:
+        sentence = "No candidate has been measured yet."
+        if candidates and all(cand.state == SearchCandidate.State.FAILED for cand in candidates):
+            sentence = "No candidate could be measured: " + (candidates[0].error or "failed")
+        best_key = None
+    elif not best_score.feasible:
+        sentence = (
+            f"No candidate meets the constraints; the nearest is "
+            f"{Knobs.from_json(best_cand.knobs).describe()} ({best_score.reason})."
+        )
+        best_key = None
+    elif best_cand.baseline:
+        assert best_score.level is not None
+        sentence = (
+            f"The current config ({Knobs.from_json(best_cand.knobs).describe()}) is already "
+            f"the best: {best_score.level.throughput:,.0f} infer/s at {c.latency_label} "
+            f"{best_score.level.latency_us / 1000:.2f} ms."
+        )
+        best_key = best_cand.key
+    else:
+        sentence = objective.gain_sentence(
+            Knobs.from_json(best_cand.knobs).describe(),
+            best_score,
+            baseline_score,
+            c,
+            search.objective,
+        )
+        best_key = best_cand.key
+    return {
+        "rows": rows,
+        "front": front,
+        "best_key": best_key,
+        "recommendation": sentence,
+        "runs": sum(1 for cand in candidates if cand.state != SearchCandidate.State.MEASURING),
+    }
+
+
+class _Run:
+    def __init__(self, search: Search, monitor: Any) -> None:
+        self.search = search
+        self.monitor = monitor
+        self.params = sweeps.params_of(search.sweep)
+        self.group = search.sweep.group
+        self.base, _, _ = saved_config(search.model)
+        self.baseline_key = Knobs.from_json(search.baseline).key
+        self.client = get_client()
+
+    def stopping(self) -> bool:
+        return bool(self.monitor.cancel or self.monitor.lost)
+
+    def publish(self, kind: str, payload: dict[str, Any]) -> None:
+        events.publish(self.group, kind, {"search": self.search.pk, **payload})
+
+    def publish_candidate(self, candidate: SearchCandidate) -> None:
+        self.publish("search.candidate", {"candidate": candidate_json(candidate, self.search)})
+
+    def publish_result(self) -> None:
+        result = summarize(self.search)
+        Search.objects.filter(pk=self.search.pk).update(result=result)
+        self.publish("search.result", {"result": result})
+
+    def _row(self, knobs: Knobs) -> SearchCandidate:
+        candidate = SearchCandidate.objects.filter(search=self.search, key=knobs.key).first()
+        if candidate is None:
+            seq = (self.search.candidates.aggregate(m=Max("seq"))["m"] or 0) + 1
+            try:
+                candidate = SearchCandidate.objects.create(
+                    search=self.search,
+                    key=knobs.key,
+                    seq=seq,
+                    knobs=knobs.to_json(),
+                    baseline=knobs.key == self.baseline_key,
+                )
+            except IntegrityError:  # pragma: no cover - one runner per search
+                candidate = SearchCandidate.objects.get(search=self.search, key=knobs.key)
+        return candidate
+
+    def evaluate(self, knobs: Knobs) -> objective.Score | None:
+        if self.stopping():
+            raise _Stop
+        candidate = self._row(knobs)
+        if candidate.state != SearchCandidate.State.MEASURING:
+            return score_of(candidate, self.search)  # measured before this resume
+        candidate.levels, candidate.error = [], ""
+        candidate.save(update_fields=["levels", "error"])
+        self.publish_candidate(candidate)
+        config = apply(self.base, knobs)
+        try:
+            self.client.load(self.search.model, config=config_override(config))
+        except TritonError as exc:
+            if exc.unreachable:
+                raise _Fatal(f"Triton unreachable while loading a candidate: {exc}") from None
+            return self._failed(candidate, self._refusal(exc.message, config))
+        levels, result_error = self._measure(candidate)
+        if result_error:
+            return self._failed(candidate, result_error, levels)
+        candidate.levels = levels
+        candidate.gpu_memory_bytes = gpu_memory_used_bytes()
+        candidate.state = SearchCandidate.State.MEASURED
+        candidate.measured_at = timezone.now()
+        candidate.save()
+        self.publish_candidate(candidate)
+        self.publish_result()
+        return score_of(candidate, self.search)
+
+    def _refusal(self, message: str, config: Any) -> str:
+        if OPAQUE_REFUSAL not in message:
+            return message
+        errors = [
+            f for f in validate_config(config, folder_name=self.search.model) if f.severity == ERROR
+        ]
+        return f"{message} ({errors[0].message})" if errors else message
+
+    def _failed(
+        self, candidate: SearchCandidate, error: str, levels: list[dict[str, Any]] | None = None
+    ) -> None:
+        candidate.state = SearchCandidate.State.FAILED
+        candidate.error = error
+        candidate.levels = levels or []
+        candidate.measured_at = timezone.now()
+        candidate.save()
+        self.publish_candidate(candidate)
+        self.publish_result()
+        return None
+
+    def _measure(self, candidate: SearchCandidate) -> tuple[list[dict[str, Any]], str]:
+        levels: list[dict[str, Any]] = []
+        payload = candidate_json(candidate, self.search)
+
+        def on_level(lv: LevelResult) -> None:
+            levels.append(level_json(lv))
+            payload["levels"] = list(levels)
+            self.publish("search.candidate", {"candidate": payload})
+
+        async def main() -> Any:
+            return await run_sweep(
+                self.params,
+                sweeps.engine_url(self.params.protocol),
+                on_level=on_level,
+                should_cancel=self.stopping,
+            )
+
+        try:
+            result = asyncio.run(main())
+        except SweepError as exc:
+            if self.stopping():
+                raise _Stop from None
+            return levels, str(exc)
+        except Exception:
+            # The engine fails when cancelled before its first window ends (no window to
+            # merge): a stop, not an error.
+            if self.stopping():
+                raise _Stop from None
+            raise
+        if result.cancelled or self.stopping():
+            raise _Stop
+        failed = [lv for lv in result.levels if lv.errors]
+        if failed:
+            first = next((m for w in failed[0].windows for m in w.error_messages), "no message")
+            return (
+                levels,
+                f"{failed[0].errors} request(s) failed at concurrency {failed[0].level:g}: {first}",
+            )
+        return levels, ""
+
+
+def execute(sweep_id: int) -> str:
+    """Run a claimed search to its end; the model is restored whatever happens."""
+    search = Search.objects.select_related("sweep").get(sweep_id=sweep_id)
+    Search.objects.filter(pk=search.pk).update(restore_pending=True, restore_message="")
+    sweeps.publish_state(search.sweep)
+    monitor = sweeps._Monitor(sweep_id)
+    monitor.start()
+    state, error = State.SUCCEEDED, ""
+    try:
+        run = _Run(search, monitor)
+        baseline = Knobs.from_json(search.baseline)
+        dims = Space.from_json(search.space).dimensions(baseline)
+        if search.mode == Search.Mode.GRID:
+            strategies.grid(dims, baseline, run.evaluate)
+        else:
+            strategies.hill_climb(dims, baseline, run.evaluate, max_runs=search.max_runs)
+    except _Stop:
+        state = State.CANCELLED
+    except (_Fatal, SearchError, SpaceError) as exc:
+        state, error = State.FAILED, str(exc)
+    except Exception as exc:  # noqa: BLE001 - whatever happened, restore and finish
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        if isinstance(exc, SoftTimeLimitExceeded):
+            state, error = State.FAILED, "time limit exceeded: the search took longer than planned"
+        else:
+            log.exception("search #%s failed", search.pk)
+            state, error = State.FAILED, f"unexpected error: {exc}"
+    finally:
+        restore(search)
+        monitor.stop()
+    result = summarize(search)
+    if state == State.SUCCEEDED and result["best_key"] is None and not result["rows"]:
+        state, error = State.FAILED, "no candidate was measured"
+    elif state == State.SUCCEEDED and all(r["state"] == "failed" for r in result["rows"]):
+        state, error = State.FAILED, result["recommendation"]
+    Search.objects.filter(pk=search.pk).update(result=result)
+    return finish(search, state, error, result)
+
+
+def finish(search: Search, state: str, error: str, result: dict[str, Any]) -> str:
+    """RUNNING -> final (only from RUNNING), free the server, start the next job."""
+    carrier_id = search.sweep_id
+    updated = Sweep.objects.filter(pk=carrier_id, state=State.RUNNING).update(
+        state=state,
+        error=error,
+        finished_at=timezone.now(),
+        summary={"recommendation": result["recommendation"], "search": search.pk},
+    )
+    carrier = Sweep.objects.get(pk=carrier_id)
+    sweeps.release(carrier_id)
+    if updated:
+        sweeps.publish_state(carrier)
+        events.publish(
+            carrier.group,
+            "search.result",
+            {"search": search.pk, "result": result, "state": carrier.state},
+        )
+    sweeps.dispatch_next(carrier.server)
+    return carrier.state
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def search_json(search: Search) -> dict[str, Any]:
+    carrier = search.sweep
+    return {
+        "id": search.pk,
+        "sweep": carrier.pk,
+        "model": search.model,
+        "mode": search.mode,
+        "objective": search.objective,
+        "state": carrier.state,
+        "error": carrier.error,
+        "cancel_requested": carrier.cancel_requested,
+        "queue_position": sweeps.queue_position(carrier),
+        "planned_runs": carrier.levels_total,
+        "space": search.space,
+        "constraints": search.constraints,
+        "measure": {
+            k: carrier.params.get(k)
+            for k in ("start", "end", "step", "measurement_window_ms", "max_windows")
+        },
+        "baseline": search.baseline,
+        "baseline_description": Knobs.from_json(search.baseline).describe(),
+        "was_loaded": search.was_loaded,
+        "restore_pending": search.restore_pending,
+        "restore_message": search.restore_message,
+        "applied_key": search.applied_key,
+        "created_by": carrier.created_by.get_username() if carrier.created_by else "",
+        "created_at": search.created_at.isoformat() if search.created_at else None,
+        "finished_at": carrier.finished_at.isoformat() if carrier.finished_at else None,
+    }
+
+
+def snapshot(search_id: int) -> dict[str, Any] | None:
+    """The search, its candidates and ranking, and the group's seq (read first)."""
+    search = (
+        Search.objects.select_related("sweep", "sweep__created_by").filter(pk=search_id).first()
+    )
+    if search is None:
+        return None
+    seq = events.current_seq(search.sweep.group)
+    candidates = [candidate_json(c, search) for c in search.candidates.all()]
+    return {
+        "group": search.sweep.group,
+        "seq": seq,
+        "search": search_json(search),
+        "candidates": candidates,
+        "result": summarize(search),
+    }
+
+
+def candidate_config_text(search: Search, key: str) -> str:
+    """The candidate as config.pbtxt text: the saved config with its knobs applied."""
+    candidate = SearchCandidate.objects.get(search=search, key=key)
+    base, _, _ = saved_config(search.model)
+    return to_text(apply(base, Knobs.from_json(candidate.knobs)))
+
+
+# --- applying the winner ----------------------------------------------------------------------
+
+
+def apply_candidate(search: Search, key: str, user: Any) -> str:
+    """Write the candidate through the editor's save path and reload the model."""
+    if search.sweep.state in (State.QUEUED, State.RUNNING):
+        raise SearchError("wait for the search to finish before applying a candidate")
+    candidate = SearchCandidate.objects.filter(search=search, key=key).first()
+    if candidate is None or candidate.state != SearchCandidate.State.MEASURED:
+        raise SearchError("only a measured candidate can be applied")
+    knobs = Knobs.from_json(candidate.knobs)
+    base, _, sha = saved_config(search.model)
+    text = to_text(apply(base, knobs))
+    try:
+        saved = saving.save_config(
+            search.model,
+            text,
+            base_sha256=sha,
+            author_id=user.pk if getattr(user, "pk", None) else None,
+            source=saving.Source.FORM,
+            message=f"config search #{search.pk}: {knobs.describe()}",
+        )
+    except saving.InvalidConfig as exc:
+        raise SearchError(f"the validator refused it: {exc.findings[0].message}") from None
+    except saving.SaveConflict:
+        raise SearchError("config.pbtxt changed while saving: try again") from None
+    except saving.SaveError as exc:
+        raise SearchError(exc.message) from None
+    Search.objects.filter(pk=search.pk).update(applied_key=key, applied_at=timezone.now())
+    audit.record(
+        user,
+        "search.apply",
+        model_name=search.model,
+        target=f"search #{search.pk}",
+        detail=knobs.describe(),
+    )
+    if not saved.changed:
+        return "config.pbtxt already holds this config: nothing to save."
+    username = user.get_username() if hasattr(user, "get_username") else str(user)
+    outcome = control.run_action(
+        "reload" if is_ready(search.model) else "load",
+        search.model,
+        username,
+        user_id=getattr(user, "pk", None),
+    )
+    revision = saved.revision.pk if saved.revision else "?"
+    if outcome.ok:
+        return f"Saved as revision #{revision} and {outcome.message}."
+    return f"Saved as revision #{revision}, but the reload failed: {outcome.message}"

@@ -1,0 +1,290 @@
+"""The search space: the knobs a candidate sets, the grid they span, and applying them.
+
+A candidate is a `Knobs` value: instance count and kind, max_batch_size, and dynamic
+batching (off, or on with a max queue delay and a preferred batch size list). Its `key`
+is canonical (batching off ignores the delay and preferred sizes), so the same config is
+measured once per search whichever strategy reaches it.
+
+`apply(base, knobs)` returns a copy of the model's ModelConfig with the knobs set and
+everything else (inputs, outputs, parameters, other batching fields) kept as it was.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2 as pb
+
+KINDS = ("KIND_CPU", "KIND_GPU")
+MAX_CANDIDATES = 500
+
+
+class SpaceError(ValueError):
+    """The search space cannot be used; the message is fit to show a user."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One candidate config, as the values of the searched knobs."""
+
+    count: int
+    kind: str
+    max_batch_size: int
+    batching: bool
+    delay_us: int = 0
+    preferred: tuple[int, ...] = ()
+
+    def canonical(self) -> Knobs:
+        if self.batching:
+            return self
+        return replace(self, delay_us=0, preferred=())
+
+    @property
+    def key(self) -> str:
+        k = self.canonical()
+        dyn = "off" if not k.batching else f"dyn{k.delay_us}p{'-'.join(map(str, k.preferred))}"
+        return f"{k.count}x{k.kind.removeprefix('KIND_')}/mbs{k.max_batch_size}/{dyn}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self.canonical())
+        data["preferred"] = list(data["preferred"])
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Knobs:
+        return cls(
+            count=int(data["count"]),
+            kind=str(data["kind"]),
+            max_batch_size=int(data["max_batch_size"]),
+            batching=bool(data["batching"]),
+            delay_us=int(data.get("delay_us") or 0),
+            preferred=tuple(int(v) for v in data.get("preferred") or ()),
+        ).canonical()
+
+    def describe(self) -> str:
+        """'2 GPU instances with dynamic batching (100 µs)', for sentences and tables."""
+        kind = self.kind.removeprefix("KIND_")
+        noun = "instance" if self.count == 1 else "instances"
+        head = f"{self.count} {kind} {noun}"
+        if not self.batching:
+            return f"{head} without dynamic batching, max batch {self.max_batch_size}"
+        pref = f", preferred {list(self.preferred)}" if self.preferred else ""
+        return (
+            f"{head} with dynamic batching ({self.delay_us} µs{pref}), "
+            f"max batch {self.max_batch_size}"
+        )
+
+
+def knobs_of(config: pb.ModelConfig) -> Knobs:
+    """The knob values a config has now (its first instance group; count 1 when unset)."""
+    count, kind = 1, "KIND_CPU"
+    if config.instance_group:
+        group = config.instance_group[0]
+        count = sum(max(1, g.count) for g in config.instance_group)
+        name = pb.ModelInstanceGroup.Kind.Name(group.kind)
+        kind = name if name in KINDS else ("KIND_GPU" if name == "KIND_AUTO" else "KIND_CPU")
+    batching = config.HasField("dynamic_batching")
+    dyn = config.dynamic_batching
+    return Knobs(
+        count=count,
+        kind=kind,
+        max_batch_size=int(config.max_batch_size),
+        batching=batching,
+        delay_us=int(dyn.max_queue_delay_microseconds) if batching else 0,
+        preferred=tuple(dyn.preferred_batch_size) if batching else (),
+    ).canonical()
+
+
+def apply(base: pb.ModelConfig, knobs: Knobs) -> pb.ModelConfig:
+    """A copy of `base` with the knobs set (nothing else changes)."""
+    config = pb.ModelConfig()
+    config.CopyFrom(base)
+    kind = pb.ModelInstanceGroup.Kind.Value(knobs.kind)
+    keep = [g for g in base.instance_group if g.kind == kind]
+    group = pb.ModelInstanceGroup()
+    if len(base.instance_group) == 1 and keep:
+        group.CopyFrom(keep[0])  # keeps its name, gpus, ...
+    group.kind = kind  # type: ignore[assignment]
+    group.count = knobs.count
+    del config.instance_group[:]
+    config.instance_group.append(group)
+    config.max_batch_size = knobs.max_batch_size
+    if knobs.batching:
+        dyn = config.dynamic_batching
+        dyn.max_queue_delay_microseconds = knobs.delay_us
+        del dyn.preferred_batch_size[:]
+        dyn.preferred_batch_size.extend(knobs.preferred)
+    else:
+        config.ClearField("dynamic_batching")
+    return config
+
+
+def diff(current: Knobs, candidate: Knobs) -> list[str]:
+    """What the candidate changes, e.g. ['instances 1 → 2', 'dynamic batching delay 200 → 100 µs']."""
+    a, b = current.canonical(), candidate.canonical()
+    changes = []
+    if (a.count, a.kind) != (b.count, b.kind):
+        changes.append(
+            f"instances {a.count}×{a.kind.removeprefix('KIND_')} → "
+            f"{b.count}×{b.kind.removeprefix('KIND_')}"
+        )
+    if a.max_batch_size != b.max_batch_size:
+        changes.append(f"max_batch_size {a.max_batch_size} → {b.max_batch_size}")
+    if a.batching != b.batching:
+        changes.append("dynamic batching " + ("off → on" if b.batching else "on → off"))
+    if b.batching and a.batching and a.delay_us != b.delay_us:
+        changes.append(f"max_queue_delay {a.delay_us} → {b.delay_us} µs")
+    elif b.batching and not a.batching:
+        changes.append(f"max_queue_delay {b.delay_us} µs")
+    if b.batching and a.preferred != b.preferred:
+        changes.append(f"preferred_batch_size {list(a.preferred)} → {list(b.preferred)}")
+    return changes
+
+
+@dataclass(frozen=True)
+class Space:
+    """The values each knob may take. Empty lists mean "keep the current value"."""
+
+    counts: tuple[int, ...] = (1,)
+    kind: str = "KIND_CPU"
+    max_batch_sizes: tuple[int, ...] = ()
+    batching_off: bool = False
+    batching_on: bool = True
+    delays_us: tuple[int, ...] = ()
+    preferred: tuple[tuple[int, ...], ...] = ((),)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise SpaceError(f"instance kind must be one of {', '.join(KINDS)}")
+        if not self.counts or any(c < 1 or c > 64 for c in self.counts):
+            raise SpaceError("instance counts must be between 1 and 64")
+        if any(m < 1 for m in self.max_batch_sizes):
+            raise SpaceError("max_batch_size values must be at least 1")
+        if any(d < 0 for d in self.delays_us):
+            raise SpaceError("max_queue_delay_microseconds values cannot be negative")
+        if any(v < 1 for p in self.preferred for v in p):
+            raise SpaceError("preferred batch sizes must be at least 1")
+        if not (self.batching_off or self.batching_on):
+            raise SpaceError("pick dynamic batching off, on, or both")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "counts": list(self.counts),
+            "kind": self.kind,
+            "max_batch_sizes": list(self.max_batch_sizes),
+            "batching_off": self.batching_off,
+            "batching_on": self.batching_on,
+            "delays_us": list(self.delays_us),
+            "preferred": [list(p) for p in self.preferred],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Space:
+        return cls(
+            counts=tuple(int(c) for c in data.get("counts") or (1,)),
+            kind=str(data.get("kind", "KIND_CPU")),
+            max_batch_sizes=tuple(int(m) for m in data.get("max_batch_sizes") or ()),
+            batching_off=bool(data.get("batching_off", False)),
+            batching_on=bool(data.get("batching_on", True)),
+            delays_us=tuple(int(d) for d in data.get("delays_us") or ()),
+            preferred=tuple(tuple(int(v) for v in p) for p in data.get("preferred") or [[]]),
+        )
+
+    def dimensions(self, current: Knobs) -> Dimensions:
+        """The ordered values of each knob, current values filling the unset ones."""
+        mbs = tuple(sorted(set(self.max_batch_sizes))) or (current.max_batch_size,)
+        delays = tuple(sorted(set(self.delays_us))) or (current.delay_us,)
+        batching: list[int | None] = [None] if self.batching_off else []
+        if self.batching_on:
+            batching.extend(delays)
+        preferred = tuple(dict.fromkeys(self.preferred)) or ((),)
+        return Dimensions(
+            counts=tuple(sorted(set(self.counts))),
+            kind=self.kind,
+            max_batch_sizes=mbs,
+            batching=tuple(batching),
+            preferred=preferred,
+        )
+
+
+@dataclass(frozen=True)
+class Dimensions:
+    """Ordered knob values: the coordinates hill climbing moves along.
+
+    `batching` holds None (off) then the delays in µs, so one step up from "off" turns
+    batching on with the smallest delay. `preferred` is ignored while batching is off.
+    """
+
+    counts: tuple[int, ...]
+    kind: str
+    max_batch_sizes: tuple[int, ...]
+    batching: tuple[int | None, ...]
+    preferred: tuple[tuple[int, ...], ...] = field(default=((),))
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        return (
+            len(self.counts),
+            len(self.max_batch_sizes),
+            len(self.batching),
+            len(self.preferred),
+        )
+
+    def knobs(self, point: tuple[int, int, int, int]) -> Knobs:
+        c, m, b, p = point
+        delay = self.batching[b]
+        return Knobs(
+            count=self.counts[c],
+            kind=self.kind,
+            max_batch_size=self.max_batch_sizes[m],
+            batching=delay is not None,
+            delay_us=delay or 0,
+            preferred=self.preferred[p] if delay is not None else (),
+        ).canonical()
+
+    def grid(self) -> list[Knobs]:
+        """Every distinct candidate, in a stable order."""
+        seen: dict[str, Knobs] = {}
+        for point in itertools.product(*(range(n) for n in self.sizes)):
+            knobs = self.knobs(point)  # type: ignore[arg-type]
+            seen.setdefault(knobs.key, knobs)
+        if len(seen) > MAX_CANDIDATES:
+            raise SpaceError(f"{len(seen)} candidates is too many (at most {MAX_CANDIDATES})")
+        return list(seen.values())
+
+    def nearest(self, knobs: Knobs) -> tuple[int, int, int, int]:
+        """The grid point closest to a config (the current one may lie outside the grid)."""
+
+        def index(values: tuple[Any, ...], value: Any, distance: Any) -> int:
+            return min(range(len(values)), key=lambda i: (distance(values[i], value), i))
+
+        def num(a: int, b: int) -> float:
+            return abs(a - b)
+
+        c = index(self.counts, knobs.count, num)
+        m = index(self.max_batch_sizes, knobs.max_batch_size, num)
+        target: int | None = knobs.delay_us if knobs.batching else None
+
+        def batch_distance(a: int | None, b: int | None) -> float:
+            if a is None or b is None:
+                return 0.0 if a is b else 1e12
+            return abs(a - b)
+
+        b = index(self.batching, target, batch_distance)
+        p = self.preferred.index(knobs.preferred) if knobs.preferred in self.preferred else 0
+        return c, m, b, p
+
+    def neighbours(
+        self, point: tuple[int, int, int, int], dim: int, direction: int
+    ) -> tuple[int, int, int, int] | None:
+        """One step along a dimension; None off the edge or when it changes nothing."""
+        moved = list(point)
+        moved[dim] += direction
+        if not 0 <= moved[dim] < self.sizes[dim]:
+            return None
+        new = (moved[0], moved[1], moved[2], moved[3])
+        if self.knobs(new).key == self.knobs(point).key:
+            return None  # e.g. preferred sizes while batching is off
+        return new

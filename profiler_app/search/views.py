@@ -1,0 +1,161 @@
+"""Config search pages: thin views over `runner` and `report`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from dashboard.team import audit
+from repository_app.views import CONTROL_PERMISSION
+
+from ..models import Search
+from ..views import RUN_PERMISSION
+from . import report, runner
+from .forms import SearchForm
+from .space import knobs_of
+
+
+def _can_run(request: HttpRequest) -> bool:
+    return request.user.has_perm(RUN_PERMISSION)
+
+
+def _can_apply(request: HttpRequest) -> bool:
+    return request.user.has_perm(CONTROL_PERMISSION)
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def search_new(request: HttpRequest, name: str) -> HttpResponse:
+    can_run = _can_run(request)
+    try:
+        base, _, _ = runner.saved_config(name)
+    except runner.SearchError as exc:
+        raise Http404(str(exc)) from None
+    current = knobs_of(base)
+    gpus = runner.has_gpus()
+    if request.method == "POST":
+        if not can_run:
+            return HttpResponse("Your role cannot run config searches.", status=403)
+        form = SearchForm(request.POST, model=name)
+        if form.is_valid() and form.search_request is not None:
+            try:
+                search = runner.create_search(form.search_request, user=request.user)
+            except runner.SearchError as exc:
+                form.add_error(None, str(exc))
+            else:
+                return redirect("search_detail", pk=search.pk)
+    else:
+        form = SearchForm(initial=SearchForm.initial_for(current, gpus), model=name)
+    return render(
+        request,
+        "profiler/search_new.html",
+        {
+            "form": form,
+            "name": name,
+            "can_run": can_run,
+            "current": current,
+            "gpus": gpus,
+            "history": Search.objects.filter(model=name).select_related("sweep")[:10],
+        },
+    )
+
+
+@login_required
+@require_GET
+def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    runner.reconcile()
+    search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+    return render(
+        request,
+        "profiler/search_detail.html",
+        {
+            "search": search,
+            "data": runner.snapshot(pk),
+            "can_run": _can_run(request),
+            "can_apply": _can_apply(request),
+        },
+    )
+
+
+@login_required
+@require_GET
+def search_data(request: HttpRequest, pk: int) -> JsonResponse:
+    runner.reconcile()
+    data = runner.snapshot(pk)
+    if data is None:
+        raise Http404("no such search")
+    return JsonResponse(data)
+
+
+def _action(
+    request: HttpRequest, pk: int, run: Callable[[Search], str], allowed: bool, action: str = ""
+) -> HttpResponse:
+    search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+    if not allowed:
+        message = "your role cannot do this"
+        return JsonResponse({"message": message}, status=403)
+    try:
+        message = run(search)
+    except runner.SearchError as exc:
+        if _wants_json(request):
+            return JsonResponse({"message": str(exc)}, status=409)
+        messages.error(request, str(exc))
+        return redirect("search_detail", pk=pk)
+    if action:
+        audit.record(request.user, action, model_name=search.model, target=f"search #{pk}")
+    if _wants_json(request):
+        return JsonResponse({"message": message})
+    messages.success(request, message)
+    return redirect("search_detail", pk=pk)
+
+
+@login_required
+@require_POST
+def search_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return _action(request, pk, runner.cancel, _can_run(request), "search.cancel")
+
+
+@login_required
+@require_POST
+def search_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    return _action(request, pk, runner.resume, _can_run(request), "search.resume")
+
+
+@login_required
+@require_POST
+def search_apply(request: HttpRequest, pk: int) -> HttpResponse:
+    key = request.POST.get("key", "")
+    return _action(
+        request, pk, lambda s: runner.apply_candidate(s, key, request.user), _can_apply(request)
+    )
+
+
+@login_required
+@require_GET
+def search_report(request: HttpRequest, pk: int) -> HttpResponse:
+    search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+    response = HttpResponse(report.build(search), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="config-search-{pk}-{search.model}.html"'
+    )
+    return response
+
+
+@login_required
+@require_GET
+def search_candidate_config(request: HttpRequest, pk: int) -> HttpResponse:
+    search = get_object_or_404(Search, pk=pk)
+    try:
+        text = runner.candidate_config_text(search, request.GET.get("key", ""))
+    except Exception as exc:  # noqa: BLE001 - unknown key or unreadable config: 404
+        raise Http404(str(exc)) from None
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")

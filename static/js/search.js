@@ -1,0 +1,214 @@
+// The config search page: candidates keyed by config key (a resync or a late event never
+// duplicates one), live over the search's queue job group (/ws/sweeps/<carrier>/), resync
+// over HTTP on gaps. The Pareto chart grows as levels are measured; the ranking comes
+// from the server (search.result events).
+"use strict";
+
+window.SearchPage = (function () {
+  const candidates = new Map();
+  let search = null;
+  let result = null;
+  let options = {};
+  let renderQueued = false;
+  let resyncTimer = null;
+  const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
+
+  function latencyKey() {
+    const pct = search && search.constraints ? search.constraints.percentile : 95;
+    return pct === "avg" ? "avg_us" : "p" + pct + "_us";
+  }
+  function latencyLabel() {
+    const pct = search && search.constraints ? search.constraints.percentile : 95;
+    return pct === "avg" ? "avg" : "p" + pct;
+  }
+  function setText(id, text) { const el = document.getElementById(id); if (el) el.textContent = text; }
+  function schedule() {
+    if (renderQueued) return;
+    renderQueued = true;
+    requestAnimationFrame(function () { renderQueued = false; render(); });
+  }
+  function merge(list) { (list || []).forEach(function (c) { candidates.set(c.key, c); }); }
+  function applyData(data) {
+    if (data.search) search = Object.assign(search || {}, data.search);
+    if (data.candidates) merge(data.candidates);
+    if (data.result) result = data.result;
+  }
+
+  function points() {
+    const key = latencyKey();
+    const out = [];
+    candidates.forEach(function (c) {
+      if (c.state === "failed") return;
+      (c.levels || []).forEach(function (lv) {
+        if (lv[key] === null || lv[key] === undefined || !(lv.throughput > 0)) return;
+        out.push({ key: c.key, baseline: c.baseline, label: c.description + " @ concurrency " + lv.concurrency, x: lv[key] / 1000, y: lv.throughput });
+      });
+    });
+    return out;
+  }
+  function front(pts) {  // the same rule as objective.pareto_front
+    const sorted = pts.slice().sort(function (a, b) { return a.x - b.x || b.y - a.y; });
+    const out = []; let best = -Infinity;
+    sorted.forEach(function (p) { if (p.y > best) { out.push(p); best = p.y; } });
+    return out;
+  }
+
+  function renderChart() {
+    const pts = points();
+    const f = front(pts);
+    const best = pts.filter(function (p) { return result && p.key === result.best_key; });
+    const current = pts.filter(function (p) { return p.baseline; });
+    const c = search.constraints || {};
+    const shapes = [];
+    if (c.latency_budget_ms) shapes.push({ type: "line", xref: "x", yref: "paper", x0: c.latency_budget_ms, x1: c.latency_budget_ms, y0: 0, y1: 1, line: { dash: "dash", color: "#d92d20" } });
+    if (c.min_throughput) shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: c.min_throughput, y1: c.min_throughput, line: { dash: "dash", color: "#f79009" } });
+    function trace(list, name, style) {
+      return Object.assign({ type: "scatter", mode: "markers", name: name, x: list.map(function (p) { return p.x; }), y: list.map(function (p) { return p.y; }), text: list.map(function (p) { return p.label; }) }, style);
+    }
+    Plotly.react("chart-pareto", [
+      trace(pts, "measured", { marker: { color: "#98a2b3", size: 8 } }),
+      trace(f, "Pareto front", { mode: "lines+markers", marker: { color: "#1570ef", size: 10 }, line: { color: "#1570ef" } }),
+      trace(current, "current config", { marker: { symbol: "circle-open", size: 14, color: "#101828" } }),
+      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }),
+    ], {
+      margin: { l: 60, r: 15, t: 10, b: 45 }, legend: { orientation: "h" }, shapes: shapes,
+      xaxis: { title: { text: latencyLabel() + " latency (ms)" + (c.latency_budget_ms ? " · budget " + c.latency_budget_ms + " ms" : "") }, rangemode: "tozero" },
+      yaxis: { title: { text: "throughput (infer/s)" + (c.min_throughput ? " · floor " + c.min_throughput : "") }, rangemode: "tozero" },
+    }, { displayModeBar: false, responsive: true });
+  }
+
+  function fmt(v, scale, digits) {
+    if (v === null || v === undefined) return "n/a";
+    return (v / (scale || 1)).toFixed(digits === undefined ? 2 : digits);
+  }
+  function td(text) { const el = document.createElement("td"); el.textContent = text; return el; }
+
+  function renderTable() {
+    const body = document.querySelector("#ranking tbody");
+    body.innerHTML = "";
+    const finished = FINISHED.indexOf(search.state) >= 0;
+    ((result && result.rows) || []).forEach(function (r) {
+      const tr = document.createElement("tr");
+      tr.dataset.key = r.key;
+      if (result.best_key === r.key) tr.className = "best";
+      else if (!r.feasible) tr.className = "infeasible";
+      const objective = r.objective === null ? "—" : (search.objective === "min_latency" ? fmt(r.objective, 1000) + " ms" : fmt(r.objective, 1, 1) + " infer/s");
+      [String(r.rank), r.description + (r.baseline ? " (current)" : ""), r.state + (r.state === "measured" && !r.feasible ? ", misses constraints" : ""),
+        objective, fmt(r.throughput, 1, 1), r.latency_us === null ? "—" : latencyLabel() + " " + fmt(r.latency_us, 1000) + " ms",
+        r.concurrency === null ? "—" : String(r.concurrency), r.gpu_memory_bytes ? fmt(r.gpu_memory_bytes, 1048576, 0) + " MB" : "n/a",
+        (r.diff || []).join("; ") || "(same as current)", r.reason || ""].forEach(function (t) { tr.appendChild(td(t)); });
+      const actions = document.createElement("td");
+      const link = document.createElement("a");
+      link.href = options.configUrl + "?key=" + encodeURIComponent(r.key); link.textContent = "config"; link.className = "small";
+      actions.appendChild(link);
+      if (options.canApply && finished && r.state === "measured") {
+        const b = document.createElement("button");
+        b.type = "button"; b.className = "secondary apply"; b.textContent = "Apply";
+        b.addEventListener("click", function () { apply(r.key, b); });
+        actions.appendChild(document.createTextNode(" ")); actions.appendChild(b);
+      }
+      tr.appendChild(actions);
+      body.appendChild(tr);
+    });
+  }
+
+  function renderStatus() {
+    const state = search.state;
+    const el = document.getElementById("search-state");
+    el.textContent = state + (search.cancel_requested && state === "running" ? " (cancelling…)" : "");
+    el.className = "state-" + state;
+    setText("queue-position", state === "queued" && search.queue_position ? "position " + search.queue_position + " in the queue" : "");
+    const err = document.getElementById("search-error");
+    err.hidden = !search.error; err.textContent = search.error || "";
+    const show = function (id, on) { const b = document.getElementById(id); if (b) b.hidden = !on; };
+    show("btn-cancel", state === "queued" || state === "running");
+    show("btn-resume", ["failed", "cancelled", "interrupted"].indexOf(state) >= 0);
+    show("btn-apply-best", FINISHED.indexOf(state) >= 0 && !!(result && result.best_key));
+    if (result) setText("recommendation", result.recommendation);
+    setText("restore-message", search.restore_message ? "Restore: " + search.restore_message : "");
+    const done = Array.from(candidates.values()).filter(function (c) { return c.state !== "measuring"; }).length;
+    const measuring = Array.from(candidates.values()).filter(function (c) { return c.state === "measuring"; });
+    const total = Math.max(search.planned_runs || 1, done);
+    document.getElementById("progress-bar").style.width = Math.min(100, 100 * done / total) + "%";
+    let text = done + " / " + total + " candidates" + (search.mode === "quick" ? " at most" : "");
+    if (state === "running" && measuring.length) text += " · measuring " + measuring[0].description;
+    else if (state !== "running") text += " · " + state;
+    setText("progress-text", text);
+  }
+
+  function render() {
+    if (!search) return;
+    renderStatus();
+    renderChart();
+    renderTable();
+  }
+
+  async function resync() {
+    const r = await fetch(options.dataUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!r.ok) return;
+    applyData(await r.json());
+    schedule();
+  }
+  function resyncSoon() { clearTimeout(resyncTimer); resyncTimer = setTimeout(resync, 300); }
+  function say(text, cls) { const el = document.getElementById("action-message"); el.textContent = text; el.className = "small " + (cls || ""); }
+
+  async function postForm(url, data) {
+    const body = new URLSearchParams(data || {});
+    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    const r = await fetch(url, { method: "POST", body: body, credentials: "same-origin",
+      headers: { "X-CSRFToken": m ? decodeURIComponent(m[1]) : "", Accept: "application/json" } });
+    let json = {};
+    try { json = await r.json(); } catch (e) { json = { message: r.statusText }; }
+    return { ok: r.ok, body: json };
+  }
+
+  async function apply(key, button) {
+    if (!confirm("Write this config to config.pbtxt and reload the model?")) return;
+    button.disabled = true;
+    const applyUrl = document.getElementById("btn-apply-best") ? document.getElementById("btn-apply-best").dataset.url : location.pathname + "apply";
+    const r = await postForm(applyUrl, { key: key });
+    button.disabled = false;
+    say(r.body.message || "", r.ok ? "ok" : "error");
+    resync();
+  }
+
+  function bindButtons() {
+    ["btn-cancel", "btn-resume"].forEach(function (id) {
+      const button = document.getElementById(id);
+      if (!button) return;
+      button.addEventListener("click", async function () {
+        button.disabled = true;
+        const r = await postForm(button.dataset.url);
+        button.disabled = false;
+        say(r.body.message || "", r.ok ? "ok" : "error");
+        resync();
+      });
+    });
+    const best = document.getElementById("btn-apply-best");
+    if (best) best.addEventListener("click", function () { if (result && result.best_key) apply(result.best_key, best); });
+  }
+
+  function start(opts) {
+    options = opts;
+    if (opts.initial) applyData(opts.initial);
+    bindButtons();
+    schedule();
+    Live.connect(opts.wsPath, {
+      "sweep.state": function (e) {
+        search.state = e.state; search.error = e.error; search.cancel_requested = e.cancel_requested;
+        search.queue_position = e.queue_position;
+        schedule();
+        if (FINISHED.indexOf(e.state) >= 0) resyncSoon();
+      },
+      "search.candidate": function (e) { merge([e.candidate]); schedule(); },
+      "search.result": function (e) {
+        result = e.result;
+        if (e.state) search.state = e.state;
+        schedule();
+        if (e.state) resyncSoon();
+      },
+    }, resync);
+  }
+
+  return { start: start, front: front };
+})();
