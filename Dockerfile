@@ -2,7 +2,7 @@
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    VAR_DIR=/app/var MODEL_REPOSITORY=/models
+    VAR_DIR=/app/var MODEL_REPOSITORY=/models/repository
 WORKDIR /app
 
 RUN apt-get update \

@@ -22,6 +22,9 @@ PY
 case "$role" in
   web)
     python manage.py migrate --noinput
+    mkdir -p "$MODEL_REPOSITORY"
+    # Remove what interrupted uploads left in staging (recorded in the audit log).
+    python manage.py reconcile_uploads --startup
     exec daphne -b 0.0.0.0 -p 8080 --proxy-headers dashboard.asgi:application
     ;;
   worker)

@@ -38,6 +38,8 @@ def test_compose_defines_the_production_services():
     triton = services["triton"]
     assert triton["image"].startswith("nvcr.io/nvidia/tritonserver:")
     assert "--model-control-mode=explicit" in triton["command"]
+    assert "--model-repository=/models/repository" in triton["command"]
+    assert services["web"]["environment"]["UPLOAD_STAGING_DIR"] == "/models/.staging"
     # Triton's management API answers only to the dashboard, which holds the key.
     assert "--grpc-restricted-protocol=model-repository:dashboard-key=check" in triton["command"]
     assert services["web"]["environment"]["TRITON_API_KEY"] == "check"
