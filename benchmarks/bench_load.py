@@ -1,0 +1,239 @@
+"""Load figures: websocket fan-out, concurrent browsing, and what the dashboard's own
+polling costs Triton.
+
+    .venv/bin/python benchmarks/bench_load.py [--viewers 200] [--users 50] [--browse-s 60]
+
+Starts its own tritonserver and Daphne (with a throwaway SQLite database); uses the Redis
+at REDIS_URL (default redis://127.0.0.1:6379/7, a database number it may flush).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/7")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _django import ROOT, setup_django  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return (
+        ordered[min(len(ordered) - 1, int(p / 100 * (len(ordered) - 1) + 0.5))] if ordered else 0.0
+    )
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+async def websocket_fanout(base: str, cookie: str, viewers: int, events_n: int, pid: int) -> str:
+    import aiohttp
+    from asgiref.sync import sync_to_async
+
+    from repository_app import events
+
+    received: list[list[float]] = [[] for _ in range(viewers)]
+    host = base.split("//")[1]
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=60, sock_read=None)
+    async with aiohttp.ClientSession(cookies={"sessionid": cookie}, timeout=timeout) as session:
+        sockets = []
+        for start in range(0, viewers, 20):  # connect in batches, as a team opening tabs
+            sockets += await asyncio.gather(
+                *(
+                    session.ws_connect(f"ws://{host}/ws/activity/", headers={"Origin": base})
+                    for _ in range(start, min(viewers, start + 20))
+                )
+            )
+
+        async def listen(i: int, ws) -> None:  # type: ignore[no-untyped-def]
+            async for msg in ws:
+                data = json.loads(msg.data)
+                if data.get("type") == "activity" and "sent" in data:
+                    received[i].append((time.time() - data["sent"]) * 1000)
+                    if len(received[i]) == events_n:
+                        return
+
+        listeners = [asyncio.create_task(listen(i, ws)) for i, ws in enumerate(sockets)]
+        await asyncio.sleep(1)
+        before = rss_mb(pid)[0]
+        for n in range(events_n):
+            await sync_to_async(events.publish)(
+                events.ACTIVITY_GROUP, "activity", {"n": n, "sent": time.time()}
+            )
+            await asyncio.sleep(0.1)
+        await asyncio.wait(listeners, timeout=30)
+        after, peak = rss_mb(pid)
+        for ws in sockets:
+            await ws.close()
+    latencies = [v for r in received for v in r]
+    complete = sum(1 for r in received if len(r) == events_n)
+    return (
+        f"| {viewers} viewers × {events_n} events (10/s) | {complete}/{viewers} viewers got every event "
+        f"| p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms, max {max(latencies):.1f} ms "
+        f"| Daphne RSS {before:.0f} → {after:.0f} MB (peak {peak:.0f} MB) |"
+    )
+
+
+async def browsing(base: str, cookie: str, users: int, seconds: float, models: list[str]) -> str:
+    import aiohttp
+
+    latencies: list[float] = []
+    errors = 0
+    paths = ["/models/", *[f"/models/{m}/" for m in models], "/"]
+    deadline = time.monotonic() + seconds
+
+    async def user(i: int) -> None:
+        nonlocal errors
+        async with aiohttp.ClientSession(cookies={"sessionid": cookie}) as session:
+            n = i
+            while time.monotonic() < deadline:
+                path = paths[n % len(paths)]
+                n += 1
+                start = time.perf_counter()
+                try:
+                    async with session.get(base + path) as response:
+                        await response.read()
+                        if response.status != 200:
+                            errors += 1
+                except aiohttp.ClientError:
+                    errors += 1
+                latencies.append((time.perf_counter() - start) * 1000)
+
+    await asyncio.gather(*(user(i) for i in range(users)))
+    return (
+        f"| {users} users browsing /, /models/ and model pages for {seconds:.0f} s | "
+        f"{len(latencies) / seconds:.1f} requests/s | p50 {pct(latencies, 50):.0f} ms, "
+        f"p95 {pct(latencies, 95):.0f} ms | {errors} errors |"
+    )
+
+
+def _poll_until(stop) -> None:  # type: ignore[no-untyped-def]
+    from repository_app.poller import Poller
+
+    # The production cadence: index every second, statistics and metrics every second tick.
+    poller = Poller(interval_s=1.0, slow_every=2)
+    while not stop.is_set():
+        poller.tick()
+        stop.wait(1.0)
+
+
+def poller_overhead(grpc_url: str, rounds: int) -> str:
+    import threading
+
+    from profiler_app.engine.loadgen import SweepParams, run_sweep_sync
+
+    params = SweepParams(
+        model="busy_compute", start=4, end=4, measurement_window_ms=2000,
+        stability_percentage=10, max_windows=6,
+    )  # fmt: skip
+    with_poller: list[float] = []
+    without: list[float] = []
+    for _ in range(rounds):
+        for polled in (False, True):
+            stop = threading.Event()
+            if polled:
+                thread = threading.Thread(target=_poll_until, args=(stop,))
+                thread.start()
+            result = run_sweep_sync(params, grpc_url)
+            if polled:
+                stop.set()
+                thread.join()
+            (with_poller if polled else without).append(result.levels[0].throughput)
+    a, b = statistics.median(without), statistics.median(with_poller)
+    return (
+        f"| busy_compute, concurrency 4, {rounds} alternating rounds | without pollers {a:.0f} infer/s "
+        f"| with the poller (index every 1 s, statistics + metrics every 2 s) {b:.0f} infer/s "
+        f"| cost {100 * (a - b) / a:+.2f}% (target < 1%) |"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--viewers", type=int, default=200)
+    parser.add_argument("--events", type=int, default=50)
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--browse-s", type=float, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = setup_django()
+    import redis
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from dashboard import local_services as svc
+    from repository_app.triton_client import TritonClient
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    repo = work / "repo"
+    import shutil
+
+    shutil.copytree(ROOT / "examples" / "model_repository", repo)
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    triton = svc.start_tritonserver(repo, work, ports, work / "triton.log", load=("*",))
+    settings.TRITON_URL = grpc_url = f"127.0.0.1:{ports.grpc}"
+    settings.TRITON_METRICS_URL = f"http://127.0.0.1:{ports.metrics}/metrics"
+    settings.MODEL_REPOSITORY = repo
+    user = get_user_model().objects.create_superuser("load", "", "load-password-1")
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+    session["_auth_user_hash"] = user.get_session_auth_hash()
+    session.save()
+    port = svc.free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "VAR_DIR": str(work),
+        "TRITON_URL": grpc_url,
+        "TRITON_METRICS_URL": settings.TRITON_METRICS_URL,
+        "MODEL_REPOSITORY": str(repo),
+    }
+    web = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", web)
+        TritonClient(grpc_url, settings.TRITON_METRICS_URL).repository_index()
+        fanout = asyncio.run(
+            websocket_fanout(base, session.session_key, args.viewers, args.events, web.pid)
+        )
+        browse = asyncio.run(
+            browsing(
+                base,
+                session.session_key,
+                args.users,
+                args.browse_s,
+                ["add_sub", "add_batched", "busy_compute"],
+            )
+        )
+        overhead = poller_overhead(grpc_url, args.rounds)
+    finally:
+        svc.stop(web)
+        svc.stop(triton)
+        shutil.rmtree(work, ignore_errors=True)
+    print("### Load figures (one Daphne process, one tritonserver, this machine)\n")
+    print("| scenario | result | latency | other |")
+    print("|---|---|---|---|")
+    for row in (fanout, browse, overhead):
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
