@@ -741,6 +741,11 @@ def finish(sweep_id: int, state: str, error: str = "") -> str:
     if updated:
         publish_state(sweep)
         publish_summary(sweep)
+        events.notify(
+            sweep.created_by_id,
+            f"Your sweep #{sweep.pk} of {sweep.model} {sweep.state}.",
+            f"/sweeps/{sweep.pk}/",
+        )
     dispatch_next(sweep.server)
     return sweep.state
 

@@ -14,7 +14,8 @@ from . import events
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
-    """`/ws/repository/`, `/ws/server/`, `/ws/activity/` and `/ws/models/<name>/`."""
+    """`/ws/repository/`, `/ws/server/`, `/ws/activity/`, `/ws/notifications/`,
+    `/ws/models/<name>/` and `/ws/editor/<name>/` (with presence)."""
 
     groups_joined: list[str]
 
@@ -30,17 +31,35 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             self.groups_joined.append(events.SERVER_GROUP)
         if topic == "activity":
             self.groups_joined.append(events.ACTIVITY_GROUP)
+        if topic == "notifications":
+            self.groups_joined = [events.user_group(user.pk)]
         if name:
             self.groups_joined.append(events.model_group(name))
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        if topic == "notifications":
+            return
+        if topic == "editor" and name:
+            # Presence: everyone on this model's editor learns who else has it open.
+            self.presence_group = events.model_group(name)
+            users = await sync_to_async(events.presence_join)(
+                self.presence_group, self.channel_name, user.get_username()
+            )
+            await sync_to_async(events.publish)(
+                self.presence_group, "presence", {"model": name, "users": users}
+            )
         # A late joiner gets the whole current state first, then live events.
         snapshot = await sync_to_async(events.load_snapshot)()
         if snapshot:
             await self.send_json({**snapshot, "snapshot": True})
 
     async def disconnect(self, code: int) -> None:
+        group = getattr(self, "presence_group", None)
+        if group:
+            users = await sync_to_async(events.presence_leave)(group, self.channel_name)
+            name = self.scope["url_route"]["kwargs"].get("name")
+            await sync_to_async(events.publish)(group, "presence", {"model": name, "users": users})
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 

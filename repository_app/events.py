@@ -86,3 +86,48 @@ def current_seq(group: str) -> int:
         return int(_redis().get(f"dashboard:seq:{group}") or 0)
     except (redis.RedisError, OSError):
         return 0
+
+
+def user_group(user_id: int) -> str:
+    """Notifications for one person (e.g. "your sweep finished")."""
+    return f"user.{int(user_id)}"
+
+
+def notify(user_id: int | None, message: str, url: str = "") -> None:
+    if user_id:
+        publish(user_group(user_id), "notify", {"message": message, "url": url})
+
+
+# --- presence: who has a page open (the config editor) --------------------------------------
+
+PRESENCE_TTL_S = 3600
+
+
+def _presence_key(group: str) -> str:
+    return f"dashboard:presence:{group}"
+
+
+def presence_join(group: str, channel: str, username: str) -> list[str]:
+    try:
+        client = _redis()
+        client.hset(_presence_key(group), channel, username)
+        client.expire(_presence_key(group), PRESENCE_TTL_S)
+    except (redis.RedisError, OSError):
+        return [username]
+    return presence(group)
+
+
+def presence_leave(group: str, channel: str) -> list[str]:
+    try:
+        _redis().hdel(_presence_key(group), channel)
+    except (redis.RedisError, OSError):
+        return []
+    return presence(group)
+
+
+def presence(group: str) -> list[str]:
+    try:
+        names = _redis().hvals(_presence_key(group))
+    except (redis.RedisError, OSError):
+        return []
+    return sorted({n.decode() for n in names})

@@ -301,6 +301,7 @@ def save_config(
                 message=message[:500],
                 source=source,
             )
+    _announce_save(name, revision, previous)
     return SaveResult(revision, previous, findings)
 
 
@@ -326,6 +327,28 @@ def _audit(
         detail=detail,
         before_sha256=before,
         after_sha256=after,
+    )
+
+
+def _announce_save(name: str, revision: ConfigRevision, previous: ConfigRevision | None) -> None:
+    """Tell everyone looking at this model that its config changed, with a link to the diff."""
+    from django.urls import reverse
+
+    from .. import events
+
+    diff = ""
+    if previous is not None:
+        diff = f"{reverse('config_diff', args=[name])}?a={previous.pk}&b={revision.pk}"
+    events.publish(
+        events.model_group(name),
+        "config.saved",
+        {
+            "model": name,
+            "revision": revision.pk,
+            "sha256": revision.sha256,
+            "by": revision.author.get_username() if revision.author else "someone",
+            "diff_url": diff,
+        },
     )
 
 
