@@ -28,3 +28,16 @@ def json_error_handler(exc: Exception, context: dict[str, Any]) -> Response | No
         body["errors"] = response.data
     response.data = body
     return response
+
+
+def form_error_response(form: Any) -> Response:
+    """A Django form's first error as the API's JSON error (400), all errors alongside."""
+    field, errors = next(iter(form.errors.items()))
+    return Response(
+        {
+            "message": errors[0],
+            "field": None if field == "__all__" else field,
+            "errors": form.errors,
+        },
+        status=400,
+    )

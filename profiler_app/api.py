@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from dashboard.api_errors import form_error_response
 from dashboard.team import audit
 
 from . import export, sweeps, watchdog
@@ -88,12 +89,7 @@ class SweepListView(APIView):
             {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model
         )
         if not form.is_valid() or form.params is None:
-            field, errors = next(iter(form.errors.items()))
-            return Response(
-                {"message": errors[0], "field": None if field == "__all__" else field,
-                 "errors": form.errors},
-                status=status.HTTP_400_BAD_REQUEST,
-            )  # fmt: skip
+            return form_error_response(form)
         try:
             sweep = sweeps.create_sweep(
                 form.params, engine=form.cleaned_data["engine"], user=request.user

@@ -406,7 +406,7 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def _latency_fields(lat: stats.LatencySummary | None) -> dict[str, float | None]:
+def latency_fields(lat: stats.LatencySummary | None) -> dict[str, float | None]:
     if lat is None:
         return {k: None for k in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")}
     return {
@@ -487,7 +487,7 @@ class _Recorder:
                 "requests": w.requests,
                 "errors": w.errors,
                 "duration_s": w.duration_s,
-                **_latency_fields(w.latency),
+                **latency_fields(w.latency),
                 **_server_fields(w.server),
                 "stable": None,
                 "extra": {
@@ -513,7 +513,7 @@ class _Recorder:
                 "requests": lv.latency.count if lv.latency else 0,
                 "errors": lv.errors,
                 "duration_s": sum(w.duration_s for w in lv.windows),
-                **_latency_fields(lv.latency),
+                **latency_fields(lv.latency),
                 **_server_fields(lv.server),
                 "stable": lv.stable,
                 "extra": {

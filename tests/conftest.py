@@ -131,41 +131,33 @@ def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture)
     }
 
 
+def start_celery_worker(
+    env: dict[str, str], log: Path, hostname: str, *extra: str, wait: bool = True
+) -> subprocess.Popen:
+    """A real Celery worker subprocess; with `wait`, returns once it answers a ping
+    (through the broker this process's Celery app is configured with)."""
+    from dashboard.celery_app import app
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
+         "--concurrency=1", "--pool=prefork", f"--hostname={hostname}", "--without-gossip",
+         "--without-mingle", *extra],
+        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    if wait:
+        svc.wait_until(
+            lambda: any(hostname in reply for reply in app.control.ping(timeout=0.5) or []),
+            60, f"celery worker {hostname}", proc, log,
+        )  # fmt: skip
+    return proc
+
+
 @pytest.fixture(scope="session")
 def celery_worker(service_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
     """A real Celery worker process against the real broker."""
-    from dashboard.celery_app import app
-
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    hostname = f"test-{os.getpid()}@localhost"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "--loglevel=INFO",
-            "--concurrency=1",
-            "--pool=prefork",
-            f"--hostname={hostname}",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=service_env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    svc.wait_until(
-        lambda: any(hostname in reply for reply in app.control.ping(timeout=0.5) or []),
-        60,
-        "celery worker",
-        proc,
-        log,
-    )
+    proc = start_celery_worker(service_env, log, f"test-{os.getpid()}@localhost")
     yield proc
     svc.stop(proc)
 

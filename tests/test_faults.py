@@ -6,7 +6,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +20,8 @@ from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint
 from repository_app import control, events
 from repository_app.triton_client import TritonClient
+
+from .conftest import start_celery_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,12 +109,8 @@ def test_redis_down_pages_render_sweeps_get_503_and_the_worker_resumes_after(
     app.conf.broker_url = url
     env = {**service_env, "REDIS_URL": url, "CELERY_BROKER_URL": url}
     worker_log = tmp_path / "worker.log"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--concurrency=1", "--loglevel=INFO",
-         "--hostname=redis-fault@localhost", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=worker_log.open("ab"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
+    # Not waiting for a ping: this process's Celery app still points at the session broker.
+    worker = start_celery_worker(env, worker_log, "redis-fault@localhost", wait=False)
     client = Client()
     client.force_login(admin_user)
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")

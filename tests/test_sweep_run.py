@@ -8,7 +8,6 @@ import io
 import os
 import signal
 import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
@@ -17,7 +16,6 @@ from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from dashboard import local_services as svc
 from dashboard.routing import websocket_urlpatterns
 from profiler_app import export, sweeps, watchdog
 from profiler_app.engine.loadgen import SweepParams
@@ -26,7 +24,7 @@ from profiler_app.models import Sweep, SweepPoint
 from profiler_app.tasks import run_sweep_task
 from repository_app.triton_client import TritonClient
 
-from .conftest import ROOT
+from .conftest import start_celery_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -182,40 +180,9 @@ def test_a_model_that_is_not_loaded_fails_the_sweep_with_a_clear_message(
 
 
 def _own_worker(service_env, tmp_path, queue: str) -> tuple[subprocess.Popen, str]:
-    from dashboard.celery_app import app
-
     hostname = f"killme-{os.getpid()}-{time.monotonic_ns()}@localhost"
     log = tmp_path / "killed-worker.log"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "--loglevel=INFO",
-            "--concurrency=1",
-            "--pool=prefork",
-            f"--hostname={hostname}",
-            f"--queues={queue}",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=service_env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    svc.wait_until(
-        lambda: any(hostname in reply for reply in app.control.ping(timeout=0.5) or []),
-        60,
-        "the worker to be killed",
-        proc,
-        log,
-    )
-    return proc, hostname
+    return start_celery_worker(service_env, log, hostname, f"--queues={queue}"), hostname
 
 
 def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from dashboard.api_errors import form_error_response
 from dashboard.team import audit
 from repository_app.views import CONTROL_PERMISSION
 
@@ -97,12 +98,7 @@ class SearchListView(APIView):
             {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model
         )
         if not form.is_valid() or form.search_request is None:
-            field, errors = next(iter(form.errors.items()))
-            return Response(
-                {"message": errors[0], "field": None if field == "__all__" else field,
-                 "errors": form.errors},
-                status=status.HTTP_400_BAD_REQUEST,
-            )  # fmt: skip
+            return form_error_response(form)
         try:
             search = runner.create_search(form.search_request, user=request.user)
         except runner.SearchError as exc:

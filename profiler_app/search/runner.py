@@ -296,25 +296,12 @@ def reconcile() -> list[int]:
 # --- running ----------------------------------------------------------------------------------
 
 
-def _latency_fields(lv: LevelResult) -> dict[str, float | None]:
-    lat = lv.latency
-    if lat is None:
-        return {k: None for k in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")}
-    return {
-        "avg_us": lat.avg_us,
-        "p50_us": lat.p50_us,
-        "p90_us": lat.p90_us,
-        "p95_us": lat.p95_us,
-        "p99_us": lat.p99_us,
-    }
-
-
 def level_json(lv: LevelResult) -> dict[str, Any]:
     server = lv.server
     return {
         "concurrency": lv.level,
         "throughput": lv.throughput,
-        **_latency_fields(lv),
+        **sweeps.latency_fields(lv.latency),
         "stable": lv.stable,
         "windows": len(lv.windows),
         "errors": lv.errors,
