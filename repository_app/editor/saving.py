@@ -120,7 +120,10 @@ def read_current(name: str, root: Path | None = None) -> CurrentConfig:
 
 
 def editor_findings(text: str | bytes, name: str) -> list[Finding]:
-    """The validator's findings plus the editor's own refusals (empty file)."""
+    """The validator's findings (with the attached server's GPUs when Triton answers) plus
+    the editor's own refusals (empty file)."""
+    from ..server_facts import server_facts
+
     raw = text.encode("utf-8") if isinstance(text, str) else text
     if len(raw) > MAX_CONFIG_BYTES:
         return validate_text(raw, folder_name=name)  # the parser's "too large" finding
@@ -135,7 +138,7 @@ def editor_findings(text: str | bytes, name: str) -> list[Finding]:
                 col=1,
             )
         ]
-    return validate_text(raw, folder_name=name)
+    return validate_text(raw, folder_name=name, server=server_facts())
 
 
 def latest_revision(name: str) -> ConfigRevision | None:

@@ -24,10 +24,10 @@ from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import RepositoryError
 from ..views import CONTROL_PERMISSION
-from . import diffing, form_mapping, saving, triton_actions
+from . import diffing, fill, form_mapping, saving, triton_actions
 
 WRITE_ACTIONS = ("save", "save_reload", "try")
-ACTIONS = ("check", "to_text", "to_form", *WRITE_ACTIONS)
+ACTIONS = ("check", "to_text", "to_form", "fill", *WRITE_ACTIONS)
 CANNOT_EDIT = "your role cannot change model configs (it needs the control_models permission)"
 
 
@@ -217,6 +217,8 @@ def _text_post(
         )
     if action in ("check", "to_text"):
         return again()
+    if action == "fill":
+        return _fill(request, name, text, base_sha, message, again)
     if action == "try":
         parsed = parse_config(text)
         if parsed.config is None:
@@ -260,6 +262,8 @@ def _form_post(
                 status=422,
             )
         return again(422 if action in WRITE_ACTIONS else 200)
+    if action == "fill":
+        return _fill(request, name, result.text, base_sha, message, again)
     if action == "to_text":
         return _page(
             request,
@@ -288,6 +292,25 @@ def _form_post(
         return again(422)
     return _save(
         request, name, action, result.text, base_sha, message, "form", result.findings, again
+    )
+
+
+def _fill(request, name, text, base_sha, message, again):  # type: ignore[no-untyped-def]
+    """Show the config filled from the ONNX graph, in text mode, unsaved."""
+    try:
+        filled, note = fill.fill_from_model(name, text)
+    except fill.FillError as exc:
+        messages.error(request, f"Fill from model: {exc}")
+        return again(422)
+    messages.info(request, note)
+    return _page(
+        request,
+        name,
+        mode="text",
+        base_sha=base_sha,
+        text=filled,
+        findings=saving.editor_findings(filled, name),
+        message=message,
     )
 
 

@@ -30,14 +30,20 @@ class Command(BaseCommand):
         parser.add_argument(
             "--gpus",
             default=None,
-            help="comma-separated GPU ids of the target server ('' for a CPU-only server)",
+            help="comma-separated GPU ids of the target server ('' for a CPU-only server); "
+            "default: asked from the configured Triton when it answers",
         )
+        parser.add_argument("--no-server", action="store_true", help="skip the server-level rules")
 
     def handle(self, *args: Any, **options: Any) -> None:
         server = None
         if options["gpus"] is not None:
             ids = [int(x) for x in options["gpus"].split(",") if x.strip()]
             server = ServerFacts(gpu_ids=ids)
+        elif not options["no_server"]:
+            from repository_app.server_facts import server_facts
+
+            server = server_facts()
         findings: list[Finding] = []
         for path in options["paths"]:
             for source, found in validate_path(
