@@ -12,6 +12,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
     browser, web_server, celery_worker, admin_credentials, triton, failing_model
 ):
+    # Start from "not serving", whatever earlier tests left loaded.
+    TritonClient(triton.grpc_url, triton.metrics_url).unload("add_batched")
     context = browser.new_context()
     detail, listing = context.new_page(), context.new_page()
     try:

@@ -24,10 +24,14 @@ def test_server_info_reports_version_extensions_and_explicit_mode(client):
 
 
 def test_load_and_unload_change_the_repository_index(client):
+    # Other tests may have published (and removed) more versions: Triton keeps reporting
+    # versions it once knew as "unloaded", so look at version 1 and at what serves.
     states = client.load("add_sub")
-    assert [(s.version, s.state) for s in states] == [("1", "READY")]
+    assert ("1", "READY") in [(s.version, s.state) for s in states]
+    assert [s.version for s in states if s.state == "READY"] == ["1"]
     states = client.unload("add_sub")
-    assert [(s.version, s.state, s.reason) for s in states] == [("1", "UNAVAILABLE", "unloaded")]
+    assert ("1", "UNAVAILABLE", "unloaded") in [(s.version, s.state, s.reason) for s in states]
+    assert not [s for s in states if s.state == "READY"]
 
 
 def test_a_failing_load_carries_tritons_reason_verbatim(client, failing_model):
