@@ -56,3 +56,41 @@ def test_a_viewer_sees_an_operators_load_live(browser, web_server, celery_worker
         operator_ctx.close()
         viewer_ctx.close()
         TritonClient(triton.grpc_url, triton.metrics_url).unload("busy_compute")
+
+
+def test_two_people_watch_the_same_sweep_grow_live(browser, web_server, celery_worker, triton):
+    from profiler_app import sweeps
+    from profiler_app.engine.loadgen import SweepParams
+
+    for name, role in (("sara", OPERATOR), ("tom", VIEWER)):
+        user = get_user_model().objects.create_user(name, password=f"pw-{name}-12345")
+        set_role(user, role)
+    TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
+    first_ctx, second_ctx = browser.new_context(), browser.new_context()
+    try:
+        sara, tom = first_ctx.new_page(), second_ctx.new_page()
+        login(sara, web_server.url, "sara", "pw-sara-12345")
+        login(tom, web_server.url, "tom", "pw-tom-12345")
+        sweep = sweeps.create_sweep(
+            SweepParams(model="add_batched", start=1, end=3, measurement_window_ms=700,
+                        stability_percentage=50, max_windows=4),
+            user=get_user_model().objects.get(username="sara"),
+        )  # fmt: skip
+        for page in (sara, tom):
+            page.goto(f"{web_server.url}/sweeps/{sweep.pk}/")
+            page.wait_for_selector("#live-status.ok")
+        points = "document.getElementById('chart-throughput').data[0].x.length"
+        for page in (sara, tom):
+            wait_js(page, f"{points} >= 2", timeout=120000)
+        for page in (sara, tom):
+            wait_js(
+                page, "document.getElementById('sweep-state').textContent === 'succeeded'", 120000
+            )
+            assert page.evaluate(points) == 3
+        # The owner gets a notification that the sweep finished; the other viewer does not.
+        wait_js(sara, "document.getElementById('toasts').textContent.includes('succeeded')", 15000)
+        assert "succeeded" not in tom.text_content("#toasts")
+    finally:
+        first_ctx.close()
+        second_ctx.close()
+        TritonClient(triton.grpc_url, triton.metrics_url).unload("add_batched")
