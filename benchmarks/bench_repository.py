@@ -1,4 +1,5 @@
-"""Repository page with 500 models: server time of /models/ and its parts.
+"""Repository page with 500 models: server time of /models/, its parts, the model page
+and the config editor.
 
     .venv/bin/python benchmarks/bench_repository.py [--models 500] [--runs 15]
 
