@@ -97,8 +97,17 @@ TEMPLATES = [
 
 DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 if "sqlite3" in DATABASES["default"]["ENGINE"]:
-    # Several processes (web, worker) share the file: wait for locks instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several processes (web, worker and its threads) write to the file. BEGIN IMMEDIATE
+    # takes the write lock up front, so a writer waits (up to the timeout) instead of
+    # failing at once with "database is locked" when it upgrades a read transaction;
+    # WAL lets readers go on while one writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
     # A file-backed test database so the worker and web subprocesses of the tests see it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

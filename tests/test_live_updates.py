@@ -1,6 +1,5 @@
 """Model state changes reach websocket clients: from actions, and from the one poller."""
 
-import asyncio
 import time
 from types import SimpleNamespace
 
@@ -11,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from dashboard.routing import websocket_urlpatterns
-from repository_app import control
+from repository_app import control, events
 from repository_app.triton_client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -136,6 +135,9 @@ def _infer_busy_compute(url: str) -> None:
 async def test_clients_ignore_what_they_send(redis_db):
     communicator = await _connect("/ws/repository/")
     await communicator.send_to(text_data="not json at all")
-    await asyncio.sleep(0.2)
-    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.send_to(text_data='{"type": "relay", "event": {"forged": true}}')
+    # Still connected and relaying (other events, e.g. the poller's, may come first).
+    await sync_to_async(events.publish)(events.REPOSITORY_GROUP, "test.ping", {"n": 1})
+    event = await _until(communicator, lambda e: e["type"] == "test.ping")
+    assert event["n"] == 1 and "forged" not in event
     await communicator.disconnect()
