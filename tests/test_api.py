@@ -91,4 +91,9 @@ def test_the_docs_page_is_served_without_a_cdn():
     client = _token_client("doc-reader", VIEWER)
     html = client.get("/api/v1/docs/").content.decode()
     assert "swagger-ui" in html
-    assert "cdn" not in html.lower() and "unpkg" not in html
+    # Every script and stylesheet comes from this origin (random tokens in the page may
+    # contain any letters, so look at the URLs, not at substrings of the whole page).
+    import re
+
+    urls = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert urls and all(not u.startswith(("http:", "https:", "//")) for u in urls), urls
