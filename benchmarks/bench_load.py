@@ -48,7 +48,12 @@ async def websocket_fanout(base: str, cookie: str, viewers: int, events_n: int, 
     received: list[list[float]] = [[] for _ in range(viewers)]
     host = base.split("//")[1]
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=60, sock_read=None)
-    async with aiohttp.ClientSession(cookies={"sessionid": cookie}, timeout=timeout) as session:
+    # limit=0: aiohttp otherwise holds at most 100 connections per session, and every
+    # websocket keeps one.
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(
+        cookies={"sessionid": cookie}, timeout=timeout, connector=connector
+    ) as session:
         sockets = []
         for start in range(0, viewers, 20):  # connect in batches, as a team opening tabs
             sockets += await asyncio.gather(
@@ -92,7 +97,7 @@ async def browsing(base: str, cookie: str, users: int, seconds: float, models: l
 
     latencies: list[float] = []
     errors = 0
-    paths = ["/models/", *[f"/models/{m}/" for m in models], "/"]
+    paths = ["/models/", *[f"/models/{m}/" for m in models]]
     deadline = time.monotonic() + seconds
 
     async def user(i: int) -> None:
@@ -114,7 +119,7 @@ async def browsing(base: str, cookie: str, users: int, seconds: float, models: l
 
     await asyncio.gather(*(user(i) for i in range(users)))
     return (
-        f"| {users} users browsing /, /models/ and model pages for {seconds:.0f} s | "
+        f"| {users} users browsing /models/ and model pages for {seconds:.0f} s | "
         f"{len(latencies) / seconds:.1f} requests/s | p50 {pct(latencies, 50):.0f} ms, "
         f"p95 {pct(latencies, 95):.0f} ms | {errors} errors |"
     )
