@@ -81,6 +81,14 @@ def main() -> int:
                 "GET /models/model_042/ (model page)",
                 timed(lambda: client.get("/models/model_042/"), args.runs),
             ),
+            (
+                "GET /models/model_042/config/ (config editor, form mode)",
+                timed(lambda: client.get("/models/model_042/config/"), args.runs),
+            ),
+            (
+                "GET /models/model_042/config/?mode=text (config editor, text mode)",
+                timed(lambda: client.get("/models/model_042/config/", {"mode": "text"}), args.runs),
+            ),
         ]
         print(f"### Repository page with {args.models} models\n")
         print(f"First GET /models/ (parses every config.pbtxt): {cold:.0f} ms\n")
