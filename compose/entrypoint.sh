@@ -25,7 +25,7 @@ case "$role" in
     mkdir -p "$MODEL_REPOSITORY"
     # Remove what interrupted uploads left in staging (recorded in the audit log).
     python manage.py reconcile_uploads --startup
-    exec daphne -b 0.0.0.0 -p 8080 --proxy-headers dashboard.asgi:application
+    exec python -m dashboard.serve -b 0.0.0.0 -p 8080 --proxy-headers dashboard.asgi:application
     ;;
   worker)
     exec celery -A dashboard worker --loglevel=INFO --concurrency="${CELERY_CONCURRENCY:-2}"

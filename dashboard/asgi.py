@@ -12,11 +12,22 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from repository_app.uploads.chunk_asgi import chunk_app, is_chunk_request  # noqa: E402
+
 from .routing import websocket_urlpatterns  # noqa: E402
+
+
+async def http_app(scope, receive, send):  # type: ignore[no-untyped-def]
+    # Upload chunks skip Django's request body (a second copy of every byte); see chunk_asgi.
+    if is_chunk_request(scope):
+        await chunk_app(scope, receive, send)
+    else:
+        await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_app,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

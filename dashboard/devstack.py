@@ -121,7 +121,7 @@ def main() -> None:
             [
                 python,
                 "-m",
-                "daphne",
+                "dashboard.serve",
                 "-b",
                 web_host,
                 "-p",

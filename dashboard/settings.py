@@ -239,8 +239,8 @@ UPLOAD_MAX_FILE_BYTES = env_int("UPLOAD_MAX_FILE_BYTES", 64 * 1024**3, minimum=1
 UPLOAD_MAX_TOTAL_BYTES = env_int("UPLOAD_MAX_TOTAL_BYTES", 128 * 1024**3, minimum=1)
 UPLOAD_MAX_ARCHIVE_MEMBERS = env_int("UPLOAD_MAX_ARCHIVE_MEMBERS", 10_000, minimum=1)
 # The browser sends chunks of UPLOAD_CHUNK_BYTES; a chunk request above UPLOAD_MAX_CHUNK_BYTES
-# is refused (Daphne holds one request body in memory while handing it to Django).
-UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 * 1024**2, minimum=64 * 1024)
+# is refused (Daphne queues a whole request body in memory before the application reads it).
+UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 4 * 1024**2, minimum=64 * 1024)
 UPLOAD_MAX_CHUNK_BYTES = env_int("UPLOAD_MAX_CHUNK_BYTES", 32 * 1024**2, minimum=64 * 1024)
 # Unfinished uploads idle for longer are removed by the reconciler.
 UPLOAD_STALE_AFTER_S = env_int("UPLOAD_STALE_AFTER_S", 24 * 3600, minimum=60)

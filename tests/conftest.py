@@ -177,7 +177,7 @@ def web_server(service_env: dict[str, str], tmp_path_factory: pytest.TempPathFac
         [
             sys.executable,
             "-m",
-            "daphne",
+            "dashboard.serve",
             "-b",
             "127.0.0.1",
             "-p",

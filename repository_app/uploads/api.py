@@ -63,12 +63,18 @@ def upload_json(upload: Upload) -> dict[str, Any]:
     return body
 
 
-def error(exc: UploadError) -> Response:
+def error_parts(exc: UploadError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, JSON body, headers) of a refusal; 409s name the offset to resume from."""
     body: dict[str, Any] = {"message": exc.message, "field": None, **exc.extra}
-    response = Response(body, status=exc.status)
+    headers = {}
     if "expected_offset" in exc.extra:
-        response["Upload-Offset"] = str(exc.extra["expected_offset"])
-    return response
+        headers["Upload-Offset"] = str(exc.extra["expected_offset"])
+    return exc.status, body, headers
+
+
+def error(exc: UploadError) -> Response:
+    status, body, headers = error_parts(exc)
+    return Response(body, status=status, headers=headers)
 
 
 def get_owned(request: Any, upload_id: Any) -> Upload:

@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils import timezone
@@ -37,6 +37,10 @@ CODE_PERMISSION = "team.upload_code"
 UPLOAD_PERMISSION = "team.upload_models"
 READ_BLOCK = 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes | memoryview: ...
 
 
 class UploadError(Exception):
@@ -304,7 +308,7 @@ def current_offset(upload: Upload) -> int:
         return 0
 
 
-def append_chunk(upload: Upload, offset: object, stream: IO[bytes], length: int | None) -> int:
+def append_chunk(upload: Upload, offset: object, stream: Readable, length: int | None) -> int:
     """Append one chunk at ``offset``; returns the new offset.
 
     409 with ``expected_offset`` when ``offset`` is not where the staged file ends; 413 when

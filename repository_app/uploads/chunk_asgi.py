@@ -1,0 +1,140 @@
+"""PATCH /api/v1/uploads/<id>/ served straight from ASGI, without Django's request body.
+
+Django reads a whole request body into a spooled temporary file before a view runs; for
+upload chunks that is one more copy of every byte (and one more write to disk). This route
+authenticates like the REST API (token, or session with CSRF), then streams the body's
+messages through ``staging.append_chunk``, the same function the DRF view calls, in a worker
+thread: sha256 and the file writes release the GIL, so they overlap with the server reading
+the socket. Everything else about uploads stays in Django (api.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from io import BytesIO
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.db import close_old_connections
+from django.http import HttpRequest
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+
+from . import staging
+from .staging import UploadError
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+CHUNK_PATH = re.compile(r"^/api/v1/uploads/(?P<id>[0-9a-f-]{36})/$")
+
+
+def is_chunk_request(scope: Scope) -> bool:
+    return (
+        scope["type"] == "http"
+        and scope.get("method") == "PATCH"
+        and CHUNK_PATH.match(scope.get("path", "")) is not None
+    )
+
+
+class BodyStream:
+    """A blocking file-like view of the ASGI body messages, for a worker thread."""
+
+    def __init__(self, receive: Receive, loop: asyncio.AbstractEventLoop) -> None:
+        self._receive = receive
+        self._loop = loop
+        self._pending = memoryview(b"")
+        self._more = True
+
+    def _next_message(self) -> None:
+        message = asyncio.run_coroutine_threadsafe(self._receive(), self._loop).result()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError("the client went away during the chunk")
+        self._pending = memoryview(message.get("body", b""))
+        self._more = bool(message.get("more_body", False))
+
+    def read(self, size: int = -1) -> bytes | memoryview:
+        """Up to ``size`` bytes (all that is left for -1), as views of the messages: no copies
+        of the body beyond the one Daphne queued."""
+        if size < 0:
+            parts = [bytes(self._pending)]
+            while self._more:
+                self._next_message()
+                parts.append(bytes(self._pending))
+            self._pending = memoryview(b"")
+            return b"".join(parts)
+        while not self._pending and self._more:
+            self._next_message()
+        block, self._pending = self._pending[:size], self._pending[size:]
+        return block
+
+
+def authenticated_user(request: HttpRequest) -> Any:
+    """The API's own authenticators and permission rule: token, or session plus CSRF."""
+    from django.contrib.auth import get_user
+    from django.contrib.sessions.middleware import SessionMiddleware
+    from django.utils.functional import SimpleLazyObject
+
+    SessionMiddleware(lambda r: None).process_request(request)  # type: ignore[arg-type,return-value]
+    request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    api_request = Request(request, authenticators=authenticators)
+    user = api_request.user  # raises AuthenticationFailed / PermissionDenied (CSRF)
+    if not (user and user.is_authenticated):
+        raise exceptions.NotAuthenticated()
+    return user
+
+
+def handle_chunk(
+    request: ASGIRequest, upload_id: str, stream: BodyStream
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, JSON body, extra headers) for one chunk; runs in a worker thread."""
+    from .api import error_parts, get_owned
+
+    close_old_connections()
+    try:
+        try:
+            request.user = authenticated_user(request)
+        except exceptions.APIException as exc:
+            return exc.status_code, {"message": str(exc.detail), "field": None}, {}
+        upload = get_owned(request, upload_id)
+        offset = request.headers.get("Upload-Offset", request.GET.get("offset", ""))
+        length = request.META.get("CONTENT_LENGTH")
+        try:
+            size = int(length) if length else None
+        except ValueError:
+            raise UploadError("Content-Length must be a number", 400) from None
+        offset_now = staging.append_chunk(upload, offset, stream, size)
+    except UploadError as exc:
+        return error_parts(exc)
+    finally:
+        close_old_connections()
+    body = {"id": str(upload.id), "offset": offset_now, "size": upload.size}
+    return 200, body, {"Upload-Offset": str(offset_now)}
+
+
+async def chunk_app(scope: Scope, receive: Receive, send: Send) -> None:
+    match = CHUNK_PATH.match(scope["path"])
+    assert match is not None
+    request = ASGIRequest(scope, BytesIO())
+    stream = BodyStream(receive, asyncio.get_running_loop())
+    # thread_sensitive=False: a chunk must not wait behind other requests' sync views.
+    status, body, headers = await sync_to_async(handle_chunk, thread_sensitive=False)(
+        request, match["id"], stream
+    )
+    payload = json.dumps(body).encode()
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"cache-control", b"no-store"),
+        (b"x-content-type-options", b"nosniff"),
+        *((name.lower().encode(), value.encode()) for name, value in headers.items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": payload})
