@@ -145,6 +145,7 @@ class WindowResult:
     server: ServerBreakdown | None
     client_cpu_us: float  # worker CPU per completed request
     send_rate: float  # requests sent per second
+    closed_at: float = 0.0  # wall clock (time.time()) when the window closed
     # Raw latencies (ns) of the window, kept so a level pools them like perf_analyzer.
     latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
 
@@ -502,12 +503,13 @@ async def _measure_levels(
                     break
             if cancelled:
                 break
-            window_end = time.monotonic_ns()
+            window_end, closed_at = time.monotonic_ns(), time.time()
             replies, server_end = await asyncio.gather(
                 pool.swap(window_end), control.statistics(params.model, params.version)
             )
             window = _window(level, len(windows), window_start, window_end, replies, batch)
             window.server = _server_diff(server_start, server_end)
+            window.closed_at = closed_at
             server_start, window_start = server_end, window_end
             windows.append(window)
             await _call(on_window, window)
