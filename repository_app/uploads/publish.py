@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,23 +230,24 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
         )
     files = _backend(upload)
     version_dir = staging.upload_dir(upload.id) / "version"
-    shutil.rmtree(version_dir, ignore_errors=True)
-    _prepare_version(upload, user, files, version_dir)
-    generated: generate.GeneratedConfig | None = None
-    if upload.new_model:
-        model_dir = staging.upload_dir(upload.id) / "model"
-        shutil.rmtree(model_dir, ignore_errors=True)
-        try:
-            generated = generate.generate(upload.model, files, version_dir)
-        except ValueError as exc:
-            raise UploadError(str(exc), 422) from exc
-        model_dir.mkdir(mode=0o755)
-        (model_dir / CONFIG_FILE).write_text(generated.text, encoding="utf-8")
-        os.chmod(model_dir / CONFIG_FILE, 0o644)
-        os.rename(version_dir, model_dir / "1")
-        fsync_tree(model_dir)
-    else:
-        fsync_tree(version_dir)
+    with _disk_full_is_507():
+        shutil.rmtree(version_dir, ignore_errors=True)
+        _prepare_version(upload, user, files, version_dir)
+        generated: generate.GeneratedConfig | None = None
+        if upload.new_model:
+            model_dir = staging.upload_dir(upload.id) / "model"
+            shutil.rmtree(model_dir, ignore_errors=True)
+            try:
+                generated = generate.generate(upload.model, files, version_dir)
+            except ValueError as exc:
+                raise UploadError(str(exc), 422) from exc
+            model_dir.mkdir(mode=0o755)
+            (model_dir / CONFIG_FILE).write_text(generated.text, encoding="utf-8")
+            os.chmod(model_dir / CONFIG_FILE, 0o644)
+            os.rename(version_dir, model_dir / "1")
+            fsync_tree(model_dir)
+        else:
+            fsync_tree(version_dir)
     version = _publish(upload, generated is not None)
     message = f"published as version {version}"
     if generated is not None:
@@ -277,6 +279,23 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
     )
 
 
+@contextlib.contextmanager
+def _disk_full_is_507() -> Iterator[None]:
+    """A full disk while the version is prepared in staging: 507, the upload is kept (its
+    half-prepared folder is removed by ``_finish``) so it can be completed again."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in staging.DISK_FULL:
+            raise
+        raise UploadError(
+            f"the disk is full ({exc.strerror}) while preparing the version in staging: "
+            "nothing was published; free space and complete the upload again, or abort it",
+            507,
+            retry=True,
+        ) from exc
+
+
 def _backend(upload: Upload) -> names.BackendFiles:
     if upload.new_model:
         return names.backend_files(upload.backend)
@@ -302,7 +321,12 @@ def _prepare_version(
             )
         needed = scanned.total - shutil.disk_usage(data.parent).free
         if needed > 0:
-            raise UploadError(f"not enough disk space to extract {scanned.total} bytes", 507)
+            raise UploadError(
+                f"not enough disk space to extract {scanned.total} bytes: nothing was "
+                "published; free space and complete the upload again, or abort it",
+                507,
+                retry=True,
+            )
         try:
             archives.extract(data, scanned, version_dir, strip, add)
         except archives.ArchiveError as exc:

@@ -15,6 +15,7 @@ the bytes on disk.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -37,6 +38,7 @@ CODE_PERMISSION = "team.upload_code"
 UPLOAD_PERMISSION = "team.upload_models"
 READ_BLOCK = 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Readable(Protocol):
@@ -308,12 +310,21 @@ def current_offset(upload: Upload) -> int:
         return 0
 
 
+def _write_all(fd: int, offset: int, block: bytes | memoryview) -> None:
+    """Write all of ``block`` at ``offset`` (a full disk may first take part of it)."""
+    view = memoryview(block)
+    while view:
+        count = os.pwrite(fd, view, offset)
+        view, offset = view[count:], offset + count
+
+
 def append_chunk(upload: Upload, offset: object, stream: Readable, length: int | None) -> int:
     """Append one chunk at ``offset``; returns the new offset.
 
     409 with ``expected_offset`` when ``offset`` is not where the staged file ends; 413 when
-    the chunk is over UPLOAD_MAX_CHUNK_BYTES or would pass the declared size. A chunk that
-    arrives short is cut off again, so the offset stays where it was.
+    the chunk is over UPLOAD_MAX_CHUNK_BYTES or would pass the declared size; 507 with
+    ``expected_offset`` when the disk is full. A chunk that arrives short or fails to be
+    written is cut off again, so the offset stays where it was.
     """
     try:
         start = int(str(offset))
@@ -347,28 +358,40 @@ def append_chunk(upload: Upload, offset: object, stream: Readable, length: int |
             )
         digest = _take_hash(upload.id, end)
         written = 0
-        with path.open("r+b") as handle:
-            handle.seek(end)
-            try:
-                while written < length:
-                    block = stream.read(min(READ_BLOCK, length - written))
-                    if not block:
-                        break
-                    handle.write(block)
-                    if digest is not None:
-                        digest.update(block)
-                    written += len(block)
-            except BaseException:
-                handle.truncate(end)
-                raise
+        # Unbuffered: a write error surfaces at the write that hit it (nothing is left to
+        # flush at close), so the partial chunk can always be cut off again.
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            while written < length:
+                block = stream.read(min(READ_BLOCK, length - written))
+                if not block:
+                    break
+                try:
+                    _write_all(fd, end + written, block)
+                except OSError as exc:
+                    if exc.errno not in DISK_FULL:
+                        raise
+                    raise UploadError(
+                        f"the disk is full ({exc.strerror} in {path.parent.parent}): nothing "
+                        f"of this chunk was kept; free space and resume from offset {end}",
+                        507,
+                        expected_offset=end,
+                    ) from exc
+                if digest is not None:
+                    digest.update(block)
+                written += len(block)
             if written != length:
-                handle.truncate(end)
                 raise UploadError(
                     f"the chunk ended after {written} of {length} bytes: send it again "
                     f"from offset {end}",
                     400,
                     expected_offset=end,
                 )
+        except BaseException:
+            os.ftruncate(fd, end)
+            raise
+        finally:
+            os.close(fd)
         if digest is not None:
             _keep_hash(upload.id, end + written, digest)
         Upload.objects.filter(pk=upload.pk).update(
