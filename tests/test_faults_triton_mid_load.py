@@ -1,0 +1,195 @@
+"""Fault case 1, the missing part: Triton dies WHILE a model is loading.
+
+The load action must end (no stuck thread, nothing left in flight) with a failure that says
+Triton went away, the pages must render with the Triton-down banner and never show a stuck
+LOADING, and after Triton restarts in explicit mode (nothing loaded) the dashboard shows
+the truth and a new load of the same model succeeds.
+
+Parametrized over the two ways `TritonClient.load` can be waiting when Triton dies: inside
+the blocking load_model call (client timeout longer than the load), or polling the
+repository index after the call's deadline (client timeout shorter than the load).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from dashboard import local_services as svc
+from dashboard.team.models import AuditEvent
+from repository_app import control, events
+from repository_app.models import ModelIntent
+from repository_app.triton_client import TritonClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+SLOW_MODEL = Path(__file__).resolve().parent / "models" / "slow_initialize"
+MODEL = "slow_initialize"
+# Long enough that the kill surely lands while Triton still reports LOADING; short enough
+# that the successful load after the restart keeps the test quick.
+INITIALIZE_S = 8
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL tritonserver and its process group (Python-backend stubs included)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def _start(repo: Path, settings, ports: svc.TritonPorts, log: Path) -> subprocess.Popen:
+    return svc.start_tritonserver(repo, Path(settings.VAR_DIR), ports, log)
+
+
+@pytest.mark.parametrize(
+    ("client_timeout_s", "where"),
+    [(30.0, "in the load call"), (1.0, "while polling the index")],
+    ids=["blocking-call", "polling"],
+)
+def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_restart(
+    tmp_path, settings, admin_user, monkeypatch, client_timeout_s, where
+):
+    repo = tmp_path / "repo"
+    shutil.copytree(SLOW_MODEL, repo / MODEL)
+    model_py = repo / MODEL / "1" / "model.py"
+    source = model_py.read_text()
+    assert "time.sleep(4)" in source  # the pattern this test rewrites
+    model_py.write_text(source.replace("time.sleep(4)", f"time.sleep({INITIALIZE_S})"))
+
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    log = tmp_path / "triton.log"
+    proc = _start(repo, settings, ports, log)
+    settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
+    settings.TRITON_METRICS_URL = f"http://127.0.0.1:{ports.metrics}/metrics"
+    settings.MODEL_REPOSITORY = repo
+    settings.TRITON_TIMEOUT_S = client_timeout_s
+    unreachable = f"Triton unreachable at {settings.TRITON_URL}"
+
+    published: list[tuple[str, dict]] = []
+    real_publish = events.publish
+
+    def recording_publish(group, kind, payload, *args, **kwargs):
+        if group == events.REPOSITORY_GROUP:
+            published.append((kind, payload))
+        return real_publish(group, kind, payload, *args, **kwargs)
+
+    monkeypatch.setattr(events, "publish", recording_publish)
+    polling: list[str] = []  # names whose load went past the call's deadline
+    real_wait = TritonClient.wait_until_settled
+
+    def spy_wait(self, name):
+        polling.append(name)
+        return real_wait(self, name)
+
+    monkeypatch.setattr(TritonClient, "wait_until_settled", spy_wait)
+
+    web = Client()
+    web.force_login(admin_user)
+    direct = TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL, timeout_s=2.0)
+    try:
+        assert not control._inflight
+        response = web.post(f"/models/{MODEL}/load", HTTP_ACCEPT="application/json")
+        assert response.status_code == 202, response.content
+
+        # Triton is initializing the model, and the dashboard says so.
+        _wait_for(
+            lambda: [s.state for s in direct.model_states(MODEL)] == ["LOADING"],
+            INITIALIZE_S / 2,
+            "Triton to report LOADING",
+        )
+        shown = web.get("/models/states.json").json()
+        assert shown["models"][MODEL]["state"] == "LOADING"
+        if client_timeout_s < INITIALIZE_S / 2:
+            time.sleep(client_timeout_s + 0.5)  # past the call's deadline: now polling
+        assert MODEL in control._inflight  # still mid-load when Triton dies
+        assert polling == ([MODEL] if client_timeout_s < INITIALIZE_S else []), where
+        assert [s.state for s in direct.model_states(MODEL)] == ["LOADING"]
+
+        _kill_group(proc)
+        killed_at = time.monotonic()
+
+        # The action ends by itself, well before the load would have finished.
+        _wait_for(lambda: not control._inflight, 15, f"the load to end after a kill {where}")
+        assert time.monotonic() - killed_at < 15
+
+        failed = AuditEvent.objects.get(action="load", model_name=MODEL)
+        assert failed.outcome == AuditEvent.Outcome.FAILED
+        assert failed.username == admin_user.username
+        assert failed.detail == unreachable, failed.detail
+        assert "Traceback" not in failed.detail
+        assert not ModelIntent.objects.filter(name=MODEL).exists()  # not a "previous load"
+
+        # What open pages were told: a failure with the same reason, and no LOADING left.
+        outcomes = [p for k, p in published if k == "model.action" and p.get("phase") != "started"]
+        assert len(outcomes) == 1, outcomes
+        assert outcomes[0]["phase"] == "failed" and outcomes[0]["ok"] is False
+        assert outcomes[0]["message"] == unreachable
+        last_states = [p for k, p in published if k == "models.states"][-1]
+        assert last_states["models"][MODEL]["state"] != "LOADING"
+
+        # Triton down: every page renders, with the banner, and nothing claims LOADING.
+        states = web.get("/models/states.json")
+        assert states.status_code == 200
+        assert states.json()["triton"] == {"up": False, "message": unreachable}
+        assert MODEL not in states.json()["models"]
+        listing = web.get("/models/")
+        assert listing.status_code == 200
+        html = listing.content.decode()
+        assert f'Triton unreachable: <span id="triton-banner-text">{unreachable}' in html
+        assert f'data-model="{MODEL}"' in html  # from disk
+        assert "LOADING</span>" not in html
+        detail = web.get(f"/models/{MODEL}/")
+        assert detail.status_code == 200
+        assert unreachable in detail.content.decode()
+        overview = web.get("/")
+        assert overview.status_code == 200
+        assert 'id="triton-banner">Triton is down' in overview.content.decode()
+        assert web.get("/server/").status_code == 200
+        refused = web.post(f"/models/{MODEL}/load", HTTP_ACCEPT="application/json")
+        assert refused.status_code == 409 and refused.json()["message"] == unreachable
+
+        # Same ports and repository, explicit mode, nothing loaded: the truth, no phantom.
+        proc = _start(repo, settings, ports, log)
+        after = _wait_for(
+            lambda: (r := web.get("/models/states.json").json())["triton"]["up"] and r,
+            15,
+            "the dashboard to see Triton again",
+        )
+        assert after["models"][MODEL]["state"] == "not loaded", after["models"][MODEL]
+        html = web.get("/models/").content.decode()
+        assert 'id="triton-banner" class="banner error" hidden' in html
+        assert 'id="restore-banner"' not in html  # the failed load is not restored
+        assert "LOADING</span>" not in html and "READY</span>" not in html
+
+        # A new load is accepted (not "busy") and ends READY.
+        response = web.post(f"/models/{MODEL}/load", HTTP_ACCEPT="application/json")
+        assert response.status_code == 202, response.content
+        _wait_for(lambda: not control._inflight, INITIALIZE_S + 30, "the new load to end")
+        loaded = AuditEvent.objects.filter(action="load", model_name=MODEL).first()
+        assert loaded.pk != failed.pk
+        assert (loaded.outcome, loaded.detail) == ("ok", f"{MODEL} loaded: READY")
+        assert web.get("/models/states.json").json()["models"][MODEL]["state"] == "READY"
+        assert [s.state for s in direct.model_states(MODEL)] == ["READY"]
+        assert ModelIntent.objects.get(name=MODEL).loaded is True
+    finally:
+        _kill_group(proc)
+        direct.close()
+        _wait_for(lambda: not control._inflight, 30, "no action left in flight")
