@@ -1,12 +1,14 @@
 """Built-in engine vs perf_analyzer, side by side, on one Triton and model.
 
     .venv/bin/python benchmarks/bench_engine.py [--url 127.0.0.1:8001] [--model add_batched]
-        [--levels 1,2,4,8] [--window-ms 1000] [--client auto]
+        [--levels 1,2,4,8] [--window-ms 1000] [--client auto] [--rounds 3]
 
 Without --url it starts its own tritonserver (demo repository, add_batched loaded).
-Each concurrency is measured by one engine then the other (one level per run, same
-window, stability and percentile settings), and a markdown table is printed:
-throughput and p95 ratios (engine / perf_analyzer) and client CPU per request.
+Each concurrency is measured `--rounds` times by each engine, alternating which goes first
+(one level per run, same window, stability and percentile settings; the engine uses the
+client plan a sweep over all the levels would), and a markdown table is printed: medians
+of throughput, p95 and their per-round ratios (engine / perf_analyzer), and client CPU
+per request.
 perf_analyzer's CPU per request counts its whole process (warm-up and unstable windows
 included) over the requests of the reported windows, so it is an upper bound.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -23,41 +26,69 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from profiler_app.engine import perf_analyzer as pa  # noqa: E402
-from profiler_app.engine.loadgen import SweepParams, run_sweep  # noqa: E402
+from profiler_app.engine.loadgen import SweepParams, _client_plan, run_sweep  # noqa: E402
+
+
+async def measure_once(level: int, params: SweepParams, url: str, args: argparse.Namespace, ours_first: bool) -> dict[str, float] | None:  # fmt: skip
+    async def ours_run():  # type: ignore[no-untyped-def]
+        return (await run_sweep(params, url)).levels[0]
+
+    if ours_first:
+        ours = await ours_run()
+        ref = await pa.run_perf_analyzer(params, url)
+    else:
+        ref = await pa.run_perf_analyzer(params, url)
+        ours = await ours_run()
+    if not ref.levels or not ref.levels[0].windows and ref.levels[0].throughput == 0:
+        print(f"perf_analyzer gave nothing at c={level}: {ref.errors}", file=sys.stderr)
+        return None
+    theirs = ref.levels[0]
+    their_tput, their_p95 = theirs.throughput, theirs.percentiles_us.get(95, 0.0)
+    if not theirs.stable:  # no summary: average its last 3 windows (p95 per window)
+        last = theirs.windows[-3:]
+        their_tput = sum(w.throughput for w in last) / len(last)
+        their_p95 = sum(w.latency_us for w in last) / len(last)
+    assert ours.latency is not None
+    return {
+        "ours": ours.throughput,
+        "theirs": their_tput,
+        "p95_ours": ours.latency.p95_us,
+        "p95_theirs": their_p95,
+        "cpu_ours": ours.client_cpu_us,
+        "cpu_theirs": ref.cpu_seconds / max(1, _their_requests(ref, args.window_ms)) * 1e6,
+        "stable": float(ours.stable and theirs.stable),
+    }
 
 
 async def measure(url: str, args: argparse.Namespace) -> list[dict[str, float]]:
+    """Per level, `rounds` runs of each engine in alternating order; medians of each figure
+    and of the per-round ratios (the machine is shared: side by side, never one-off)."""
+    client, workers = args.client, args.workers
+    if client == "auto":  # the plan a real sweep over all the levels would use
+        client, workers = _client_plan(
+            SweepParams(model=args.model, start=min(args.levels), end=max(args.levels))
+        )
     rows = []
     for level in args.levels:
         params = SweepParams(
             model=args.model, start=level, end=level, measurement_window_ms=args.window_ms,
-            stability_percentage=args.stability, max_windows=args.max_windows, client=args.client,
-            workers=args.workers,
+            stability_percentage=args.stability, max_windows=args.max_windows, client=client,
+            workers=workers,
         )  # fmt: skip
-        ours = (await run_sweep(params, url)).levels[0]
-        ref = await pa.run_perf_analyzer(params, url)
-        if not ref.levels or not ref.levels[0].windows and ref.levels[0].throughput == 0:
-            print(f"perf_analyzer gave nothing at c={level}: {ref.errors}", file=sys.stderr)
+        runs = [
+            r
+            for n in range(args.rounds)
+            if (r := await measure_once(level, params, url, args, ours_first=n % 2 == 0))
+        ]
+        if not runs:
             continue
-        theirs = ref.levels[0]
-        their_tput, their_p95 = theirs.throughput, theirs.percentiles_us.get(95, 0.0)
-        if not theirs.stable:  # no summary: average its last 3 windows (p95 per window)
-            last = theirs.windows[-3:]
-            their_tput = sum(w.throughput for w in last) / len(last)
-            their_p95 = sum(w.latency_us for w in last) / len(last)
-        assert ours.latency is not None
-        rows.append(
-            {
-                "c": level,
-                "ours": ours.throughput,
-                "theirs": their_tput,
-                "p95_ours": ours.latency.p95_us,
-                "p95_theirs": their_p95,
-                "cpu_ours": ours.client_cpu_us,
-                "cpu_theirs": ref.cpu_seconds / max(1, _their_requests(ref, args.window_ms)) * 1e6,
-                "stable": float(ours.stable and theirs.stable),
-            }
-        )
+        row = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        row["c"] = level
+        row["ratio"] = statistics.median(r["ours"] / r["theirs"] for r in runs)
+        row["p95_ratio"] = statistics.median(r["p95_ours"] / r["p95_theirs"] for r in runs)
+        row["ratios"] = [r["ours"] / r["theirs"] for r in runs]  # type: ignore[assignment]
+        row["stable"] = float(all(r["stable"] for r in runs))
+        rows.append(row)
         print(f"c={level} done", file=sys.stderr, flush=True)
     return rows
 
@@ -72,13 +103,14 @@ def _their_requests(ref: pa.PaResult, window_ms: int) -> float:
 
 def table(rows: list[dict[str, float]]) -> str:
     lines = [
-        "| concurrency | engine infer/s | perf_analyzer infer/s | throughput ratio | engine p95 µs | perf_analyzer p95 µs | p95 ratio | engine CPU µs/req | perf_analyzer CPU µs/req | both stable |",
+        "| concurrency | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio | engine CPU µs/req | perf_analyzer CPU µs/req | all stable |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['c']:g} | {r['ours']:,.0f} | {r['theirs']:,.0f} | {r['ours'] / r['theirs']:.2f} "
-            f"| {r['p95_ours']:,.0f} | {r['p95_theirs']:,.0f} | {r['p95_ours'] / r['p95_theirs']:.2f} "
+            f"| {r['c']:g} | {r['ours']:,.0f} | {r['theirs']:,.0f} | {r['ratio']:.2f} "
+            f"({', '.join(f'{x:.2f}' for x in r['ratios'])}) "  # type: ignore[attr-defined]
+            f"| {r['p95_ours']:,.0f} | {r['p95_theirs']:,.0f} | {r['p95_ratio']:.2f} "
             f"| {r['cpu_ours']:.0f} | {r['cpu_theirs']:.0f} | {'yes' if r['stable'] else 'no'} |"
         )
     return "\n".join(lines)
@@ -96,6 +128,7 @@ def main() -> int:
     parser.add_argument("--max-windows", type=int, default=8)
     parser.add_argument("--client", default="auto", choices=["auto", "aio", "threads"])
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     pa.locate_perf_analyzer()  # fail early with the install hint
     if args.url:

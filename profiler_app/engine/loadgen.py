@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import os
 import socket
 import subprocess
@@ -402,15 +403,18 @@ class _Pool:
 def _client_plan(params: SweepParams) -> tuple[str, int]:
     """(client, worker processes) for the sweep.
 
-    Measured on the 2-core box against perf_analyzer: up to 4 outstanding requests,
-    blocking calls with one request per process match it best (the aio poller's thread
-    hop and one shared GIL both add latency); beyond that, aio tasks in one process
-    amortise wake-ups over several completions and keep pace with it.
+    Measured on the 2-core box against perf_analyzer (benchmarks/bench_engine.py): blocking
+    calls, one thread per outstanding request, keep pace with it up to 16 outstanding
+    requests; one process per request up to 4, then about 4 threads per process (more
+    processes than cores only add scheduling). Beyond 16, and for request-rate mode, aio
+    tasks amortise wake-ups over several completions.
     """
     if params.client != "auto":
         return params.client, max(1, params.workers)
     if params.mode == "concurrency" and params.end <= 4:
         return "threads", max(params.workers, int(params.end))
+    if params.mode == "concurrency" and params.end <= 16:
+        return "threads", max(params.workers, math.ceil(params.end / 4))
     return "aio", max(1, params.workers)
 
 
