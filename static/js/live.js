@@ -29,6 +29,9 @@ window.Live = (function () {
       socket = new WebSocket(scheme + "://" + location.host + path);
       socket.onopen = function () {
         retry = 500;
+        // A new connection starts a new sequence: Redis may have restarted (its counters
+        // with it), and the resync below covers whatever was missed in between.
+        for (const group in lastSeq) delete lastSeq[group];
         setStatus("live", "ok");
         if (resync) resync();
       };
