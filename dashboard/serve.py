@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-import os
 import sys
 from typing import Any
 
@@ -31,9 +30,11 @@ from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
+from .env import env_int
+
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
-WEBSOCKET_MAX_BACKLOG = int(os.environ.get("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024))
+WEBSOCKET_MAX_BACKLOG = env_int("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024, minimum=64 * 1024)
 log = logging.getLogger("dashboard.serve")
 
 

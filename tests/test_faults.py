@@ -162,8 +162,8 @@ async def test_a_consumer_that_falls_behind_is_bounded_and_sees_the_gap(redis_db
     (a stuck or slow connection) costs bounded memory; the events it missed show up as a
     hole in the sequence numbers, and the client resyncs over HTTP.
 
-    Not covered: Daphne's own write buffer towards a slow TCP peer (ASGI gives no
-    backpressure signal); see the closing notes."""
+    Daphne's own write buffer towards a slow TCP peer is bounded separately
+    (tests/test_websocket_backlog.py)."""
     from asgiref.sync import sync_to_async
     from channels.layers import get_channel_layer
 
