@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from . import gpu, stats
+from .gpu import GpuSample, GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
 
@@ -147,6 +148,7 @@ class WindowResult:
     client_cpu_us: float  # worker CPU per completed request
     send_rate: float  # requests sent per second
     closed_at: float = 0.0  # wall clock (time.time()) when the window closed
+    gpu: GpuSample | None = None  # from Triton's metrics at the window's end, where it has GPUs
     # Raw latencies (ns) of the window, kept so a level pools them like perf_analyzer.
     latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
 
@@ -168,6 +170,7 @@ class LevelResult:
     client_cpu_us: float
     over_threshold: bool = False
     cancelled: bool = False
+    gpu: GpuSample | None = None  # mean utilisation, peak memory over the windows
 
 
 @dataclass
@@ -425,8 +428,12 @@ async def run_sweep(
     on_window: Callable[[WindowResult], Any] | None = None,
     on_level: Callable[[LevelResult], Any] | None = None,
     should_cancel: Callable[[], Any] | None = None,
+    metrics_url: str | None = None,
 ) -> SweepResult:
     """Run the sweep against Triton at `url` (host:port of the protocol's endpoint).
+
+    With `metrics_url` (Triton's /metrics), each window also records GPU utilisation and
+    memory where the server has GPUs.
 
     Callbacks may be plain functions or coroutines: `on_window(WindowResult)` as each
     window closes, `on_level(LevelResult)` as each level ends, `should_cancel()` polled
@@ -470,8 +477,9 @@ async def run_sweep(
             outputs = await pool.started()
             result = SweepResult(params, [], outputs=outputs)
             await _measure_levels(
-                params, levels, pool, control, result, on_window, on_level, should_cancel
-            )
+                params, levels, pool, control, GpuSampler(metrics_url), result,
+                on_window, on_level, should_cancel,
+            )  # fmt: skip
             return result
         finally:
             await asyncio.get_running_loop().run_in_executor(None, pool.stop)
@@ -484,6 +492,7 @@ async def _measure_levels(
     levels: Sequence[float],
     pool: _Pool,
     control: _Control,
+    gpu_sampler: GpuSampler,
     result: SweepResult,
     on_window: Callable[[WindowResult], Any] | None,
     on_level: Callable[[LevelResult], Any] | None,
@@ -508,12 +517,15 @@ async def _measure_levels(
             if cancelled:
                 break
             window_end, closed_at = time.monotonic_ns(), time.time()
-            replies, server_end = await asyncio.gather(
-                pool.swap(window_end), control.statistics(params.model, params.version)
+            replies, server_end, gpu_now = await asyncio.gather(
+                pool.swap(window_end),
+                control.statistics(params.model, params.version),
+                gpu_sampler.sample(),
             )
             window = _window(level, len(windows), window_start, window_end, replies, batch)
             window.server = _server_diff(server_start, server_end)
             window.closed_at = closed_at
+            window.gpu = gpu_now
             server_start, window_start = server_end, window_end
             windows.append(window)
             await _call(on_window, window)
@@ -603,6 +615,7 @@ def _merge_level(
             sum(w.client_cpu_us * w.requests for w in last) / cpu_requests if cpu_requests else 0.0
         ),
         cancelled=cancelled,
+        gpu=gpu.merge([w.gpu for w in last]),
     )
 
 
