@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connections, transaction
@@ -109,7 +109,11 @@ def time_limits(params: SweepParams) -> tuple[int, int]:
     return soft, soft + 60
 
 
-def preflight(params: SweepParams, engine: str = Sweep.Engine.BUILTIN) -> None:
+# TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
+_BUILTIN = cast(str, Sweep.Engine.BUILTIN)
+
+
+def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
     """Check what can be checked before queueing; raises SweepError with a user message."""
     params.validate()
     if len(params.levels()) > MAX_LEVELS:
@@ -181,7 +185,7 @@ def check_queue() -> None:
 def create_sweep(
     params: SweepParams,
     *,
-    engine: str = Sweep.Engine.BUILTIN,
+    engine: str = _BUILTIN,
     user: Any = None,
     enqueue: bool = True,
     rerun_of: Sweep | None = None,

@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import redis
 from asgiref.sync import async_to_sync
@@ -37,7 +37,8 @@ def _redis() -> redis.Redis:
 
 
 def next_seq(group: str) -> int:
-    return int(_redis().incr(f"dashboard:seq:{group}"))
+    # redis-py types sync and async results alike (Awaitable[Any] | Any); sync INCR gives int.
+    return int(cast(int, _redis().incr(f"dashboard:seq:{group}")))
 
 
 _sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-sender")
@@ -75,7 +76,7 @@ def save_snapshot(snapshot: dict[str, Any]) -> None:
 
 def load_snapshot() -> dict[str, Any] | None:
     try:
-        raw = _redis().get(SNAPSHOT_KEY)
+        raw = cast("bytes | None", _redis().get(SNAPSHOT_KEY))
     except (redis.RedisError, OSError):
         return None
     return json.loads(raw) if raw else None
@@ -83,7 +84,7 @@ def load_snapshot() -> dict[str, Any] | None:
 
 def current_seq(group: str) -> int:
     try:
-        return int(_redis().get(f"dashboard:seq:{group}") or 0)
+        return int(cast("bytes | None", _redis().get(f"dashboard:seq:{group}")) or 0)
     except (redis.RedisError, OSError):
         return 0
 
@@ -127,7 +128,7 @@ def presence_leave(group: str, channel: str) -> list[str]:
 
 def presence(group: str) -> list[str]:
     try:
-        names = _redis().hvals(_presence_key(group))
+        names = cast("list[bytes]", _redis().hvals(_presence_key(group)))
     except (redis.RedisError, OSError):
         return []
     return sorted({n.decode() for n in names})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from typing import Any
+from typing import Any, cast
 
 from .models import AuditEvent
 
@@ -52,7 +52,8 @@ def record(
     *,
     model_name: str = "",
     target: str = "",
-    outcome: str = AuditEvent.Outcome.OK,
+    # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
+    outcome: str = cast(str, AuditEvent.Outcome.OK),
     detail: str = "",
     before_sha256: str = "",
     after_sha256: str = "",

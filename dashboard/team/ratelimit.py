@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import Any, cast
 
 import redis
 from django.conf import settings
@@ -33,7 +33,8 @@ def _keys(request: HttpRequest) -> list[str]:
 
 def locked_out(request: HttpRequest) -> bool:
     try:
-        counts = _redis().mget(_keys(request))
+        # redis-py types sync and async results alike (Awaitable[Any] | Any).
+        counts = cast("list[bytes | None]", _redis().mget(_keys(request)))
     except (redis.RedisError, OSError) as exc:
         log.warning("login rate limit not checked: %s", exc)
         return False

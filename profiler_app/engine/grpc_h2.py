@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+from typing import cast
 from urllib.parse import unquote
 
 import hpack
@@ -160,7 +161,9 @@ class UnaryConnection:
                     block += payload
                 if not flags & END_HEADERS:
                     continue
-                fields = self.decoder.decode(block)  # always: keeps the dynamic table in step
+                # always: keeps the dynamic table in step. hpack annotates decode() as bytes
+                # pairs, but without raw=True it returns str pairs.
+                fields = cast("list[tuple[str, str]]", self.decoder.decode(block))
                 if sid != stream:
                     continue
                 for name, value in fields:

@@ -225,7 +225,12 @@ class Worker:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        await asyncio.to_thread(lambda: [t.join(5) for t in self.threads])
+
+        def join_threads() -> None:
+            for t in self.threads:
+                t.join(5)
+
+        await asyncio.to_thread(join_threads)
         if self.spec.protocol == "grpc":
             if self.aio_channel is not None:
                 await self.aio_channel.close()

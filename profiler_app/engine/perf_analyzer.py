@@ -211,9 +211,9 @@ class StdoutParser:
             self._block = ""
             return events
         if m := _UNSTABLE.search(line):
-            level = self.current or PaLevel(float(m.group(2)))
-            level.stable = False
-            self.current = level
+            unstable = self.current or PaLevel(float(m.group(2)))
+            unstable.stable = False
+            self.current = unstable
             return events + self._finish()
         if _UNSTABLE_ANY.match(line):
             if self.current is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -122,8 +122,9 @@ class SearchRequest:
     space: Space
     measure: SweepParams  # concurrency range, windows, stability, percentile
     constraints: objective.Constraints
-    objective: str = Search.Objective.MAX_THROUGHPUT
-    mode: str = Search.Mode.QUICK
+    # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
+    objective: str = cast(str, Search.Objective.MAX_THROUGHPUT)
+    mode: str = cast(str, Search.Mode.QUICK)
     max_runs: int | None = None
 
 
@@ -475,10 +476,12 @@ class _Run:
         except TritonError as exc:
             if exc.unreachable:
                 raise _Fatal(f"Triton unreachable while loading a candidate: {exc}") from None
-            return self._failed(candidate, self._refusal(exc.message, config))
+            self._failed(candidate, self._refusal(exc.message, config))
+            return None
         levels, result_error = self._measure(candidate)
         if result_error:
-            return self._failed(candidate, result_error, levels)
+            self._failed(candidate, result_error, levels)
+            return None
         candidate.levels = levels
         candidate.gpu_memory_bytes = gpu_memory_used_bytes()
         candidate.state = SearchCandidate.State.MEASURED
@@ -689,7 +692,8 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
             text,
             base_sha256=sha,
             author_id=user.pk if getattr(user, "pk", None) else None,
-            source=saving.Source.FORM,
+            # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
+            source=cast(str, saving.Source.FORM),
             message=f"config search #{search.pk}: {knobs.describe()}",
         )
     except saving.InvalidConfig as exc:

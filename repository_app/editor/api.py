@@ -3,7 +3,7 @@ and validation. Same saving path as the editor (revision, audit, atomic write)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -128,9 +128,10 @@ class ConfigView(APIView):
             return _invalid(findings)
         as_text = text if isinstance(text, str) else saving.decode_for_display(text)
         try:
+            # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
             result = saving.save_config(
                 name, as_text, base_sha256=expected, author_id=request.user.pk,
-                source=ConfigRevision.Source.API, message=message,
+                source=cast(str, ConfigRevision.Source.API), message=message,
             )  # fmt: skip
         except saving.SaveConflict as exc:
             return Response(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from django import forms as djforms
 from tritonclient.grpc import model_config_pb2 as pb
@@ -34,7 +34,7 @@ from .forms import (
     split_pair,
 )
 
-ModelConfig = pb.ModelConfig
+ModelConfig: TypeAlias = pb.ModelConfig
 
 QUEUE_POLICY_FIELDS = (
     "timeout_action",

@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from django.conf import settings
 from django.db import transaction
@@ -375,7 +376,8 @@ def restore_revision(
         old.text,
         base_sha256=base_sha256,
         author_id=author_id,
-        source=Source.RESTORE,
+        # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
+        source=cast(str, Source.RESTORE),
         message=f"restored revision #{old.pk}",
         root=root,
     )

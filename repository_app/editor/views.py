@@ -8,7 +8,7 @@ rendered from (``base_text``), so a form save applies only the changed fields to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -459,7 +459,8 @@ def config_raw(request: HttpRequest, name: str) -> JsonResponse:
             text,
             base_sha256=base_sha,
             author_id=request.user.pk,
-            source=ConfigRevision.Source.API,
+            # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
+            source=cast(str, ConfigRevision.Source.API),
             message=request.headers.get("X-Config-Message", ""),
         )
     except saving.InvalidConfig as exc:

@@ -17,7 +17,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from django.conf import settings
 
@@ -144,7 +144,7 @@ def _scan_zip(path: Path, result: Scan) -> None:
             _add(result, info.filename, info.is_dir(), info.file_size)
 
 
-def _tar_mode(kind: str) -> str:
+def _tar_mode(kind: str) -> Literal["r:gz", "r:"]:
     return "r:gz" if kind == ".tar.gz" else "r:"
 
 
@@ -170,7 +170,8 @@ def _iter_tar(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
             return
         yield info
         # TarFile keeps every member it read; a count check must not wait for the end.
-        if len(archive.members) > _limits()[0] + 1:
+        # typeshed does not declare TarFile.members (a plain list attribute at runtime).
+        if len(archive.members) > _limits()[0] + 1:  # type: ignore[attr-defined]
             raise ArchiveError(
                 f"the archive has more than {_limits()[0]} members (UPLOAD_MAX_ARCHIVE_MEMBERS)"
             )
@@ -260,19 +261,19 @@ def extract(
                     with archive.open(info) as source:
                         written += write(member, source)
         else:
-            with tarfile.open(path, _tar_mode(result.kind)) as archive:
-                for info in _iter_tar(archive):
-                    member = wanted.get(info.name)
+            with tarfile.open(path, _tar_mode(result.kind)) as tar_archive:
+                for tar_info in _iter_tar(tar_archive):
+                    member = wanted.get(tar_info.name)
                     if member is None:
                         continue
                     if member.is_dir:
                         _mkdir(target(member))
                         continue
-                    source = archive.extractfile(info)
-                    if source is None:
-                        raise ArchiveError(f"archive member {info.name!r} cannot be read")
-                    with source:
-                        written += write(member, source)
+                    tar_source = tar_archive.extractfile(tar_info)
+                    if tar_source is None:
+                        raise ArchiveError(f"archive member {tar_info.name!r} cannot be read")
+                    with tar_source:
+                        written += write(member, tar_source)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
         raise ArchiveError(f"the archive is damaged: {exc}") from exc
     return written

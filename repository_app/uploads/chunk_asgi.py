@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from io import BytesIO
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
@@ -53,7 +53,10 @@ class BodyStream:
         self._more = True
 
     def _next_message(self) -> None:
-        message = asyncio.run_coroutine_threadsafe(self._receive(), self._loop).result()
+        # The server's receive is an async def, so this awaitable is a coroutine (which
+        # run_coroutine_threadsafe requires); Receive is typed with the ASGI spec's Awaitable.
+        pending = cast(Coroutine[Any, Any, MutableMapping[str, Any]], self._receive())
+        message = asyncio.run_coroutine_threadsafe(pending, self._loop).result()
         if message["type"] == "http.disconnect":
             raise ConnectionResetError("the client went away during the chunk")
         self._pending = memoryview(message.get("body", b""))
