@@ -429,6 +429,12 @@ def _server_fields(server: Any) -> dict[str, float | None]:
     return {"server_request_us": server.request_us, **{k: getattr(server, k) for k in keys}}
 
 
+def _gpu_fields(sample: Any) -> dict[str, float | None]:
+    if sample is None:
+        return {}
+    return {"gpu_utilization": sample.utilization, "gpu_memory_bytes": sample.memory_used_bytes}
+
+
 def point_json(p: SweepPoint) -> dict[str, Any]:
     return {
         "level": p.level,
@@ -499,6 +505,7 @@ class _Recorder:
                     "send_rate": w.send_rate,
                     "error_messages": w.error_messages,
                     "avg_batch": w.server.avg_batch_size if w.server else None,
+                    **_gpu_fields(w.gpu),
                 },
             },
         )
@@ -531,6 +538,7 @@ class _Recorder:
                     "cancelled": cancelled,
                     "client_cpu_us": lv.client_cpu_us,
                     "avg_batch": lv.server.avg_batch_size if lv.server else None,
+                    **_gpu_fields(lv.gpu),
                 },
             },
         )
@@ -663,6 +671,7 @@ def _run_builtin(params: SweepParams, monitor: _Monitor, recorder: _Recorder) ->
             on_window=lambda w: recorder.call(recorder.window, w),
             on_level=lambda lv: recorder.call(recorder.level, lv),
             should_cancel=lambda: _should_cancel(monitor, recorder),
+            metrics_url=settings.TRITON_METRICS_URL or None,
         )
 
     result = asyncio.run(main())

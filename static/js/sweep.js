@@ -145,12 +145,20 @@ window.SweepPage = (function () {
     return typeof v === "number" ? v.toFixed(digits === undefined ? 2 : digits) : String(v);
   }
 
+  function gpuCell(extra) {
+    if (!extra || (extra.gpu_utilization == null && extra.gpu_memory_bytes == null)) return "—";
+    const parts = [];
+    if (extra.gpu_utilization != null) parts.push((100 * extra.gpu_utilization).toFixed(0) + " %");
+    if (extra.gpu_memory_bytes != null) parts.push((extra.gpu_memory_bytes / 2 ** 30).toFixed(1) + " GiB");
+    return parts.join(" · ");
+  }
+
   function renderTable(levels) {
     const table = document.getElementById("levels-table");
     const head = table.rows[0].outerHTML;
     table.innerHTML = head + levels.map(function (p) {
       const partial = p.extra && p.extra.cancelled ? " (partial)" : "";
-      return "<tr data-level=\"" + p.level + "\"><td>" + p.level + partial + "</td><td>" + cell(p.throughput, 1) + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + (p.stable ? "yes" : "no") + "</td><td>" + p.errors + "</td></tr>";
+      return "<tr data-level=\"" + p.level + "\"><td>" + p.level + partial + "</td><td>" + cell(p.throughput, 1) + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + (p.stable ? "yes" : "no") + "</td><td>" + p.errors + "</td></tr>";
     }).join("");
   }
 
