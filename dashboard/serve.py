@@ -17,8 +17,6 @@ more is disconnected (the page reconnects and resyncs over HTTP, see static/js/l
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import sys
 from typing import Any
@@ -31,6 +29,7 @@ from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
 from .env import env_int
+from .memory import tune_malloc
 
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
@@ -104,25 +103,6 @@ class DashboardServer(Server):
 
 class DashboardCommandLine(CommandLineInterface):
     server_class = DashboardServer
-
-
-M_ARENA_MAX = -8
-M_MMAP_THRESHOLD = -3
-
-
-def tune_malloc(mmap_threshold: int = 256 * 1024, arenas: int = 2) -> None:
-    """Keep the memory of upload chunks from staying in the process's RSS (glibc only).
-
-    glibc raises its mmap threshold each time a large block is freed, up to 32 MiB; after
-    that, the 1 MiB body buffers of every chunk come from the heap and stay resident. Setting
-    the threshold explicitly turns that adjustment off. Each worker thread that handles a
-    chunk would also get an arena of its own (up to 8 per core), each keeping freed memory.
-    """
-    name = ctypes.util.find_library("c")
-    if name:
-        libc = ctypes.CDLL(name)
-        libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
-        libc.mallopt(M_ARENA_MAX, arenas)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,6 +25,8 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
+from dashboard.memory import release_free_memory
+
 from . import staging
 from .staging import UploadError
 
@@ -141,3 +143,4 @@ async def chunk_app(scope: Scope, receive: Receive, send: Send) -> None:
     ]
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})
     await send({"type": "http.response.body", "body": payload})
+    release_free_memory()
