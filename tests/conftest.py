@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,30 +169,35 @@ class WebServer:
     process: subprocess.Popen
 
 
+def wait_for(predicate, timeout: float, what: str, every: float = 0.2):  # type: ignore[no-untyped-def]
+    """Poll `predicate` until it returns something true (returned), or fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_web(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
+    """The real ASGI server (`python -m dashboard.serve`: Daphne) on a free port."""
+    port = svc.free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port),
+         "dashboard.asgi:application"],
+        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", proc, log)
+    return proc, f"http://127.0.0.1:{port}"
+
+
 @pytest.fixture(scope="session")
 def web_server(service_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
     """The real ASGI server (Daphne: HTTP and websockets) on a free port."""
-    port = svc.free_port()
-    log = tmp_path_factory.mktemp("web") / "daphne.log"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dashboard.serve",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "dashboard.asgi:application",
-        ],
-        cwd=ROOT,
-        env=service_env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", proc, log)
-    yield WebServer(f"http://127.0.0.1:{port}", proc)
+    proc, url = start_web(service_env, tmp_path_factory.mktemp("web") / "daphne.log")
+    yield WebServer(url, proc)
     svc.stop(proc)
 
 

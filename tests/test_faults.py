@@ -21,21 +21,11 @@ from profiler_app.models import Sweep, SweepPoint
 from repository_app import control, events
 from repository_app.triton_client import TritonClient
 
-from .conftest import start_celery_worker
+from .conftest import start_celery_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "model_repository"
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _own_triton(
@@ -79,7 +69,7 @@ def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(tri
     assert not errors, errors
     # Overlapping requests are refused with a reason, never sent twice at once.
     assert all("already running" in r or "busy in Triton" in r for r in refusals), refusals
-    _wait_for(lambda: not control._inflight, 120, "every action to finish")
+    wait_for(lambda: not control._inflight, 120, "every action to finish")
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     states = client.model_states("add_sub")
     assert len(states) == 1 and states[0].state in ("READY", "UNAVAILABLE")
@@ -115,7 +105,7 @@ def test_redis_down_pages_render_sweeps_get_503_and_the_worker_resumes_after(
     client.force_login(admin_user)
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     try:
-        _wait_for(lambda: b"ready" in worker_log.read_bytes(), 60, "the worker to start")
+        wait_for(lambda: b"ready" in worker_log.read_bytes(), 60, "the worker to start")
         svc.stop(redis_proc)
         for path in ("/", "/models/", "/models/add_batched/", "/server/", "/sweeps/", "/audit/"):
             assert client.get(path).status_code == 200, path
@@ -138,13 +128,13 @@ def test_redis_down_pages_render_sweeps_get_503_and_the_worker_resumes_after(
         assert (
             client.post("/models/add_sub/load", HTTP_ACCEPT="application/json").status_code == 202
         )
-        _wait_for(lambda: not control._inflight, 60, "the load to finish")
+        wait_for(lambda: not control._inflight, 60, "the load to finish")
 
         redis_proc = svc.start_redis(tmp_path, port, tmp_path / "redis.log")
         response = client.post("/models/add_batched/benchmark/", form)
         assert response.status_code == 302
         sweep = Sweep.objects.latest("pk")
-        _wait_for(
+        wait_for(
             lambda: Sweep.objects.get(pk=sweep.pk).state == "succeeded",
             180,
             "the worker to run the sweep",
@@ -255,7 +245,7 @@ def test_triton_stopped_mid_sweep_fails_it_clearly_and_keeps_partial_results(tmp
     runner = threading.Thread(target=sweeps.execute, args=(sweep.pk,))
     runner.start()
     try:
-        _wait_for(lambda: SweepPoint.objects.filter(sweep=sweep).count() >= 2, 60, "some points")
+        wait_for(lambda: SweepPoint.objects.filter(sweep=sweep).count() >= 2, 60, "some points")
         svc.stop(proc)
         runner.join(120)
         assert not runner.is_alive()

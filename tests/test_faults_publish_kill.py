@@ -25,7 +25,7 @@ from dashboard import local_services as svc
 from dashboard.team.models import AuditEvent
 from repository_app.models import Upload
 
-from .conftest import ROOT
+from .conftest import ROOT, start_web
 from .test_upload_asgi import Api
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -48,18 +48,6 @@ def archive(members: int, size: int) -> bytes:
 
 def tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
-
-
-def start_web(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
-    port = svc.free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port),
-         "dashboard.asgi:application"],
-        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
-    svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", proc, log)
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def test_a_web_process_killed_mid_publish_leaves_no_partial_version(

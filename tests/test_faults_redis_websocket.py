@@ -11,9 +11,6 @@ the per-group sequence counters: the page must not drop the new events as duplic
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,7 @@ import pytest
 from dashboard import local_services as svc
 from repository_app.triton_client import TritonClient
 
-from .conftest import login, start_celery_worker, wait_js
+from .conftest import login, start_celery_worker, start_web, wait_for, wait_js
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,28 +59,6 @@ def _state(client: TritonClient, name: str) -> str:
     return next((m.state for m in client.repository_index() if m.name == name), "")
 
 
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _start_daphne(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
-    port = svc.free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port),
-         "dashboard.asgi:application"],
-        cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
-    svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", proc, log)
-    return proc, f"http://127.0.0.1:{port}"
-
-
 def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
     tmp_path, triton, service_env, browser, admin_credentials
 ):
@@ -91,7 +66,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
     # Preconditions on the shared Triton: neither model is serving.
     for name in ("add_sub", "add_batched"):
         triton_client.unload(name)
-        _wait_for(lambda n=name: _state(triton_client, n) != "READY", 30, f"{name} unloaded")
+        wait_for(lambda n=name: _state(triton_client, n) != "READY", 30, f"{name} unloaded")
 
     port = svc.free_port()
     url = f"redis://127.0.0.1:{port}/0"
@@ -100,12 +75,12 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
     env = {**service_env, "REDIS_URL": url, "CELERY_BROKER_URL": url}
     worker_log, web_log = tmp_path / "worker.log", tmp_path / "daphne.log"
     worker = start_celery_worker(env, worker_log, "redis-ws-fault@localhost", wait=False)
-    web, base = _start_daphne(env, web_log)
+    web, base = start_web(env, web_log)
     context = browser.new_context()
     context.add_init_script(SPY)
     page = context.new_page()
     try:
-        _wait_for(lambda: b"ready" in worker_log.read_bytes(), 60, "the worker (and its poller)")
+        wait_for(lambda: b"ready" in worker_log.read_bytes(), 60, "the worker (and its poller)")
         login(page, base, *admin_credentials)
         page.goto(f"{base}/models/")
         page.wait_for_selector("#live-status.ok", timeout=15000)
@@ -140,7 +115,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
 
         # (3) A change while Redis is down: its live event is lost.
         triton_client.load("add_batched")
-        _wait_for(lambda: _state(triton_client, "add_batched") == "READY", 30, "add_batched")
+        wait_for(lambda: _state(triton_client, "add_batched") == "READY", 30, "add_batched")
         page.wait_for_timeout(3000)  # several poller ticks, a few reconnect attempts
         assert page.evaluate(CELL.format("add_batched")) != "READY"  # nothing resynced yet
         assert page.evaluate("window.__spy.opens") == 1  # no socket opened without Redis

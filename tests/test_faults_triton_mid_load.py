@@ -29,22 +29,14 @@ from repository_app import control, events
 from repository_app.models import ModelIntent
 from repository_app.triton_client import TritonClient
 
+from .conftest import wait_for
+
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 SLOW_MODEL = Path(__file__).resolve().parent / "models" / "slow_initialize"
 MODEL = "slow_initialize"
 # Long enough that the kill surely lands while Triton still reports LOADING; short enough
 # that the successful load after the restart keeps the test quick.
 INITIALIZE_S = 8
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -110,7 +102,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         assert response.status_code == 202, response.content
 
         # Triton is initializing the model, and the dashboard says so.
-        _wait_for(
+        wait_for(
             lambda: [s.state for s in direct.model_states(MODEL)] == ["LOADING"],
             INITIALIZE_S / 2,
             "Triton to report LOADING",
@@ -127,7 +119,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         killed_at = time.monotonic()
 
         # The action ends by itself, well before the load would have finished.
-        _wait_for(lambda: not control._inflight, 15, f"the load to end after a kill {where}")
+        wait_for(lambda: not control._inflight, 15, f"the load to end after a kill {where}")
         assert time.monotonic() - killed_at < 15
 
         failed = AuditEvent.objects.get(action="load", model_name=MODEL)
@@ -168,7 +160,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
 
         # Same ports and repository, explicit mode, nothing loaded: the truth, no phantom.
         proc = _start(repo, settings, ports, log)
-        after = _wait_for(
+        after = wait_for(
             lambda: (r := web.get("/models/states.json").json())["triton"]["up"] and r,
             15,
             "the dashboard to see Triton again",
@@ -182,7 +174,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         # A new load is accepted (not "busy") and ends READY.
         response = web.post(f"/models/{MODEL}/load", HTTP_ACCEPT="application/json")
         assert response.status_code == 202, response.content
-        _wait_for(lambda: not control._inflight, INITIALIZE_S + 30, "the new load to end")
+        wait_for(lambda: not control._inflight, INITIALIZE_S + 30, "the new load to end")
         loaded = AuditEvent.objects.filter(action="load", model_name=MODEL).first()
         assert loaded.pk != failed.pk
         assert (loaded.outcome, loaded.detail) == ("ok", f"{MODEL} loaded: READY")
@@ -192,4 +184,4 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
     finally:
         _kill_group(proc)
         direct.close()
-        _wait_for(lambda: not control._inflight, 30, "no action left in flight")
+        wait_for(lambda: not control._inflight, 30, "no action left in flight")

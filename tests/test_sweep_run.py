@@ -24,7 +24,7 @@ from profiler_app.models import Sweep, SweepPoint
 from profiler_app.tasks import run_sweep_task
 from repository_app.triton_client import TritonClient
 
-from .conftest import start_celery_worker
+from .conftest import start_celery_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -50,16 +50,6 @@ def _params(**overrides) -> SweepParams:
         max_windows=3,
     )
     return SweepParams(**{**base, **overrides})
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _state(pk: int) -> str:
@@ -126,7 +116,7 @@ def test_the_csv_download_has_perf_analyzers_columns(
     add_batched, celery_worker, redis_db, admin_client
 ):
     sweep = sweeps.create_sweep(_params(end=2))
-    _wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the sweep to succeed")
+    wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the sweep to succeed")
     response = admin_client.get(f"/sweeps/{sweep.pk}/export.csv")
     assert response.status_code == 200 and response["Content-Type"] == "text/csv"
     rows = list(csv.reader(io.StringIO(response.content.decode())))
@@ -139,13 +129,13 @@ def test_the_csv_download_has_perf_analyzers_columns(
 
 def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery_worker, redis_db):
     sweep = sweeps.create_sweep(_params(start=1, end=4, stability_percentage=0.001, max_windows=10))
-    _wait_for(
+    wait_for(
         lambda: SweepPoint.objects.filter(sweep_id=sweep.pk, window__gte=0).count() >= 2,
         180,
         "two windows",
     )
     assert "within one measurement window" in sweeps.cancel(sweep.pk)
-    _wait_for(lambda: _state(sweep.pk) == "cancelled", 30, "the sweep to be cancelled")
+    wait_for(lambda: _state(sweep.pk) == "cancelled", 30, "the sweep to be cancelled")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.finished_at and stored.error == ""
     points = SweepPoint.objects.filter(sweep=stored)
@@ -161,10 +151,10 @@ def test_one_sweep_at_a_time_the_second_waits_with_position_one_and_runs_after(
     second = sweeps.create_sweep(_params(end=1))
     # Generous bounds: on a busy two-core machine the worker may still be finishing the
     # previous test's sweep. They bound the wait; they are not a speed target.
-    _wait_for(lambda: _state(first.pk) == "running", 240, "the first sweep to start")
+    wait_for(lambda: _state(first.pk) == "running", 240, "the first sweep to start")
     assert _state(second.pk) == "queued"
     assert sweeps.queue_position(Sweep.objects.get(pk=second.pk)) == 1
-    _wait_for(lambda: _state(second.pk) == "succeeded", 300, "the second sweep to succeed")
+    wait_for(lambda: _state(second.pk) == "succeeded", 300, "the second sweep to succeed")
     first, second = Sweep.objects.get(pk=first.pk), Sweep.objects.get(pk=second.pk)
     assert first.state == "succeeded"
     assert second.started_at >= first.finished_at
@@ -175,7 +165,7 @@ def test_a_model_that_is_not_loaded_fails_the_sweep_with_a_clear_message(
 ):
     TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
     sweep = sweeps.create_sweep(_params(model="add_sub"))
-    _wait_for(lambda: _state(sweep.pk) == "failed", 180, "the sweep to fail")
+    wait_for(lambda: _state(sweep.pk) == "failed", 180, "the sweep to fail")
     assert "not loaded/ready" in Sweep.objects.get(pk=sweep.pk).error
 
 
@@ -198,7 +188,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
         run_sweep_task.apply_async(
             args=[sweep.pk], queue=queue, soft_time_limit=soft, time_limit=hard
         )
-        _wait_for(
+        wait_for(
             lambda: (
                 SweepPoint.objects.filter(sweep_id=sweep.pk, window=-1).exists()
                 and SweepPoint.objects.filter(sweep_id=sweep.pk, level=2, window__gte=0).exists()
@@ -211,13 +201,13 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
         proc.wait(10)
     assert _state(sweep.pk) == "running"
     # The watchdog (the worker thread, or this lazy check) declares it within 60 s.
-    _wait_for(lambda: watchdog.check() or _state(sweep.pk) == "interrupted", 60, "interrupted")
-    _wait_for(lambda: _state(sweep.pk) == "interrupted", 5, "interrupted")
+    wait_for(lambda: watchdog.check() or _state(sweep.pk) == "interrupted", 60, "interrupted")
+    wait_for(lambda: _state(sweep.pk) == "interrupted", 5, "interrupted")
     assert "heartbeat" in Sweep.objects.get(pk=sweep.pk).error
     level_one = SweepPoint.objects.get(sweep_id=sweep.pk, level=1, window=-1)
 
     sweeps.resume(sweep.pk)
-    _wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the resumed sweep to succeed")
+    wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the resumed sweep to succeed")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.attempts == 2
     levels = SweepPoint.objects.filter(sweep=stored, window=-1).order_by("level")
@@ -229,7 +219,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
 
 async def test_a_late_joiner_gets_every_point_so_far_first(add_batched, celery_worker, redis_db):
     sweep = await sync_to_async(sweeps.create_sweep)(_params(end=1))
-    await sync_to_async(_wait_for)(
+    await sync_to_async(wait_for)(
         lambda: _state(sweep.pk) in Sweep.FINISHED, 180, "the sweep to finish"
     )
     communicator = WebsocketCommunicator(APP, f"/ws/sweeps/{sweep.pk}/")
