@@ -60,20 +60,22 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
     }
 
 
-async def measure(url: str, args: argparse.Namespace) -> list[dict[str, float]]:
+async def measure(
+    url: str, args: argparse.Namespace, levels: list[int], mode: str = "concurrency"
+) -> list[dict[str, float]]:
     """Per level, `rounds` runs of each engine in alternating order; medians of each figure
     and of the per-round ratios (the machine is shared: side by side, never one-off)."""
     client, workers = args.client, args.workers
     if client == "auto":  # the plan a real sweep over all the levels would use
         client, workers = _client_plan(
-            SweepParams(model=args.model, start=min(args.levels), end=max(args.levels))
+            SweepParams(model=args.model, mode=mode, start=min(levels), end=max(levels))
         )
     rows = []
-    for level in args.levels:
+    for level in levels:
         params = SweepParams(
-            model=args.model, start=level, end=level, measurement_window_ms=args.window_ms,
-            stability_percentage=args.stability, max_windows=args.max_windows, client=client,
-            workers=workers,
+            model=args.model, mode=mode, start=level, end=level,
+            measurement_window_ms=args.window_ms, stability_percentage=args.stability,
+            max_windows=args.max_windows, client=client, workers=workers,
         )  # fmt: skip
         runs = [
             r
@@ -87,9 +89,10 @@ async def measure(url: str, args: argparse.Namespace) -> list[dict[str, float]]:
         row["ratio"] = statistics.median(r["ours"] / r["theirs"] for r in runs)
         row["p95_ratio"] = statistics.median(r["p95_ours"] / r["p95_theirs"] for r in runs)
         row["ratios"] = [r["ours"] / r["theirs"] for r in runs]  # type: ignore[assignment]
+        row["p95_ratios"] = [r["p95_ours"] / r["p95_theirs"] for r in runs]  # type: ignore[assignment]
         row["stable"] = float(all(r["stable"] for r in runs))
         rows.append(row)
-        print(f"c={level} done", file=sys.stderr, flush=True)
+        print(f"{mode} {level} done", file=sys.stderr, flush=True)
     return rows
 
 
@@ -101,9 +104,9 @@ def _their_requests(ref: pa.PaResult, window_ms: int) -> float:
     return sum(w.throughput * window_ms * 1.2 / 1000 for lv in ref.levels for w in lv.windows)
 
 
-def table(rows: list[dict[str, float]]) -> str:
+def table(rows: list[dict[str, float]], label: str = "concurrency") -> str:
     lines = [
-        "| concurrency | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio | engine CPU µs/req | perf_analyzer CPU µs/req | all stable |",
+        f"| {label} | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio (each round) | engine CPU µs/req | perf_analyzer CPU µs/req | all stable |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -111,9 +114,29 @@ def table(rows: list[dict[str, float]]) -> str:
             f"| {r['c']:g} | {r['ours']:,.0f} | {r['theirs']:,.0f} | {r['ratio']:.2f} "
             f"({', '.join(f'{x:.2f}' for x in r['ratios'])}) "  # type: ignore[attr-defined]
             f"| {r['p95_ours']:,.0f} | {r['p95_theirs']:,.0f} | {r['p95_ratio']:.2f} "
+            f"({', '.join(f'{x:.2f}' for x in r['p95_ratios'])}) "  # type: ignore[attr-defined]
             f"| {r['cpu_ours']:.0f} | {r['cpu_theirs']:.0f} | {'yes' if r['stable'] else 'no'} |"
         )
     return "\n".join(lines)
+
+
+def report(url: str, args: argparse.Namespace) -> str:
+    """The concurrency table; with --rate-fractions, a request-rate table after it. At
+    equal concurrency a lighter client pushes more through a CPU-bound server and so sees
+    lower latency (Little's law: mean latency = concurrency / throughput); at an equal
+    request rate both engines offer the same load, which isolates how each measures."""
+    rows = asyncio.run(measure(url, args, args.levels))
+    text = table(rows)
+    if args.rate_fractions and rows:
+        top = max(rows, key=lambda r: r["c"])["theirs"]
+        rates = sorted({max(1, round(f * top, -1)) for f in args.rate_fractions})
+        rate_rows = asyncio.run(measure(url, args, [int(r) for r in rates], "request_rate"))
+        text += (
+            f"\n\nSame offered load: request rates at {', '.join(f'{f:g}' for f in args.rate_fractions)}"
+            f" × perf_analyzer's {top:,.0f} infer/s at concurrency {max(args.levels)}"
+            " (constant arrivals):\n\n" + table(rate_rows, "request rate (infer/s)")
+        )
+    return text
 
 
 def main() -> int:
@@ -129,10 +152,17 @@ def main() -> int:
     parser.add_argument("--client", default="auto", choices=["auto", "aio", "threads"])
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rate-fractions",
+        default="",
+        type=lambda s: [float(x) for x in s.split(",") if x],
+        help="also compare at equal offered load: request rates at these fractions of "
+        "perf_analyzer's throughput at the highest concurrency (e.g. 0.5,0.8)",
+    )
     args = parser.parse_args()
     pa.locate_perf_analyzer()  # fail early with the install hint
     if args.url:
-        print(table(asyncio.run(measure(args.url, args))))
+        print(report(args.url, args))
         return 0
     from dashboard import local_services as svc
 
@@ -146,7 +176,7 @@ def main() -> int:
             load=(args.model,),
         )
         try:
-            print(table(asyncio.run(measure(f"127.0.0.1:{ports.grpc}", args))))
+            print(report(f"127.0.0.1:{ports.grpc}", args))
         finally:
             svc.stop(proc)
     return 0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 import time
 
 import pytest
 
+from profiler_app.engine.load_workers import Schedule
 from profiler_app.engine.loadgen import SweepError, SweepParams, WindowResult, run_sweep
 from repository_app.triton_client import TritonClient
 
@@ -58,13 +61,44 @@ async def test_batch_size_counts_inferences_like_perf_analyzer(triton_url: str) 
     )
 
 
-async def test_request_rate_mode_roughly_hits_its_rate(triton_url: str) -> None:
+@pytest.mark.parametrize(
+    "client,workers,arrival",
+    [("auto", 1, "poisson"), ("threads", 2, "constant"), ("aio", 1, "constant")],
+)
+async def test_request_rate_mode_hits_its_rate(
+    triton_url: str, client: str, workers: int, arrival: str
+) -> None:
+    params = _quick(mode="request_rate", start=150, end=300, step=150, arrival=arrival)
     result = await run_sweep(
-        _quick(mode="request_rate", start=200, end=200, arrival="poisson"), triton_url
+        dataclasses.replace(params, client=client, workers=workers), triton_url
     )
-    level = result.levels[0]
-    assert 150 < level.throughput < 250
-    assert level.errors == 0
+    for level in result.levels:
+        low, high = (0.75, 1.25) if arrival == "poisson" else (0.9, 1.1)
+        assert low * level.level < level.throughput < high * level.level, level.level
+        assert level.errors == 0
+
+
+def test_schedule_hands_out_each_send_time_once_at_the_rate() -> None:
+    first = 1_000_000_000
+    constant = Schedule(200.0, "constant", 0, first)
+    assert [constant.take() for _ in range(3)] == [first, first + 5_000_000, first + 10_000_000]
+
+    poisson = Schedule(1000.0, "poisson", 7, first)
+    taken: list[int] = []
+
+    def take_many() -> None:
+        taken.extend(poisson.take() for _ in range(2000))
+
+    threads = [threading.Thread(target=take_many) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(taken)) == 8000  # no send time handed to two threads
+    mean_gap_s = (max(taken) - first) / 7999 / 1e9
+    assert 0.0009 < mean_gap_s < 0.0011
+    again = Schedule(1000.0, "poisson", 7, first)  # seeded: the same stream again
+    assert [again.take() for _ in range(5)] == sorted(taken)[:5]
 
 
 async def test_cancel_stops_within_one_window_and_keeps_finished_windows(triton_url: str) -> None:

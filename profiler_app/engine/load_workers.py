@@ -12,10 +12,12 @@ reads. Two ways to keep requests outstanding:
 - "threads": one thread per outstanding request doing blocking calls, perf_analyzer's own
   model. Lowest latency at low concurrency, where the aio poller's thread hop shows. For
   gRPC each thread has a connection of its own through grpc_h2 (about half grpcio's CPU
-  per call); requests over 64 KiB go through grpcio.
+  per call); requests over 64 KiB go through grpcio. In request-rate mode a fixed pool
+  of such threads takes send times from one schedule (perf_analyzer's --max-threads
+  model): a thread sleeps until its turn, sends, and waits for the reply.
 
 Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
-  -> ("level", "concurrency"|"request_rate", value, arrival, seed)
+  -> ("level", "concurrency"|"request_rate", value, arrival, seed, first_send_ns)
   -> ("swap", t_end_ns)  <- ("records", ends, lats, errors, messages, cpu_s, sent)
   -> ("stop",)
   startup: <- ("ready", info) or ("error", message)
@@ -54,6 +56,7 @@ class WorkerSpec:
     payloads: Sequence[Sequence[tuple[str, str, np.ndarray]]]  # (name, datatype, array)
     client: str  # "aio" | "threads"
     timeout_s: float = 30.0
+    rate_threads: int = 4  # threads per worker in request-rate mode with "threads"
 
 
 def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
@@ -105,6 +108,25 @@ def _http_error(status: int, body: bytes) -> str:
         return str(json.loads(body).get("error", body[:200]))
     except (ValueError, AttributeError):
         return f"HTTP {status}: {body[:200]!r}"
+
+
+class Schedule:
+    """Send times of an open-loop arrival process (constant or Poisson), from
+    `first_ns` on, handed out in turn to whichever thread asks next."""
+
+    def __init__(self, rate: float, arrival: str, seed: int, first_ns: int) -> None:
+        self.rate = rate
+        self.poisson = arrival == "poisson"
+        self.rng = random.Random(seed)
+        self.next_at = first_ns
+        self.lock = threading.Lock()
+
+    def take(self) -> int:
+        with self.lock:
+            at = self.next_at
+            gap = self.rng.expovariate(self.rate) if self.poisson else 1.0 / self.rate
+            self.next_at += int(gap * 1e9)
+            return at
 
 
 class Recorder:
@@ -284,15 +306,11 @@ class Worker:
         while self.generation == generation:
             await once()
 
-    async def _rate_loop(self, generation: int, rate: float, arrival: str, seed: int) -> None:
+    async def _rate_loop(self, generation: int, schedule: Schedule) -> None:
         once = self._grpc_once if self.spec.protocol == "grpc" else self._http_once
-        rng = random.Random(seed)
         inflight: set[asyncio.Task] = set()
-        next_at = now_ns()
         while self.generation == generation:
-            gap = rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
-            next_at += int(gap * 1e9)
-            delay = next_at - now_ns()
+            delay = schedule.take() - now_ns()
             if delay > 0:
                 await asyncio.sleep(delay / 1e9)
             if self.generation != generation:
@@ -304,13 +322,27 @@ class Worker:
 
     # --- thread slots ----------------------------------------------------------------------------
 
-    def _thread_slot(self, generation: int, index: int) -> None:
+    def _turn(self, generation: int, index: int, schedule: Schedule | None) -> bool:
+        """Whether this thread sends another request (after waiting for its send time
+        in request-rate mode); False once the level changed."""
+        if self.generation != generation or index >= self.slots:
+            return False
+        if schedule is None:
+            return True
+        at = schedule.take()
+        while (left := at - now_ns()) > 0:
+            time.sleep(min(left / 1e9, 0.1))  # wakes at least every 0.1 s to see a new level
+            if self.generation != generation:
+                return False
+        return True
+
+    def _thread_slot(self, generation: int, index: int, schedule: Schedule | None) -> None:
         spec = self.spec
         rec = self.rec
         payloads = len(spec.payloads)
         i = index % payloads
         if spec.protocol == "grpc" and self.use_h2:
-            self._h2_slot(generation, index, i)
+            self._h2_slot(generation, index, i, schedule)
             return
         if spec.protocol == "grpc":
             import grpc
@@ -320,7 +352,7 @@ class Worker:
                 GRPC_METHOD, request_serializer=None, response_deserializer=None
             )
             requests = self.grpc_requests
-            while self.generation == generation and index < self.slots:
+            while self._turn(generation, index, schedule):
                 raw = requests[i]
                 i = (i + 1) % payloads
                 rec.sent += 1
@@ -336,7 +368,7 @@ class Worker:
         host, _, port = spec.url.rpartition(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=spec.timeout_s)
         try:
-            while self.generation == generation and index < self.slots:
+            while self._turn(generation, index, schedule):
                 body, headers = self.http_requests[i]
                 i = (i + 1) % payloads
                 rec.sent += 1
@@ -357,7 +389,7 @@ class Worker:
         finally:
             conn.close()
 
-    def _h2_slot(self, generation: int, index: int, i: int) -> None:
+    def _h2_slot(self, generation: int, index: int, i: int, schedule: Schedule | None) -> None:
         """One outstanding gRPC request at a time on a connection of this thread's own
         (perf_analyzer's model), through the lean HTTP/2 client."""
         spec = self.spec
@@ -366,7 +398,7 @@ class Worker:
         payloads = len(requests)
         conn: grpc_h2.UnaryConnection | None = None
         try:
-            while self.generation == generation and index < self.slots:
+            while self._turn(generation, index, schedule):
                 if conn is None:
                     try:
                         conn = grpc_h2.UnaryConnection(spec.url, GRPC_METHOD, spec.timeout_s)
@@ -403,16 +435,25 @@ class Worker:
 
     # --- commands --------------------------------------------------------------------------------
 
-    def set_level(self, kind: str, value: float, arrival: str, seed: int) -> None:
+    def set_level(
+        self, kind: str, value: float, arrival: str, seed: int, first_send_ns: int = 0
+    ) -> None:
         self.generation += 1  # loops of the previous level finish their call and exit
         gen = self.generation
-        if kind == "concurrency" and self.spec.client == "threads":
-            old, self.slots = self.threads, int(value)
+        schedule = None
+        if kind == "request_rate" and value > 0:
+            schedule = Schedule(value, arrival, seed, first_send_ns or now_ns())
+        if self.spec.client == "threads":
+            old = self.threads
             for thread in old:
                 thread.join(self.spec.timeout_s)
+            if kind == "concurrency":
+                self.slots = int(value)
+            else:
+                self.slots = self.spec.rate_threads if schedule is not None else 0
             self.threads = [
-                threading.Thread(target=self._thread_slot, args=(gen, i), daemon=True)
-                for i in range(int(value))
+                threading.Thread(target=self._thread_slot, args=(gen, i, schedule), daemon=True)
+                for i in range(self.slots)
             ]
             for thread in self.threads:
                 thread.start()
@@ -420,8 +461,8 @@ class Worker:
         self.tasks = [t for t in self.tasks if not t.done()]
         if kind == "concurrency":
             self.tasks += [self.loop.create_task(self._aio_slot(gen)) for _ in range(int(value))]
-        elif value > 0:
-            self.tasks.append(self.loop.create_task(self._rate_loop(gen, value, arrival, seed)))
+        elif schedule is not None:
+            self.tasks.append(self.loop.create_task(self._rate_loop(gen, schedule)))
 
     def on_command(self) -> None:
         while self.conn.poll():
