@@ -31,7 +31,8 @@ from profiler_app.engine.loadgen import SweepParams, _client_plan, run_sweep  # 
 
 async def measure_once(level: int, params: SweepParams, url: str, args: argparse.Namespace, ours_first: bool) -> dict[str, float] | None:  # fmt: skip
     async def ours_run():  # type: ignore[no-untyped-def]
-        return (await run_sweep(params, url)).levels[0]
+        metrics_url = getattr(args, "metrics_url", None)  # GPU figures, where Triton has GPUs
+        return (await run_sweep(params, url, metrics_url=metrics_url)).levels[0]
 
     if ours_first:
         ours = await ours_run()
@@ -57,6 +58,9 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
         "cpu_ours": ours.client_cpu_us,
         "cpu_theirs": ref.cpu_seconds / max(1, _their_requests(ref, args.window_ms)) * 1e6,
         "stable": float(ours.stable and theirs.stable),
+        "gpu_util": ours.gpu.utilization * 100
+        if ours.gpu and ours.gpu.utilization is not None
+        else -1.0,  # fmt: skip
     }
 
 
@@ -105,17 +109,21 @@ def _their_requests(ref: pa.PaResult, window_ms: int) -> float:
 
 
 def table(rows: list[dict[str, float]], label: str = "concurrency") -> str:
+    gpu = any(r.get("gpu_util", -1) >= 0 for r in rows)
     lines = [
-        f"| {label} | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio (each round) | engine CPU µs/req | perf_analyzer CPU µs/req | all stable |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {label} | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio (each round) | engine CPU µs/req | perf_analyzer CPU µs/req | all stable |"
+        + (" GPU util % (engine run) |" if gpu else ""),
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if gpu else ""),
     ]
     for r in rows:
+        util = f" {r['gpu_util']:.0f} |" if gpu and r["gpu_util"] >= 0 else (" – |" if gpu else "")
         lines.append(
             f"| {r['c']:g} | {r['ours']:,.0f} | {r['theirs']:,.0f} | {r['ratio']:.2f} "
             f"({', '.join(f'{x:.2f}' for x in r['ratios'])}) "  # type: ignore[attr-defined]
             f"| {r['p95_ours']:,.0f} | {r['p95_theirs']:,.0f} | {r['p95_ratio']:.2f} "
             f"({', '.join(f'{x:.2f}' for x in r['p95_ratios'])}) "  # type: ignore[attr-defined]
             f"| {r['cpu_ours']:.0f} | {r['cpu_theirs']:.0f} | {'yes' if r['stable'] else 'no'} |"
+            + util
         )
     return "\n".join(lines)
 
@@ -139,19 +147,27 @@ def report(url: str, args: argparse.Namespace) -> str:
     return text
 
 
+def add_measurement_args(
+    parser: argparse.ArgumentParser, *, levels: str, window_ms: int, stability: float,
+    max_windows: int, rounds: int,
+) -> None:  # fmt: skip
+    """The options `measure` reads (bench_gpu.py shares them, with its own defaults)."""
+    parser.add_argument("--levels", default=levels, type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--window-ms", type=int, default=window_ms)
+    parser.add_argument("--stability", type=float, default=stability)
+    parser.add_argument("--max-windows", type=int, default=max_windows)
+    parser.add_argument("--client", default="auto", choices=["auto", "aio", "threads"])
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=rounds)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="Triton gRPC host:port (default: start one)")
     parser.add_argument("--model", default="add_batched")
-    parser.add_argument(
-        "--levels", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")]
+    add_measurement_args(
+        parser, levels="1,2,4,8", window_ms=1000, stability=10.0, max_windows=8, rounds=3
     )
-    parser.add_argument("--window-ms", type=int, default=1000)
-    parser.add_argument("--stability", type=float, default=10.0)
-    parser.add_argument("--max-windows", type=int, default=8)
-    parser.add_argument("--client", default="auto", choices=["auto", "aio", "threads"])
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--rate-fractions",
         default="",

@@ -74,14 +74,17 @@ def tritonserver_binary() -> Path:
     return _pytriton_root() / "tritonserver" / "bin" / "tritonserver"
 
 
-def prepare_backends(var_dir: Path) -> Path:
-    """Lay out a backend directory with the Python backend and the stub for this interpreter.
+def prepare_backends(
+    var_dir: Path, *, root: Path | None = None, python_version: str | None = None
+) -> Path:
+    """Lay out a backend directory with the Python backend and the stub for this interpreter
+    (or for `python_version`, from the pytriton folder `root`: scripts/gpu_bundle.py).
 
     The wheel keeps one stub per Python version; Triton looks for the stub beside the
     backend library, so the matching one is copied into place once.
     """
-    root = _pytriton_root() / "tritonserver"
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    root = (root or _pytriton_root()) / "tritonserver"
+    version = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
     if not stub.exists():
         raise ServiceError(f"nvidia-pytriton has no Python-backend stub for Python {version}")

@@ -30,12 +30,25 @@ run() {
 
 run $PY benchmarks/bench_config.py
 run $PY benchmarks/bench_repository.py --models 500
-run $PY benchmarks/bench_engine.py --levels 1,2,4,8 --window-ms 1000
+run $PY benchmarks/bench_engine.py --levels 1,2,4,8 --window-ms 1000 --rate-fractions 0.3,0.5
 for extra in benchmarks/bench_*.py; do
   case "$extra" in
-    benchmarks/bench_config.py|benchmarks/bench_repository.py|benchmarks/bench_engine.py) ;;
+    # bench_gpu.py runs on a lent GPU machine, through scripts/gpu_check.sh.
+    benchmarks/bench_config.py|benchmarks/bench_repository.py|benchmarks/bench_engine.py|benchmarks/bench_gpu.py) ;;
     *) run $PY "$extra" ;;
   esac
 done
+{
+  echo "## GPU check: \`bash scripts/gpu_check.sh\` on a lent GPU machine"
+  echo
+  if [ -f benchmarks/gpu/RESULTS.md ]; then
+    cat benchmarks/gpu/RESULTS.md
+  else
+    echo "Not run yet: no session has had a GPU machine. The script, its model and the bundle"
+    echo "it carries are ready (see README, \"The GPU check\"); its output goes to"
+    echo "benchmarks/gpu/RESULTS.md, which this section then shows."
+  fi
+  echo
+} >>"$tmp"
 mv "$tmp" "$out"
 echo "Wrote $out"

@@ -417,14 +417,17 @@ def _client_plan(params: SweepParams) -> tuple[str, int]:
     requests; one process per request up to 4, then about 4 threads per process (more
     processes than cores only add scheduling). Beyond 16 aio tasks amortise wake-ups over
     several completions. Request-rate mode uses RATE_THREADS paced threads (up to that
-    many requests outstanding, like perf_analyzer's --max-threads) in one process: aio
-    there measured 1.4x perf_analyzer's p95 at half the server's capacity, and splitting
-    the threads over processes cost more CPU per request than it saved.
+    many requests outstanding, like perf_analyzer's --max-threads), 4 per process. At half
+    the server's capacity (medians of 3 alternating rounds, p95 over perf_analyzer's):
+    aio 2.11x at 1.5x its client CPU per request; 16 threads in 1 process 2.20x (GIL
+    hand-offs while Triton holds the cores), 2 x 8 1.53x, 4 x 4 1.03x. Single rounds
+    spread 0.6-3.7x on the shared 2-core box, so the choice between thread layouts is a
+    weak one; the CPU saving over aio is not.
     """
     if params.client != "auto":
         return params.client, max(1, params.workers)
     if params.mode == "request_rate":
-        return "threads", max(1, params.workers)
+        return "threads", max(params.workers, RATE_THREADS // 4)
     if params.end <= 4:
         return "threads", max(params.workers, int(params.end))
     if params.end <= 16:
