@@ -14,6 +14,12 @@ $PY scripts/install_perf_analyzer.py >/dev/null
   echo "# Benchmarks"
   echo
   echo "Written by \`make bench\` on $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB."
+  # Machines differ from session to session: a CPU-bound reference lets runs be compared.
+  echo "CPU: $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo); a 10-million-step pure-Python loop took $($PY -c 'import time
+t = time.perf_counter()
+s = 0
+for i in range(10_000_000): s += i
+print(f"{time.perf_counter() - t:.2f}")') s (figures scale with it)."
   echo "Each section names the command that produced it; rerun it to check a figure."
   echo
 } >"$tmp"
