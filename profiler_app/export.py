@@ -124,6 +124,12 @@ def summary_text(sweep: Sweep) -> str:
         lines.append("  Client: ")
         lines.append(f"    Request count: {p.requests}")
         lines.append(f"    Throughput: {p.throughput:.2f} infer/sec")
+        if (p.extra or {}).get("behind_schedule"):
+            # perf_analyzer's wording for the same condition ("delayed" requests).
+            lines.append(
+                f"    WARNING: requests were delayed: sent {p.extra['send_rate']:.1f}/sec of "
+                f"{p.level:g}/sec (every load thread was waiting for a reply)"
+            )
         if p.avg_us is not None:
             lines.append(f"    Avg latency: {p.avg_us:.0f} usec")
         for pct in (50, 90, 95, 99):

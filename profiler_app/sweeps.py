@@ -538,6 +538,8 @@ class _Recorder:
                     "cancelled": cancelled,
                     "client_cpu_us": lv.client_cpu_us,
                     "avg_batch": lv.server.avg_batch_size if lv.server else None,
+                    "send_rate": lv.send_rate,
+                    "behind_schedule": lv.behind_schedule,
                     **_gpu_fields(lv.gpu),
                 },
             },

@@ -97,3 +97,25 @@ def test_the_perf_analyzer_engine_stores_its_levels_and_exact_command(triton, re
     assert SweepPoint.objects.filter(sweep=sweep, window__gte=0).count() >= 2
     rows = list(csv.reader(io.StringIO(target.read_text())))
     assert rows[0] == CSV_COLUMNS and len(rows) == 3
+
+
+def test_a_request_rate_the_engine_cannot_keep_is_flagged_in_the_summary(triton, redis_db):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    out = io.StringIO()
+    try:
+        call_command(
+            "perf_sweep", "add_batched", "--request-rate-range", "150:50000:49850",
+            "--measurement-interval", "300", "--stability-percentage", "50",
+            "--max-trials", "3", stdout=out, stderr=io.StringIO(),
+        )  # fmt: skip
+    finally:
+        client.unload("add_batched")
+    text = out.getvalue()
+    # The level blocks come first ("Request Rate: N", then its figures); a table follows.
+    first, second = text.split("Request Rate: ")[1:3]
+    assert first.startswith("150") and "requests were delayed" not in first
+    assert second.startswith("50000") and "WARNING: requests were delayed: sent" in second
+    assert "of 50000/sec" in second
+    levels = SweepPoint.objects.filter(sweep=Sweep.objects.get(), window=-1).order_by("level")
+    assert [p.extra["behind_schedule"] for p in levels] == [False, True]

@@ -41,6 +41,7 @@ from .load_workers import WorkerSpec, split_load
 
 CANCEL_POLL_S = 0.1
 RATE_THREADS = 16  # request-rate mode: at most this many requests outstanding (threads)
+BEHIND_SCHEDULE = 0.95  # request rate: a level that sent under this share of its rate
 LEVEL_LEAD_NS = 5_000_000  # a new request-rate level's first send, after the message
 
 
@@ -173,6 +174,10 @@ class LevelResult:
     over_threshold: bool = False
     cancelled: bool = False
     gpu: GpuSample | None = None  # mean utilisation, peak memory over the windows
+    send_rate: float = 0.0  # requests sent per second over the last windows
+    # Request-rate mode: fewer sent than the schedule asked (every thread was waiting for a
+    # reply), so the server saw less load than the level says (perf_analyzer's "delayed").
+    behind_schedule: bool = False
 
 
 @dataclass
@@ -616,6 +621,7 @@ def _merge_level(
     pooled = np.concatenate([w.latencies_ns for w in last]) if last else np.empty(0)
     latency = stats.summarize_latencies(pooled.tolist()) if pooled.size else None
     cpu_requests = sum(w.requests for w in last)
+    send_rate = sum(w.send_rate * w.duration_s for w in last) / duration if duration > 0 else 0.0
     return LevelResult(
         level=level,
         windows=windows,
@@ -631,7 +637,19 @@ def _merge_level(
         ),
         cancelled=cancelled,
         gpu=gpu.merge([w.gpu for w in last]),
+        send_rate=send_rate,
+        behind_schedule=params.mode == "request_rate"
+        and _behind(level, send_rate, duration, params),
     )
+
+
+def _behind(rate: float, send_rate: float, duration_s: float, params: SweepParams) -> bool:
+    """Whether a request-rate level sent clearly fewer requests than its schedule: under
+    BEHIND_SCHEDULE of them, and for Poisson arrivals also 3 standard deviations under."""
+    expected, sent = rate * duration_s, send_rate * duration_s
+    if duration_s <= 0 or sent >= BEHIND_SCHEDULE * expected:
+        return False
+    return params.arrival != "poisson" or sent < expected - 3 * math.sqrt(expected)
 
 
 def run_sweep_sync(params: SweepParams, url: str, **callbacks: Any) -> SweepResult:

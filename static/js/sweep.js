@@ -158,7 +158,11 @@ window.SweepPage = (function () {
     const head = table.rows[0].outerHTML;
     table.innerHTML = head + levels.map(function (p) {
       const partial = p.extra && p.extra.cancelled ? " (partial)" : "";
-      return "<tr data-level=\"" + p.level + "\"><td>" + p.level + partial + "</td><td>" + cell(p.throughput, 1) + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + (p.stable ? "yes" : "no") + "</td><td>" + p.errors + "</td></tr>";
+      // Request rate: the engine could not keep the schedule, so the load was lower.
+      const behind = p.extra && p.extra.behind_schedule
+        ? " <span class=\"warning\" title=\"every load thread was waiting for a reply: fewer requests were sent than the level asks\">(sent " + cell(p.extra.send_rate, 0) + "/s)</span>"
+        : "";
+      return "<tr data-level=\"" + p.level + "\"><td>" + p.level + partial + behind + "</td><td>" + cell(p.throughput, 1) + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + (p.stable ? "yes" : "no") + "</td><td>" + p.errors + "</td></tr>";
     }).join("");
   }
 
