@@ -59,3 +59,35 @@ def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
     finally:
         context.close()
         client.unload("add_batched")
+
+
+def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table(
+    browser, web_server, admin_credentials
+):
+    from profiler_app import sweeps
+    from profiler_app.engine.loadgen import SweepParams
+    from profiler_app.models import SweepPoint
+
+    params = SweepParams(model="add_batched", mode="request_rate", start=100, end=50_000, step=49_900)  # fmt: skip
+    sweep = sweeps.create_sweep(params, enqueue=False)
+    for level, sent, behind in ((100, 100.2, False), (50_000, 11_873.4, True)):
+        extra = {"windows": 3, "send_rate": sent, "behind_schedule": behind}
+        SweepPoint.objects.create(
+            sweep=sweep, level=level, window=SweepPoint.LEVEL, requests=300, throughput=sent,
+            p95_us=1500.0, stable=True, extra=extra,
+        )  # fmt: skip
+    assert sweeps.claim(sweep.pk)
+    sweeps.finish(sweep.pk, "succeeded", "")
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/sweeps/{sweep.pk}/")
+        wait_js(page, "document.querySelectorAll('#levels-table tr[data-level]').length === 2")
+        rows = page.locator("#levels-table tr[data-level]")
+        assert "sent" not in rows.nth(0).text_content()
+        flagged = rows.nth(1).locator("td").first
+        assert "(sent 11873/s)" in flagged.text_content()
+        assert "waiting for a reply" in flagged.locator(".warning").get_attribute("title")
+    finally:
+        context.close()
