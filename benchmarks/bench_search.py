@@ -95,7 +95,7 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
 
     from profiler_app import sweeps
     from profiler_app.engine.loadgen import run_sweep
-    from profiler_app.search import objective, runner
+    from profiler_app.search import runner
     from profiler_app.search.space import Knobs, apply
     from repository_app.editor.triton_actions import config_override
     from repository_app.triton_client import get_client
@@ -103,17 +103,13 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     base, _, _ = runner.saved_config(grid_search.model)
     knobs = {c.key: Knobs.from_json(c.knobs) for c in grid_search.candidates.all() if c.key in keys}
     params = sweeps.params_of(grid_search.sweep)
-    constraints = runner.constraints_of(grid_search)
     client = get_client()
 
     def measure(key: str) -> float:
         client.load(grid_search.model, config=config_override(apply(base, knobs[key])))
         result = asyncio.run(run_sweep(params, sweeps.engine_url(params.protocol)))
-        levels = [
-            objective.Level(lv.level, lv.throughput, runner.level_json(lv)[constraints.latency_key])
-            for lv in result.levels
-        ]
-        found = objective.score(levels, constraints, grid_search.objective, None)
+        levels = [runner.level_json(lv) for lv in result.levels]
+        found = runner.score_levels(levels, grid_search)
         return found.objective if found and found.objective is not None else 0.0
 
     grid_runs: list[float] = []

@@ -320,14 +320,21 @@ def constraints_of(search: Search) -> objective.Constraints:
 def score_of(candidate: SearchCandidate, search: Search) -> objective.Score | None:
     if candidate.state != SearchCandidate.State.MEASURED:
         return None
+    return score_levels(candidate.levels, search, candidate.gpu_memory_bytes)
+
+
+def score_levels(
+    levels: list[dict[str, Any]], search: Search, gpu_memory_bytes: float | None = None
+) -> objective.Score | None:
+    """The search's objective for measured levels (`level_json` rows)."""
     c = constraints_of(search)
-    levels = [
+    usable = [
         objective.Level(lv["concurrency"], lv["throughput"], lv[c.latency_key])
-        for lv in candidate.levels
+        for lv in levels
         if lv.get(c.latency_key) is not None
     ]
-    memory_mb = candidate.gpu_memory_bytes / 2**20 if candidate.gpu_memory_bytes else None
-    return objective.score(levels, c, search.objective, memory_mb)
+    memory_mb = gpu_memory_bytes / 2**20 if gpu_memory_bytes else None
+    return objective.score(usable, c, search.objective, memory_mb)
 
 
 def candidate_json(candidate: SearchCandidate, search: Search) -> dict[str, Any]:
