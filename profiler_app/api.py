@@ -3,6 +3,9 @@ points, cancel and exports."""
 
 from __future__ import annotations
 
+import json
+
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -36,6 +39,14 @@ SweepCreateSerializer = inline_serializer(
         "latency_threshold": serializers.FloatField(required=False),
         "engine": serializers.ChoiceField(["builtin", "perf_analyzer"], required=False),
         "protocol": serializers.ChoiceField(["grpc", "http"], required=False),
+        "request_distribution": serializers.ChoiceField(["constant", "poisson"], required=False),
+        "max_threads": serializers.IntegerField(required=False),
+        "input_data": serializers.JSONField(
+            required=False,
+            help_text='"random", "zeros", or a perf_analyzer --input-data document '
+            '({"data": [{"INPUT0": [...]}, ...]})',
+        ),
+        "shape": serializers.CharField(required=False, help_text="NAME:d1,d2 ..."),
     },
 )
 
@@ -85,9 +96,13 @@ class SweepListView(APIView):
             "batch_size": 1, "input_data": "random", "engine": "builtin", "protocol": "grpc",
             **initial,
         }  # fmt: skip
-        form = SweepForm(
-            {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model
-        )
+        fields = {**defaults, **{k: v for k, v in data.items() if k != "model"}}
+        files = {}
+        if isinstance(fields["input_data"], dict | list):  # the JSON document itself
+            document = json.dumps(fields["input_data"]).encode()
+            files["input_data_file"] = SimpleUploadedFile("input_data.json", document)
+            fields["input_data"] = "json"
+        form = SweepForm(fields, files, model=model)
         if not form.is_valid() or form.params is None:
             return form_error_response(form)
         try:

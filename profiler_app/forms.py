@@ -8,10 +8,40 @@ from typing import Any
 from django import forms
 
 from . import sweeps
-from .engine.loadgen import SweepError, SweepParams, parse_range
+from .engine.inputs import InputError, load_input_data, parse_input_json
+from .engine.loadgen import (
+    DEFAULT_MAX_THREADS,
+    MAX_THREADS_LIMIT,
+    SweepError,
+    SweepParams,
+    parse_range,
+)
 from .models import Sweep
 
 PERCENTILES = [("95", "p95"), ("50", "p50"), ("90", "p90"), ("99", "p99"), ("avg", "average")]
+INPUT_DATA = [("random", "random"), ("zeros", "zeros"), ("json", "JSON file (below)")]
+MAX_INPUT_DATA_BYTES = 8 * 1024 * 1024  # stored with the sweep, so a re-run has the same data
+
+
+def input_data_document(raw: bytes) -> dict[str, Any]:
+    """A perf_analyzer --input-data JSON document from a file's bytes; ValidationError says
+    what is wrong (size, encoding, the JSON's line and column, or its layout)."""
+    if len(raw) > MAX_INPUT_DATA_BYTES:
+        raise forms.ValidationError(
+            f"The input data file is {len(raw):,} bytes; at most {MAX_INPUT_DATA_BYTES:,}."
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise forms.ValidationError(
+            f"The input data file is not UTF-8 text (byte {exc.start})."
+        ) from None
+    try:
+        document = parse_input_json(text)
+        load_input_data(document if isinstance(document, dict) else {})
+    except InputError as exc:
+        raise forms.ValidationError(str(exc)) from None
+    return document
 
 
 def parse_shapes(text: str) -> dict[str, list[int]]:
@@ -62,6 +92,19 @@ class SweepForm(forms.Form):
     request_rate_range = forms.CharField(
         required=False, label="--request-rate-range", help_text="requests/s, e.g. 100:500:100"
     )
+    request_distribution = forms.ChoiceField(
+        choices=[("constant", "constant"), ("poisson", "poisson")],
+        initial="constant",
+        required=False,
+        label="--request-distribution",
+        help_text="request-rate mode: arrivals at fixed gaps or Poisson",
+    )
+    max_threads = forms.IntegerField(
+        initial=DEFAULT_MAX_THREADS,
+        required=False,
+        label="--max-threads",
+        help_text="request-rate mode: most requests outstanding at once",
+    )
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95", label="--percentile")
     measurement_interval = forms.IntegerField(initial=2000, label="--measurement-interval (ms)")
     stability_percentage = forms.FloatField(initial=10, label="--stability-percentage")
@@ -73,8 +116,11 @@ class SweepForm(forms.Form):
     shape = forms.CharField(
         required=False, label="--shape", help_text="NAME:d1,d2 for variable dims, space-separated"
     )
-    input_data = forms.ChoiceField(
-        choices=[("random", "random"), ("zeros", "zeros")], initial="random", label="--input-data"
+    input_data = forms.ChoiceField(choices=INPUT_DATA, initial="random", label="--input-data")
+    input_data_file = forms.FileField(
+        required=False,
+        label="--input-data file",
+        help_text='perf_analyzer\'s JSON: {"data": [{"INPUT0": [...]}, ...]}',
     )
     engine = forms.ChoiceField(choices=Sweep.Engine.choices, initial=Sweep.Engine.BUILTIN)
     protocol = forms.ChoiceField(
@@ -137,6 +183,30 @@ class SweepForm(forms.Form):
     def clean_shape(self) -> dict[str, list[int]]:
         return parse_shapes(self.cleaned_data.get("shape") or "")
 
+    def clean_max_threads(self) -> int:
+        value = self.cleaned_data.get("max_threads")
+        if value is None:
+            return DEFAULT_MAX_THREADS
+        if not 1 <= value <= MAX_THREADS_LIMIT:
+            raise forms.ValidationError(f"Max threads must be between 1 and {MAX_THREADS_LIMIT}.")
+        return value
+
+    def _input_data(self, data: dict[str, Any]) -> str | dict[str, Any] | None:
+        """ "random", "zeros" or the JSON document; None after adding the error."""
+        if data["input_data"] != "json":
+            return data["input_data"]
+        upload = data.get("input_data_file")
+        if upload is None:
+            self.add_error(
+                "input_data_file", "Choose a JSON file in perf_analyzer's --input-data format."
+            )
+            return None
+        try:
+            return input_data_document(upload.read())
+        except forms.ValidationError as exc:
+            self.add_error("input_data_file", exc)
+            return None
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         mode = data.get("mode", "concurrency")
@@ -149,6 +219,9 @@ class SweepForm(forms.Form):
             return data
         if self.errors:
             return data
+        input_data = self._input_data(data)
+        if input_data is None:
+            return data
         percentile = data["percentile"]
         params = SweepParams(
             model=self.model,
@@ -160,12 +233,14 @@ class SweepForm(forms.Form):
             step=step,
             batch_size=data["batch_size"],
             shapes=data["shape"],
-            input_data=data["input_data"],
+            input_data=input_data,
             percentile=percentile if percentile == "avg" else int(percentile),
             measurement_window_ms=data["measurement_interval"],
             stability_percentage=data["stability_percentage"],
             max_windows=data["max_trials"],
             latency_threshold_ms=data.get("latency_threshold"),
+            arrival=data.get("request_distribution") or "constant",
+            max_threads=data["max_threads"],
         )
         try:
             if mode == "concurrency" and not all(float(v).is_integer() for v in params.levels()):
@@ -174,7 +249,12 @@ class SweepForm(forms.Form):
             sweeps.preflight(params, data["engine"])
         except SweepError as exc:
             message = str(exc)
-            target = "shape" if message.startswith("inputs:") and "shape" in message else None
+            target = None
+            if message.startswith("inputs:"):
+                if data["input_data"] == "json":
+                    target = "input_data_file"
+                elif "shape" in message:
+                    target = "shape"
             self.add_error(target, message)
             return data
         self.params = params

@@ -79,6 +79,15 @@ class Sweep(models.Model):
         p: dict[str, Any] = self.params
         return f"{p.get('start', 1):g}:{p.get('end', 1):g}:{p.get('step', 1):g}"
 
+    @property
+    def input_data_text(self) -> str:
+        """ "random", "zeros" or "JSON, N samples" (the document itself is stored)."""
+        data = self.params.get("input_data", "random")
+        if isinstance(data, dict):
+            samples = data.get("data")
+            return f"JSON, {len(samples) if isinstance(samples, list) else 0} samples"
+        return str(data)
+
 
 class SweepPoint(models.Model):
     """A measurement window (window >= 0) or a level's summary (window = LEVEL)."""

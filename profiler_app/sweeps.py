@@ -62,6 +62,7 @@ HEARTBEAT_EVERY_S = 2.0
 CANCEL_POLL_S = 0.2
 REDISPATCH_AFTER_S = 60.0
 MAX_LEVELS = 200
+LEGACY_RATE_THREADS = 16
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {"range": "1:8:1", "measurement_interval": 2000, "max_trials": 10},
@@ -79,7 +80,10 @@ def params_to_json(params: SweepParams) -> dict[str, Any]:
 
 def params_of(sweep: Sweep) -> SweepParams:
     names = {f.name for f in dataclasses.fields(SweepParams)}
-    return SweepParams(**{k: v for k, v in sweep.params.items() if k in names})
+    stored = {k: v for k, v in sweep.params.items() if k in names}
+    if stored.get("mode") == "request_rate":  # stored before max_threads: they ran with 16
+        stored.setdefault("max_threads", LEGACY_RATE_THREADS)
+    return SweepParams(**stored)
 
 
 def level_key(level: float) -> float:
@@ -125,8 +129,6 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
             locate_perf_analyzer()
         except PerfAnalyzerNotFound as exc:
             raise SweepError(str(exc)) from None
-        if params.input_data not in ("random", "zeros"):
-            raise SweepError("perf_analyzer here takes random or zeros input data")
     client = get_client()
     try:
         states = client.model_states(params.model)

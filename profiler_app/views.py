@@ -57,7 +57,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
     if request.method == "POST":
         if not can_run:
             return HttpResponse("Your role cannot run sweeps.", status=403)
-        form = SweepForm(request.POST, model=name)
+        form = SweepForm(request.POST, request.FILES, model=name)
         if form.is_valid() and form.params is not None:
             try:
                 sweep = sweeps.create_sweep(

@@ -134,3 +134,32 @@ def test_sweeps_are_created_validated_listed_and_cancelled_through_the_api(trito
         == 403
     )
     assert not Sweep.objects.exists()
+
+
+def test_a_request_rate_sweep_with_its_input_document_through_the_api(
+    triton, redis_db, monkeypatch
+):
+    from profiler_app import sweeps
+    from repository_app.triton_client import TritonClient
+
+    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
+    operator = _client("sw-rate", OPERATOR)
+    body = {
+        "model": "add_batched", "mode": "request_rate", "request_rate_range": "100:200:100",
+        "request_distribution": "poisson", "max_threads": 2,
+        "input_data": {"data": [{"INPUT0": [0.5] * 16}, {"INPUT0": [1.5] * 16}]},
+    }  # fmt: skip
+    bad = operator.post(
+        "/api/v1/sweeps/",
+        {**body, "input_data": {"data": [{"INPUT0": [0.5] * 15}]}},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "input_data_file", bad.json()
+    assert "15 values" in bad.json()["message"]
+    assert not Sweep.objects.exists()
+    created = operator.post("/api/v1/sweeps/", body, content_type="application/json")
+    assert created.status_code == 201, created.json()
+    params = created.json()["params"]
+    assert params["arrival"] == "poisson" and params["max_threads"] == 2
+    assert params["input_data"] == body["input_data"]

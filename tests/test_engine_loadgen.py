@@ -68,15 +68,22 @@ async def test_batch_size_counts_inferences_like_perf_analyzer(triton_url: str) 
 
 
 @pytest.mark.parametrize(
-    "client,workers,arrival",
-    [("auto", 1, "poisson"), ("threads", 2, "constant"), ("aio", 1, "constant")],
+    "client,workers,arrival,max_threads",
+    [
+        ("auto", 1, "poisson", 4),
+        ("threads", 2, "constant", 4),
+        ("aio", 1, "constant", 4),
+        # 6 threads over 4 processes (2, 2, 1, 1): each carries its share of the rate.
+        ("auto", 1, "constant", 6),
+    ],
 )
 async def test_request_rate_mode_hits_its_rate(
-    triton_url: str, client: str, workers: int, arrival: str
+    triton_url: str, client: str, workers: int, arrival: str, max_threads: int
 ) -> None:
     params = _quick(mode="request_rate", start=150, end=300, step=150, arrival=arrival)
     result = await run_sweep(
-        dataclasses.replace(params, client=client, workers=workers), triton_url
+        dataclasses.replace(params, client=client, workers=workers, max_threads=max_threads),
+        triton_url,
     )
     for level in result.levels:
         low, high = (0.75, 1.25) if arrival == "poisson" else (0.85, 1.15)
@@ -102,13 +109,31 @@ def test_behind_schedule_allows_for_poisson_noise(
 
 
 async def test_a_rate_the_threads_cannot_keep_is_marked_behind_schedule(triton_url: str) -> None:
-    # 16 threads waiting ~1 ms per reply (the server tops out near 12,000/s on 2 cores)
-    # cannot send 50,000 requests/s: the level says so.
+    # 4 threads (perf_analyzer's default) waiting ~1 ms per reply cannot send 50,000
+    # requests/s: the level says so.
     params = _quick(mode="request_rate", start=50_000, end=50_000, client="threads")
     result = await run_sweep(params, triton_url)
     level = result.levels[0]
     assert level.behind_schedule
     assert 0 < level.send_rate < 0.95 * 50_000
+
+
+async def test_max_threads_bounds_the_requests_outstanding(triton_url: str) -> None:
+    # add_batched batches whatever waits in its queue. With one thread there is never more
+    # than one request outstanding, so every execution is a batch of one; with 16 threads
+    # at a rate one thread cannot keep, requests overlap and batches form.
+    base = _quick(mode="request_rate", start=20_000, end=20_000, max_windows=3)
+    one = (await run_sweep(dataclasses.replace(base, max_threads=1), triton_url)).levels[0]
+    many = (await run_sweep(dataclasses.replace(base, max_threads=16), triton_url)).levels[0]
+    assert one.behind_schedule and one.server is not None
+    assert one.server.avg_batch_size == pytest.approx(1.0)
+    assert many.server is not None and many.server.avg_batch_size > 1.2
+
+
+def test_max_threads_out_of_range_is_refused() -> None:
+    for bad in (0, 65):
+        with pytest.raises(SweepError, match="max threads must be between 1 and 64"):
+            _quick(mode="request_rate", start=10, end=10, max_threads=bad).validate()
 
 
 def test_schedule_hands_out_each_send_time_once_at_the_rate() -> None:

@@ -50,6 +50,12 @@ def test_request_rate_command_has_the_range_and_distribution() -> None:
     joined = " ".join(pa.build_command(params, "h:1", input_data_path="/d.json"))
     assert "--request-rate-range 100:300:100 --request-distribution poisson" in joined
     assert "--percentile" not in joined and "--input-data /d.json" in joined
+    # The engine's limit on outstanding requests, said even at perf_analyzer's default.
+    assert "--max-threads 4" in joined
+    wider = pa.build_command(SweepParams(model="m", mode="request_rate", max_threads=16), "h:1")
+    assert "--max-threads 16" in " ".join(wider)
+    concurrency = pa.build_command(SweepParams(model="m", max_threads=16), "h:1")
+    assert "--max-threads" not in concurrency  # sync concurrency mode sizes its own threads
 
 
 def test_stdout_of_a_concurrency_sweep_gives_every_level() -> None:
@@ -149,6 +155,29 @@ def test_locate_prefers_the_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         pa.locate_perf_analyzer()
 
 
+async def test_a_run_that_dies_before_any_level_says_why_from_its_stderr(tmp_path: Path) -> None:
+    # What the real binary prints when libb64 is missing, then more lines than are kept.
+    fake = tmp_path / "perf_analyzer"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'starting' \n"
+        'for i in 1 2 3 4; do echo "noise $i" >&2; done\n'
+        "echo 'perf_analyzer: error while loading shared libraries: libb64.so.0d: "
+        "cannot open shared object file' >&2\n"
+        "exit 127\n"
+    )
+    fake.chmod(0o755)
+    result = await pa.run_perf_analyzer(SweepParams(model="m"), "h:1", binary=fake)
+    assert result.returncode == 127 and not result.ok
+    assert len(result.errors) == pa.STDERR_TAIL
+    assert result.errors[-1].startswith("perf_analyzer: error while loading shared libraries")
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\nexit 3\n")
+    silent.chmod(0o755)
+    quiet = await pa.run_perf_analyzer(SweepParams(model="m"), "h:1", binary=silent)
+    assert quiet.errors == ["perf_analyzer exited with 3"]
+
+
 @pytest.mark.integration
 async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
     from repository_app.triton_client import TritonClient
@@ -174,3 +203,22 @@ async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
     assert [lv.level for lv in levels] == [1, 2]
     assert len(windows) >= 6 and all(w.throughput > 0 for w in windows)
     assert result.cpu_seconds > 0
+
+
+@pytest.mark.integration
+async def test_the_real_perf_analyzer_takes_json_input_data(triton) -> None:
+    from repository_app.triton_client import TritonClient
+
+    TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
+    document = {"data": [{"INPUT0": [float(i)] * 16} for i in range(3)]}
+    params = SweepParams(
+        model="add_batched", measurement_window_ms=300, stability_percentage=300,
+        max_windows=5, input_data=document,
+    )  # fmt: skip
+    result = await pa.run_perf_analyzer(params, triton.grpc_url)
+    assert result.returncode == 0, result.errors
+    assert "--input-data" in result.command and result.levels[0].throughput > 0
+    # A document that does not fit the model is perf_analyzer's error, reported.
+    wrong = SweepParams(**{**params.__dict__, "input_data": {"data": [{"INPUT0": [1.0] * 3}]}})
+    failed = await pa.run_perf_analyzer(wrong, triton.grpc_url)
+    assert not failed.ok and failed.errors

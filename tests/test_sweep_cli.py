@@ -119,3 +119,43 @@ def test_a_request_rate_the_engine_cannot_keep_is_flagged_in_the_summary(triton,
     assert "of 50000/sec" in second
     levels = SweepPoint.objects.filter(sweep=Sweep.objects.get(), window=-1).order_by("level")
     assert [p.extra["behind_schedule"] for p in levels] == [False, True]
+
+
+def test_the_command_takes_an_input_data_file_distribution_and_max_threads(
+    triton, redis_db, tmp_path
+):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    data = tmp_path / "input.json"
+    data.write_text('{"data": [{"INPUT0": [2.0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]}]}')
+    try:
+        call_command(
+            "perf_sweep", "add_batched", "--request-rate-range", "100",
+            "--request-distribution", "poisson", "--max-threads", "2", "--input-data", str(data),
+            "--measurement-interval", "300", "--stability-percentage", "80", "--max-trials", "3",
+            stdout=io.StringIO(), stderr=io.StringIO(),
+        )  # fmt: skip
+    finally:
+        client.unload("add_batched")
+    sweep = Sweep.objects.get()
+    assert sweep.state == "succeeded", sweep.error
+    assert sweep.params["arrival"] == "poisson" and sweep.params["max_threads"] == 2
+    assert sweep.params["input_data"]["data"][0]["INPUT0"][0] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "No such file or directory"),
+        ('{"data": [}', "line 1, column 11"),
+    ],
+)
+def test_a_bad_input_data_file_ends_the_command_with_a_clear_message(
+    redis_db, tmp_path, content, message
+):
+    path = tmp_path / "input.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(CommandError, match=message):
+        call_command("perf_sweep", "add_batched", "--input-data", str(path))
+    assert not Sweep.objects.exists()

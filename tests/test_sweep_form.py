@@ -128,3 +128,85 @@ def test_without_the_permission_the_form_is_disabled_and_posting_is_refused(clie
     )
     assert client.post("/models/add_batched/benchmark/", GOOD).status_code == 403
     assert Sweep.objects.count() == 0
+
+
+def _json_file(content: bytes, name: str = "input.json"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, content, content_type="application/json")
+
+
+def test_request_rate_fields_and_a_json_input_file_are_stored_with_the_sweep(
+    runner, add_batched_ready, redis_db, monkeypatch
+):
+    from profiler_app import sweeps
+
+    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    document = b'{"data": [{"INPUT0": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]}]}'
+    page = runner.post(
+        "/models/add_batched/benchmark/",
+        {
+            **GOOD, "mode": "request_rate", "request_rate_range": "100:200:100",
+            "request_distribution": "poisson", "max_threads": "8", "input_data": "json",
+            "input_data_file": _json_file(document),
+        },
+    )  # fmt: skip
+    assert page.status_code == 302, page.content.decode()[:2000]
+    sweep = Sweep.objects.get()
+    assert sweep.params["arrival"] == "poisson" and sweep.params["max_threads"] == 8
+    assert sweep.params["input_data"] == {"data": [{"INPUT0": list(range(1, 17))}]}
+    detail = runner.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert "input JSON, 1 samples" in detail and "poisson arrivals" in detail
+    assert "max threads 8" in detail
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"input_data_file": None}, "Choose a JSON file"),
+        ({"input_data_file": b'{"data": [\n  {"INPUT0": [1, 2,]}\n]}'}, "line 2, column"),
+        ({"input_data_file": b'{"samples": []}'}, "input data must be"),
+        ({"input_data_file": b"\xff\xfe{}"}, "not UTF-8 text"),
+        # Valid JSON that does not fit the model: the model's check, on the same field.
+        ({"input_data_file": b'{"data": [{"INPUT0": [1, 2, 3]}]}'}, "input INPUT0: 3 values"),
+    ],
+)
+def test_a_bad_input_data_file_is_answered_on_its_field_and_creates_nothing(
+    runner, add_batched_ready, redis_db, change, message
+):
+    content = change["input_data_file"]
+    data = {**GOOD, "input_data": "json"}
+    if content is not None:
+        data["input_data_file"] = _json_file(content)
+    page = runner.post("/models/add_batched/benchmark/", data)
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'data-field="input_data_file"' in html, html[:3000]
+    assert message in html
+    assert Sweep.objects.count() == 0
+
+
+def test_max_threads_out_of_range_is_answered_on_its_field(runner, redis_db):
+    page = runner.post("/models/add_batched/benchmark/", {**GOOD, "max_threads": "0"})
+    html = page.content.decode()
+    assert 'data-field="max_threads"' in html and "between 1 and 64" in html
+    assert Sweep.objects.count() == 0
+
+
+def test_an_input_data_file_over_the_limit_is_refused(runner, redis_db, monkeypatch):
+    from profiler_app import forms
+
+    monkeypatch.setattr(forms, "MAX_INPUT_DATA_BYTES", 100)
+    data = {**GOOD, "input_data": "json", "input_data_file": _json_file(b" " * 101 + b"{}")}
+    html = runner.post("/models/add_batched/benchmark/", data).content.decode()
+    assert 'data-field="input_data_file"' in html and "at most 100" in html
+    assert Sweep.objects.count() == 0
+
+
+def test_request_rate_sweeps_stored_before_max_threads_rerun_with_the_16_they_had():
+    from profiler_app import sweeps
+
+    old = {"model": "m", "mode": "request_rate", "start": 10, "end": 10, "step": 1}
+    assert sweeps.params_of(Sweep(params=old)).max_threads == 16
+    assert sweeps.params_of(Sweep(params={**old, "max_threads": 2})).max_threads == 2
+    assert sweeps.params_of(Sweep(params={**old, "mode": "concurrency"})).max_threads == 4

@@ -138,7 +138,12 @@ def load_input_data(source: str | Path | Mapping[str, Any]) -> list[dict[str, An
         document: Any = source
     else:
         text = str(source)
-        document = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
+        try:
+            document = parse_input_json(
+                text if text.lstrip().startswith("{") else Path(text).read_text()
+            )
+        except OSError as exc:
+            raise InputError(f"input data file {text}: {exc.strerror or exc}") from None
     samples = document.get("data") if isinstance(document, Mapping) else None
     if not isinstance(samples, list) or not samples:
         raise InputError(
@@ -148,6 +153,16 @@ def load_input_data(source: str | Path | Mapping[str, Any]) -> list[dict[str, An
         if not isinstance(sample, Mapping):
             raise InputError("each entry of 'data' must map input names to values")
     return [dict(s) for s in samples]
+
+
+def parse_input_json(text: str) -> Any:
+    """JSON text of an input-data document; InputError names the line and column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"input data is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
 
 
 def build_payloads(

@@ -13,8 +13,9 @@ reads. Two ways to keep requests outstanding:
   model. Lowest latency at low concurrency, where the aio poller's thread hop shows. For
   gRPC each thread has a connection of its own through grpc_h2 (about half grpcio's CPU
   per call); requests over 64 KiB go through grpcio. In request-rate mode a fixed pool
-  of such threads takes send times from one schedule (perf_analyzer's --max-threads
-  model): a thread sleeps until its turn, sends, and waits for the reply.
+  of such threads (`rate_threads`; the sweep's --max-threads shared among the workers)
+  takes send times from one schedule: a thread sleeps until its turn, sends, and waits
+  for the reply, like perf_analyzer's synchronous request-rate workers.
 
 Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
   -> ("level", "concurrency"|"request_rate", value, arrival, seed, first_send_ns)
@@ -56,7 +57,7 @@ class WorkerSpec:
     payloads: Sequence[Sequence[tuple[str, str, np.ndarray]]]  # (name, datatype, array)
     client: str  # "aio" | "threads"
     timeout_s: float = 30.0
-    rate_threads: int = 4  # threads per worker in request-rate mode with "threads"
+    rate_threads: int = 1  # paced threads of this worker in request-rate mode with "threads"
 
 
 def serialize_grpc(spec: WorkerSpec) -> list[bytes]:

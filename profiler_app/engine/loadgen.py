@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,11 @@ from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
 
 CANCEL_POLL_S = 0.1
-RATE_THREADS = 16  # request-rate mode: at most this many requests outstanding (threads)
+# Request-rate mode: at most this many requests outstanding (paced threads), perf_analyzer's
+# --max-threads, whose default in that mode is 4.
+DEFAULT_MAX_THREADS = 4
+MAX_THREADS_LIMIT = 64
+RATE_PROCESSES = 4  # the paced threads are spread over at most this many processes
 BEHIND_SCHEDULE = 0.95  # request rate: a level that sent under this share of its rate
 LEVEL_LEAD_NS = 5_000_000  # a new request-rate level's first send, after the message
 
@@ -71,6 +75,7 @@ class SweepParams:
     arrival: str = "constant"  # request-rate mode: "constant" | "poisson"
     seed: int = 0
     workers: int = 1  # load processes; more only helps when one cannot keep up
+    max_threads: int = DEFAULT_MAX_THREADS  # request-rate mode: perf_analyzer's --max-threads
     client: str = "auto"  # "aio" | "threads" | "auto" (see _client_plan)
 
     @property
@@ -95,6 +100,8 @@ class SweepParams:
             raise SweepError("percentile must be 50, 90, 95, 99 or 'avg'")
         if self.batch_size < 1 or self.measurement_window_ms < 50 or self.max_windows < 3:
             raise SweepError("need batch size >= 1, windows >= 50 ms and max windows >= 3")
+        if not 1 <= self.max_threads <= MAX_THREADS_LIMIT:
+            raise SweepError(f"max threads must be between 1 and {MAX_THREADS_LIMIT}")
         if self.client not in ("auto", "aio", "threads") or self.arrival not in (
             "constant",
             "poisson",
@@ -341,17 +348,20 @@ class _Pool:
 
     Not multiprocessing's spawn: that re-imports the caller's __main__, which breaks
     scripts and REPLs; a plain subprocess imports only the worker module.
+    `rate_threads` gives each worker its paced threads for request-rate mode; a worker's
+    share of a request rate follows its share of the threads.
     """
 
-    def __init__(self, spec: WorkerSpec, count: int) -> None:
+    def __init__(self, spec: WorkerSpec, count: int, rate_threads: Sequence[int] = ()) -> None:
         self.conns: list[Connection] = []
         self.procs: list[subprocess.Popen] = []
+        self.rate_threads = list(rate_threads) or [spec.rate_threads] * count
         root = Path(__file__).resolve().parents[2]
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
         }
-        for _ in range(count):
+        for i in range(count):
             parent, child = socket.socketpair()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profiler_app.engine.load_workers", str(child.fileno())],
@@ -361,7 +371,7 @@ class _Pool:
             )
             child.close()
             conn = Connection(parent.detach())
-            conn.send(spec)
+            conn.send(replace(spec, rate_threads=self.rate_threads[i]))
             self.conns.append(conn)
             self.procs.append(proc)
 
@@ -387,9 +397,12 @@ class _Pool:
         # the whole rate, so that N constant streams interleave instead of sending in bursts.
         first = time.monotonic_ns() + LEVEL_LEAD_NS
         gap = int(1e9 / value) if kind == "request_rate" and value > 0 else 0
-        for i, (conn, share) in enumerate(
-            zip(self.conns, split_load(kind, value, len(self.conns)), strict=True)
-        ):
+        if kind == "request_rate":
+            total = sum(self.rate_threads)
+            shares = [value * n / total for n in self.rate_threads]
+        else:
+            shares = split_load(kind, value, len(self.conns))
+        for i, (conn, share) in enumerate(zip(self.conns, shares, strict=True)):
             conn.send(("level", kind, share, arrival, seed * 1000 + i, first + i * gap))
 
     async def swap(self, t_end: int) -> list[tuple]:
@@ -421,18 +434,15 @@ def _client_plan(params: SweepParams) -> tuple[str, int]:
     calls, one thread per outstanding request, keep pace with it up to 16 outstanding
     requests; one process per request up to 4, then about 4 threads per process (more
     processes than cores only add scheduling). Beyond 16 aio tasks amortise wake-ups over
-    several completions. Request-rate mode uses RATE_THREADS paced threads (up to that
-    many requests outstanding, like perf_analyzer's --max-threads), 4 per process. At half
-    the server's capacity (medians of 3 alternating rounds, p95 over perf_analyzer's):
-    aio 2.11x at 1.5x its client CPU per request; 16 threads in 1 process 2.20x (GIL
-    hand-offs while Triton holds the cores), 2 x 8 1.53x, 4 x 4 1.03x. Single rounds
-    spread 0.6-3.7x on the shared 2-core box, so the choice between thread layouts is a
-    weak one; the CPU saving over aio is not.
+    several completions. Request-rate mode uses `max_threads` paced threads (at most that
+    many requests outstanding, perf_analyzer's --max-threads and its default of 4 there),
+    one process each up to RATE_PROCESSES: threads of one process that wake together wait
+    for each other's GIL, which showed as a longer tail than perf_analyzer's C++ threads.
     """
     if params.client != "auto":
         return params.client, max(1, params.workers)
     if params.mode == "request_rate":
-        return "threads", max(params.workers, RATE_THREADS // 4)
+        return "threads", max(params.workers, min(RATE_PROCESSES, params.max_threads))
     if params.end <= 4:
         return "threads", max(params.workers, int(params.end))
     if params.end <= 16:
@@ -490,9 +500,12 @@ async def run_sweep(
             version=params.version,
             payloads=[[(t.name, t.datatype, t.array) for t in p] for p in payloads],
             client=client,
-            rate_threads=math.ceil(RATE_THREADS / workers),
         )
-        pool = _Pool(spec, workers)
+        if params.mode == "request_rate" and client == "threads":
+            workers = min(workers, params.max_threads)  # no worker without a thread
+        # The paced threads (request-rate mode), shared out like a concurrency.
+        threads = [int(n) for n in split_load("concurrency", params.max_threads, workers)]
+        pool = _Pool(spec, workers, rate_threads=threads)
         try:
             outputs = await pool.started()
             result = SweepResult(params, [], outputs=outputs)

@@ -16,6 +16,7 @@ Reading its output (checked against real 2.48 runs, see tests/data/perf_analyzer
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import csv
 import inspect
@@ -35,6 +36,7 @@ from .loadgen import SweepParams, SweepResult
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_DIR = ROOT / "var" / "tools"
 PROJECT_BINARY = TOOLS_DIR / "perf_analyzer"
+STDERR_TAIL = 5  # stderr lines kept to explain a run that failed without a known message
 
 # perf_analyzer's CSV header with --verbose-csv (2.48); without it the last 3 are absent.
 CSV_COLUMNS = [
@@ -118,6 +120,8 @@ def build_command(
         cmd += ["--concurrency-range", span]
     else:
         cmd += ["--request-rate-range", span, "--request-distribution", params.arrival]
+        # Said even at its default (4 there), so the stored command shows the limit.
+        cmd += ["--max-threads", str(params.max_threads)]
     if params.percentile != "avg":
         cmd += [f"--percentile={int(params.percentile)}"]
     cmd += [
@@ -407,10 +411,16 @@ async def run_perf_analyzer(
         )
         parser = StdoutParser()
         cancelled = False
+        # The last lines of stderr: a run that dies before its first level (a missing
+        # library, a refused option) says why only there, in no format the parser knows.
+        stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
 
-        async def pump(stream: asyncio.StreamReader) -> None:
+        async def pump(stream: asyncio.StreamReader, tail: collections.deque[str] | None) -> None:
             while line := await stream.readline():
-                for event in parser.feed(line.decode(errors="replace")):
+                text = line.decode(errors="replace")
+                if tail is not None and text.strip():
+                    tail.append(text.strip())
+                for event in parser.feed(text):
                     if isinstance(event, PaWindow):
                         await _call(on_window, event)
                     else:
@@ -428,7 +438,7 @@ async def run_perf_analyzer(
 
         assert proc.stdout is not None and proc.stderr is not None
         watcher = asyncio.create_task(watch())
-        await asyncio.gather(pump(proc.stdout), pump(proc.stderr))
+        await asyncio.gather(pump(proc.stdout, None), pump(proc.stderr, stderr_tail))
         returncode = await proc.wait()
         watcher.cancel()
         for event in parser.close():
@@ -438,7 +448,10 @@ async def run_perf_analyzer(
     cpu = (usage_after.children_user - usage_before.children_user) + (
         usage_after.children_system - usage_before.children_system
     )
-    return PaResult(command, returncode, parser.levels, rows, parser.errors, cancelled, cpu)
+    errors = parser.errors
+    if not errors and returncode not in (0, 2) and not cancelled:
+        errors = list(stderr_tail) or [f"perf_analyzer exited with {returncode}"]
+    return PaResult(command, returncode, parser.levels, rows, errors, cancelled, cpu)
 
 
 def run_perf_analyzer_sync(params: SweepParams, url: str, **kwargs: Any) -> PaResult:

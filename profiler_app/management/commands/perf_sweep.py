@@ -15,8 +15,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from profiler_app import export, sweeps
-from profiler_app.engine.loadgen import SweepError, SweepParams, parse_range
-from profiler_app.forms import parse_shapes
+from profiler_app.engine.loadgen import DEFAULT_MAX_THREADS, SweepError, SweepParams, parse_range
+from profiler_app.forms import input_data_document, parse_shapes
 from profiler_app.models import Sweep
 
 
@@ -37,7 +37,20 @@ class Command(BaseCommand):
         parser.add_argument("--max-trials", type=int, default=10)
         parser.add_argument("--latency-threshold", type=float, default=None, help="ms")
         parser.add_argument("--shape", action="append", default=[], help="NAME:d1,d2")
-        parser.add_argument("--input-data", choices=["random", "zeros"], default="random")
+        parser.add_argument(
+            "--input-data",
+            default="random",
+            help="random, zero(s), or a JSON file in perf_analyzer's --input-data format",
+        )
+        parser.add_argument(
+            "--request-distribution", choices=["constant", "poisson"], default="constant"
+        )
+        parser.add_argument(
+            "--max-threads",
+            type=int,
+            default=DEFAULT_MAX_THREADS,
+            help="request-rate mode: most requests outstanding at once",
+        )
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
         parser.add_argument("--engine", choices=["builtin", "perf_analyzer"], default="builtin")
         parser.add_argument("--as-user", default=None, help="store the sweep as this user")
@@ -64,6 +77,7 @@ class Command(BaseCommand):
             shapes = parse_shapes(" ".join(opts["shape"]))
         except ValidationError as exc:
             raise CommandError(f"--shape: {'; '.join(exc.messages)}") from None
+        input_data = _input_data(opts["input_data"])
         params = SweepParams(
             model=opts["model"],
             version=opts["version"],
@@ -74,12 +88,14 @@ class Command(BaseCommand):
             step=step,
             batch_size=opts["batch_size"],
             shapes=shapes,
-            input_data=opts["input_data"],
+            input_data=input_data,
             percentile=percentile,
             measurement_window_ms=opts["measurement_interval"],
             stability_percentage=opts["stability_percentage"],
             max_windows=opts["max_trials"],
             latency_threshold_ms=opts["latency_threshold"],
+            arrival=opts["request_distribution"],
+            max_threads=opts["max_threads"],
         )
         try:
             sweeps.preflight(params, opts["engine"])
@@ -102,3 +118,18 @@ class Command(BaseCommand):
             self.stderr.write(f"CSV written to {opts['csv']}")
         if state != Sweep.State.SUCCEEDED:
             raise CommandError(f"sweep #{sweep.pk} {state}: {sweep.error or 'no error text'}")
+
+
+def _input_data(value: str) -> str | dict[str, Any]:
+    """perf_analyzer's --input-data: random, zero (or zeros), or a JSON file, read here so
+    the sweep stores its content."""
+    if value in ("random", "zero", "zeros"):
+        return "random" if value == "random" else "zeros"
+    try:
+        raw = Path(value).read_bytes()
+    except OSError as exc:
+        raise CommandError(f"--input-data {value}: {exc.strerror or exc}") from None
+    try:
+        return input_data_document(raw)
+    except ValidationError as exc:
+        raise CommandError(f"--input-data {value}: {'; '.join(exc.messages)}") from None
