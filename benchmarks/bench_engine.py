@@ -1,14 +1,17 @@
 """Built-in engine vs perf_analyzer, side by side, on one Triton and model.
 
-    .venv/bin/python benchmarks/bench_engine.py [--url 127.0.0.1:8001] [--model add_batched]
-        [--levels 1,2,4,8] [--window-ms 1000] [--client auto] [--rounds 3]
+    .venv/bin/python benchmarks/bench_engine.py [--url 127.0.0.1:8001]
+        [--models add_batched,busy_compute,add_sub] [--levels 1,2,4,8] [--window-ms 1000]
+        [--client auto] [--rounds 3] [--rate-fractions 0.3,0.5]
 
-Without --url it starts its own tritonserver (demo repository, add_batched loaded).
+Without --url it starts its own tritonserver (demo repository, the models loaded).
+One table per model; the request-rate table (--rate-fractions) is for the first model.
 Each concurrency is measured `--rounds` times by each engine, alternating which goes first
 (one level per run, same window, stability and percentile settings; the engine uses the
 client plan a sweep over all the levels would), and a markdown table is printed: medians
 of throughput, p95 and their per-round ratios (engine / perf_analyzer), and client CPU
-per request.
+per request, and Triton's own average request time under each (statistics extension), which
+shows when one client's CPU use slowed the server it shares two cores with.
 perf_analyzer's CPU per request counts its whole process (warm-up and unstable windows
 included) over the requests of the reported windows, so it is an upper bound.
 """
@@ -26,7 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from profiler_app.engine import perf_analyzer as pa  # noqa: E402
-from profiler_app.engine.loadgen import SweepParams, _client_plan, run_sweep  # noqa: E402
+from profiler_app.engine.loadgen import (  # noqa: E402
+    DEFAULT_MAX_THREADS,
+    SweepParams,
+    _client_plan,
+    run_sweep,
+)
 
 
 async def measure_once(level: int, params: SweepParams, url: str, args: argparse.Namespace, ours_first: bool) -> dict[str, float] | None:  # fmt: skip
@@ -41,7 +49,7 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
         ref = await pa.run_perf_analyzer(params, url)
         ours = await ours_run()
     if not ref.levels or not ref.levels[0].windows and ref.levels[0].throughput == 0:
-        print(f"perf_analyzer gave nothing at c={level}: {ref.errors}", file=sys.stderr)
+        print(f"perf_analyzer gave nothing at {level:g}: {ref.errors}", file=sys.stderr)
         return None
     theirs = ref.levels[0]
     their_tput, their_p95 = theirs.throughput, theirs.percentiles_us.get(95, 0.0)
@@ -58,6 +66,10 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
         "cpu_ours": ours.client_cpu_us,
         "cpu_theirs": ref.cpu_seconds / max(1, _their_requests(ref, args.window_ms)) * 1e6,
         "stable": float(ours.stable and theirs.stable),
+        # Triton's request time (queue + compute), where each engine's run has it: perf_analyzer
+        # prints it only for a level that stabilised.
+        "server_ours": ours.server.request_us if ours.server else -1.0,
+        "server_theirs": theirs.server.get("request_us", -1.0),
         "gpu_util": ours.gpu.utilization * 100
         if ours.gpu and ours.gpu.utilization is not None
         else -1.0,  # fmt: skip
@@ -72,7 +84,13 @@ async def measure(
     client, workers = args.client, args.workers
     if client == "auto":  # the plan a real sweep over all the levels would use
         client, workers = _client_plan(
-            SweepParams(model=args.model, mode=mode, start=min(levels), end=max(levels))
+            SweepParams(
+                model=args.model,
+                mode=mode,
+                start=min(levels),
+                end=max(levels),
+                max_threads=args.max_threads,
+            )  # fmt: skip
         )
     rows = []
     for level in levels:
@@ -80,6 +98,7 @@ async def measure(
             model=args.model, mode=mode, start=level, end=level,
             measurement_window_ms=args.window_ms, stability_percentage=args.stability,
             max_windows=args.max_windows, client=client, workers=workers,
+            max_threads=args.max_threads,
         )  # fmt: skip
         runs = [
             r
@@ -89,6 +108,9 @@ async def measure(
         if not runs:
             continue
         row = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        for key in ("server_ours", "server_theirs"):  # medians of the runs that have it
+            known = [r[key] for r in runs if r[key] >= 0]
+            row[key] = statistics.median(known) if known else -1.0
         row["c"] = level
         row["ratio"] = statistics.median(r["ours"] / r["theirs"] for r in runs)
         row["p95_ratio"] = statistics.median(r["p95_ours"] / r["p95_theirs"] for r in runs)
@@ -108,12 +130,16 @@ def _their_requests(ref: pa.PaResult, window_ms: int) -> float:
     return sum(w.throughput * window_ms * 1.2 / 1000 for lv in ref.levels for w in lv.windows)
 
 
+def _known(value: float) -> str:
+    return f"{value:,.0f}" if value >= 0 else "–"
+
+
 def table(rows: list[dict[str, float]], label: str = "concurrency") -> str:
     gpu = any(r.get("gpu_util", -1) >= 0 for r in rows)
     lines = [
-        f"| {label} | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio (each round) | engine CPU µs/req | perf_analyzer CPU µs/req | all stable |"
+        f"| {label} | engine infer/s | perf_analyzer infer/s | throughput ratio (each round) | engine p95 µs | perf_analyzer p95 µs | p95 ratio (each round) | engine CPU µs/req | perf_analyzer CPU µs/req | Triton request µs (engine / perf_analyzer runs) | all stable |"
         + (" GPU util % (engine run) |" if gpu else ""),
-        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if gpu else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if gpu else ""),
     ]
     for r in rows:
         util = f" {r['gpu_util']:.0f} |" if gpu and r["gpu_util"] >= 0 else (" – |" if gpu else "")
@@ -122,29 +148,39 @@ def table(rows: list[dict[str, float]], label: str = "concurrency") -> str:
             f"({', '.join(f'{x:.2f}' for x in r['ratios'])}) "  # type: ignore[attr-defined]
             f"| {r['p95_ours']:,.0f} | {r['p95_theirs']:,.0f} | {r['p95_ratio']:.2f} "
             f"({', '.join(f'{x:.2f}' for x in r['p95_ratios'])}) "  # type: ignore[attr-defined]
-            f"| {r['cpu_ours']:.0f} | {r['cpu_theirs']:.0f} | {'yes' if r['stable'] else 'no'} |"
-            + util
+            f"| {r['cpu_ours']:.0f} | {r['cpu_theirs']:.0f} "
+            f"| {_known(r['server_ours'])} / {_known(r['server_theirs'])} "
+            f"| {'yes' if r['stable'] else 'no'} |" + util
         )
     return "\n".join(lines)
 
 
 def report(url: str, args: argparse.Namespace) -> str:
-    """The concurrency table; with --rate-fractions, a request-rate table after it. At
-    equal concurrency a lighter client pushes more through a CPU-bound server and so sees
-    lower latency (Little's law: mean latency = concurrency / throughput); at an equal
-    request rate both engines offer the same load, which isolates how each measures."""
-    rows = asyncio.run(measure(url, args, args.levels))
-    text = table(rows)
-    if args.rate_fractions and rows:
-        top = max(rows, key=lambda r: r["c"])["theirs"]
-        rates = sorted({max(1, round(f * top, -1)) for f in args.rate_fractions})
-        rate_rows = asyncio.run(measure(url, args, [int(r) for r in rates], "request_rate"))
-        text += (
-            f"\n\nSame offered load: request rates at {', '.join(f'{f:g}' for f in args.rate_fractions)}"
-            f" × perf_analyzer's {top:,.0f} infer/s at concurrency {max(args.levels)}"
-            " (constant arrivals):\n\n" + table(rate_rows, "request rate (infer/s)")
-        )
-    return text
+    """One concurrency table per model; with --rate-fractions, a request-rate table for the
+    first model. At equal concurrency a lighter client pushes more through a CPU-bound
+    server and so sees lower latency (Little's law: mean latency = concurrency /
+    throughput); at an equal request rate both engines offer the same load, which isolates
+    how each measures. Raises SystemExit when perf_analyzer measured nothing."""
+    sections = []
+    for model in args.models:
+        args.model = model
+        rows = asyncio.run(measure(url, args, args.levels))
+        if not rows:
+            raise SystemExit(f"{model}: perf_analyzer measured no level (see stderr)")
+        text = f"### {model}\n\n" + table(rows)
+        if args.rate_fractions and model == args.models[0]:
+            top = max(rows, key=lambda r: r["c"])["theirs"]
+            rates = sorted({max(1, round(f * top, -1)) for f in args.rate_fractions})
+            rate_rows = asyncio.run(measure(url, args, [int(r) for r in rates], "request_rate"))
+            text += (
+                f"\n\nSame offered load on {model}: request rates at "
+                f"{', '.join(f'{f:g}' for f in args.rate_fractions)} × perf_analyzer's "
+                f"{top:,.0f} infer/s at concurrency {max(args.levels)} (constant arrivals, "
+                f"--max-threads {args.max_threads} for both):\n\n"
+                + table(rate_rows, "request rate (infer/s)")
+            )
+        sections.append(text)
+    return "\n\n".join(sections)
 
 
 def add_measurement_args(
@@ -159,12 +195,19 @@ def add_measurement_args(
     parser.add_argument("--client", default="auto", choices=["auto", "aio", "threads"])
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument(
+        "--max-threads", type=int, default=DEFAULT_MAX_THREADS, help="request-rate mode"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="Triton gRPC host:port (default: start one)")
-    parser.add_argument("--model", default="add_batched")
+    parser.add_argument(
+        "--models",
+        default="add_batched,busy_compute,add_sub",
+        type=lambda s: [m for m in s.split(",") if m],
+    )
     add_measurement_args(
         parser, levels="1,2,4,8", window_ms=1000, stability=10.0, max_windows=8, rounds=3
     )
@@ -189,7 +232,7 @@ def main() -> int:
             Path(tmp),
             ports,
             Path(tmp) / "triton.log",
-            load=(args.model,),
+            load=tuple(args.models),
         )
         try:
             print(report(f"127.0.0.1:{ports.grpc}", args))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from repository_app.triton_client import TritonClient
@@ -91,3 +93,48 @@ def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table
         assert "waiting for a reply" in flagged.locator(".warning").get_attribute("title")
     finally:
         context.close()
+
+
+def test_a_request_rate_sweep_with_an_uploaded_input_data_file_runs_from_the_form(
+    browser, web_server, celery_worker, admin_credentials, triton, tmp_path
+):
+    # The test client posts multipart whatever the page says; a browser sends a file only
+    # when the form is multipart, so this is the check that the upload reaches the sweep.
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"data": [\n  {"INPUT0": [1, 2,,]}\n]}')
+    good = tmp_path / "input.json"
+    good.write_text(json.dumps({"data": [{"INPUT0": [1.0] * 16}, {"INPUT0": [2.0] * 16}]}))
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/add_batched/benchmark/")
+        page.select_option("#id_mode", "request_rate")
+        page.fill("#id_request_rate_range", "100")
+        page.select_option("#id_request_distribution", "poisson")
+        page.fill("#id_max_threads", "2")
+        page.fill("#id_measurement_interval", "300")
+        page.fill("#id_stability_percentage", "80")
+        page.fill("#id_max_trials", "3")
+        page.select_option("#id_input_data", "json")
+        page.set_input_files("#id_input_data_file", str(bad))
+        page.click("#start-sweep")
+        error = page.text_content('[data-field="input_data_file"]') or ""
+        assert "line 2, column" in error, error
+        # What was typed is kept; the file input is empty again, as browsers do.
+        assert page.input_value("#id_request_rate_range") == "100"
+        page.set_input_files("#id_input_data_file", str(good))
+        page.click("#start-sweep")
+        page.wait_for_url("**/sweeps/*/")
+        wait_js(
+            page,
+            "document.getElementById('sweep-state').textContent === 'succeeded'",
+            timeout=60000,
+        )
+        text = page.text_content("body") or ""
+        assert "input JSON, 2 samples" in text and "poisson arrivals · max threads 2" in text
+    finally:
+        context.close()
+        client.unload("add_batched")
