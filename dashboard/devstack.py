@@ -53,6 +53,9 @@ def main() -> None:
         started.clear()
 
     signal.signal(signal.SIGTERM, _interrupt)
+    # Also SIGINT: a shell without job control starts `make run &` with SIGINT ignored, and
+    # Python keeps an ignored SIGINT ignored, so Ctrl-C (or `kill -INT`) would do nothing.
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         web_host = os.environ.get("WEB_HOST", "127.0.0.1")
         web_port = int(os.environ.get("WEB_PORT", "8080"))
@@ -168,7 +171,7 @@ def main() -> None:
 
 
 def _interrupt(*_: object) -> None:
-    # `kill` (SIGTERM) stops everything the same way Ctrl-C does.
+    # `kill` (SIGTERM) and SIGINT stop everything the same way Ctrl-C does.
     raise KeyboardInterrupt
 
 
