@@ -116,7 +116,12 @@ class SweepForm(forms.Form):
     shape = forms.CharField(
         required=False, label="--shape", help_text="NAME:d1,d2 for variable dims, space-separated"
     )
-    input_data = forms.ChoiceField(choices=INPUT_DATA, initial="random", label="--input-data")
+    input_data = forms.ChoiceField(
+        choices=INPUT_DATA,
+        initial="random",
+        label="--input-data",
+        help_text="random: random bytes, as perf_analyzer's (floats may be NaN or inf)",
+    )
     input_data_file = forms.FileField(
         required=False,
         label="--input-data file",

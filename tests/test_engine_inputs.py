@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler_app.engine.inputs import InputError, InputSpec, build_payloads, input_specs
+from profiler_app.engine.inputs import (
+    STRING_CHARS,
+    InputError,
+    InputSpec,
+    build_payloads,
+    input_specs,
+)
 
 METADATA = {
     "name": "m",
@@ -40,8 +46,21 @@ def test_random_data_is_batched_and_seeded() -> None:
     tensors = {t.name: t.array for t in first[0]}
     assert tensors["INPUT0"].shape == (4, 16) and tensors["INPUT0"].dtype == np.float32
     assert tensors["TOKENS"].shape == (4, 7) and tensors["TOKENS"].dtype == np.int64
-    assert np.array_equal(tensors["INPUT0"], again[0][0].array)
-    assert not np.array_equal(tensors["INPUT0"], other[0][0].array)
+    # Compared as bytes: random floats may be NaN, which never equals itself.
+    assert tensors["INPUT0"].tobytes() == again[0][0].array.tobytes()
+    assert tensors["INPUT0"].tobytes() != other[0][0].array.tobytes()
+
+
+def test_random_data_is_random_bytes_like_perf_analyzers() -> None:
+    specs = [InputSpec("F", "FP32", (4096,)), InputSpec("I", "INT64", (512,))]
+    f, i = (t.array for t in build_payloads(specs, batching=False)[0])
+    exponents = np.unique((f.view(np.uint32) >> 23) & 0xFF)
+    assert len(exponents) > 250  # denormals (0) to NaN/inf (255), not just [0, 1)'s
+    assert np.isnan(f).any() and (np.abs(f[np.isfinite(f)]) > 1e30).any()
+    assert (i < 0).any() and (i > 2**40).any()  # the whole int64 range
+    strings = build_payloads([InputSpec("S", "BYTES", (3,))], batching=False)[0][0].array
+    assert all(len(s) == 128 and set(s) <= set(STRING_CHARS.encode()) for s in strings)
+    assert len(set(strings)) == 3
 
 
 def test_a_variable_dimension_without_a_shape_names_the_input() -> None:

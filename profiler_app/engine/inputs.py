@@ -2,8 +2,9 @@
 
 The shapes follow perf_analyzer's conventions: `shapes` gives the full shape of an input
 *without* the batch dimension (like `--shape NAME:d1,d2`) and is required exactly where the
-model declares a variable (-1) dimension. Data is random (seeded), zeros, or taken from a
-JSON document in perf_analyzer's `--input-data` format:
+model declares a variable (-1) dimension. Data is random (seeded, and random the way
+perf_analyzer's is: see `_random_sample`), zeros, or taken from a JSON document in
+perf_analyzer's `--input-data` format:
 
     {"data": [{"INPUT0": [1, 2, ...]}, {"INPUT0": {"content": [...], "shape": [16]}}]}
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,8 @@ import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
 MAX_PAYLOADS = 64  # distinct pre-built requests kept per sweep
+STRING_LENGTH = 128  # perf_analyzer's --string-length default, for random BYTES elements
+STRING_CHARS = string.ascii_letters + string.digits + "-_"
 
 
 class InputError(ValueError):
@@ -84,17 +88,22 @@ def resolve_shape(spec: InputSpec, shapes: Mapping[str, Sequence[int]]) -> tuple
 
 
 def _random_sample(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """perf_analyzer's random data, seeded: random bytes taken as the input's type (so floats
+    include NaN, inf and denormals, and integers span the type's range) and BYTES elements
+    of STRING_LENGTH random characters. The values matter: a float model computes on them
+    as it does under perf_analyzer (the numpy MLP of the GPU check ran about 1.4x slower on
+    them than on values in [0, 1), which made the engine look 1.4x faster than
+    perf_analyzer). Index-like inputs need zeros or JSON data, as with perf_analyzer."""
+    count = int(np.prod(shape))
     if spec.datatype == "BYTES":
-        flat = [str(int(v)).encode() for v in rng.integers(0, 1 << 30, size=int(np.prod(shape)))]
+        chars = rng.integers(0, len(STRING_CHARS), size=(count, STRING_LENGTH))
+        flat = ["".join(STRING_CHARS[c] for c in row).encode() for row in chars]
         return np.array(flat, dtype=np.object_).reshape(shape)
     if spec.datatype == "BOOL":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     dtype = np.dtype(triton_to_np_dtype(spec.datatype))
-    if np.issubdtype(dtype, np.floating):
-        return rng.random(size=shape, dtype=np.float32).astype(dtype)
-    info = np.iinfo(dtype)
-    # Small non-negative ints: safe for index-like inputs, like perf_analyzer's defaults.
-    return rng.integers(0, min(info.max, 100), size=shape, endpoint=True).astype(dtype)
+    raw = rng.integers(0, 256, size=count * dtype.itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
 
 
 def _zero_sample(spec: InputSpec, shape: tuple[int, ...]) -> np.ndarray:
