@@ -97,6 +97,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "profiler/sweep_detail.html",
         {
             "sweep": sweep,
+            "params": sweeps.params_of(sweep),  # as a re-run would use them
             "data": data,
             "can_run": _can_run(request),
             "position": sweeps.queue_position(sweep),

@@ -348,20 +348,20 @@ class _Pool:
 
     Not multiprocessing's spawn: that re-imports the caller's __main__, which breaks
     scripts and REPLs; a plain subprocess imports only the worker module.
-    `rate_threads` gives each worker its paced threads for request-rate mode; a worker's
-    share of a request rate follows its share of the threads.
+    One worker per entry of `rate_threads`, its paced threads for request-rate mode; a
+    worker's share of a request rate follows its share of the threads.
     """
 
-    def __init__(self, spec: WorkerSpec, count: int, rate_threads: Sequence[int] = ()) -> None:
+    def __init__(self, spec: WorkerSpec, rate_threads: Sequence[int]) -> None:
         self.conns: list[Connection] = []
         self.procs: list[subprocess.Popen] = []
-        self.rate_threads = list(rate_threads) or [spec.rate_threads] * count
+        self.rate_threads = list(rate_threads)
         root = Path(__file__).resolve().parents[2]
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
         }
-        for i in range(count):
+        for threads in self.rate_threads:
             parent, child = socket.socketpair()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profiler_app.engine.load_workers", str(child.fileno())],
@@ -371,7 +371,7 @@ class _Pool:
             )
             child.close()
             conn = Connection(parent.detach())
-            conn.send(replace(spec, rate_threads=self.rate_threads[i]))
+            conn.send(replace(spec, rate_threads=threads))
             self.conns.append(conn)
             self.procs.append(proc)
 
@@ -505,7 +505,7 @@ async def run_sweep(
             workers = min(workers, params.max_threads)  # no worker without a thread
         # The paced threads (request-rate mode), shared out like a concurrency.
         threads = [int(n) for n in split_load("concurrency", params.max_threads, workers)]
-        pool = _Pool(spec, workers, rate_threads=threads)
+        pool = _Pool(spec, threads)
         try:
             outputs = await pool.started()
             result = SweepResult(params, [], outputs=outputs)
