@@ -231,9 +231,12 @@ SESSION_COOKIE_HTTPONLY = True
 # /healthz answers over plain HTTP for load balancers and container checks.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
-# Login attempts allowed per username and per client address in LOGIN_LOCKOUT_S.
+# Login attempts allowed per username and per client address in LOGIN_LOCKOUT_S. Past
+# that an account is locked out; an address (shared by everyone behind the TLS proxy) is
+# only slowed down: one password check per LOGIN_ADDRESS_PACE_S.
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_S = env_int("LOGIN_LOCKOUT_S", 900, minimum=1)
+LOGIN_ADDRESS_PACE_S = env_number("LOGIN_ADDRESS_PACE_S", 1.0, minimum=0.01)
 
 # --- Uploads (repository_app/uploads/, docs/uploads.md) ----------------------------------
 # Limits are checked on the declared size when an upload starts and again on every chunk.

@@ -3,13 +3,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
-from .team.ratelimit import RateLimitedLoginView
+from .team.ratelimit import RateLimitedAdminLoginView, RateLimitedLoginView
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Before admin.site.urls: the admin's own login view is neither rate limited nor audited.
+    path("admin/login/", RateLimitedAdminLoginView.as_view(), name="admin_login"),
     path("admin/", admin.site.urls),
     path("", include("dashboard.team.urls")),
     path("api/v1/", include("dashboard.api_urls")),
