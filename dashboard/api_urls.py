@@ -3,7 +3,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from dashboard.team.api import AuditListView
+from dashboard.team.api import AuditListView, OwnTokenView
 from profiler_app import api as sweep_api
 from profiler_app.search import api as search_api
 from repository_app import api as repository_api
@@ -80,4 +80,5 @@ urlpatterns = [
     path("audit/", AuditListView.as_view(), name="api_audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("token", OwnTokenView.as_view(), name="api_token"),
 ]

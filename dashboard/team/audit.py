@@ -42,7 +42,10 @@ ACTIONS = (
     "user.create",
     "user.change",
     "user.role",
+    "login",
     "login.failed",
+    "token.create",
+    "token.revoke",
 )
 
 

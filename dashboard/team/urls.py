@@ -9,6 +9,12 @@ urlpatterns = [
     path("team/users/", views.users, name="team_users"),
     path("team/users/<int:user_id>/", views.change_user, name="team_change_user"),
     path(
+        "team/users/<int:user_id>/token/revoke",
+        views.revoke_user_token,
+        name="team_revoke_token",
+    ),
+    path("accounts/token/", views.own_token, name="own_token"),
+    path(
         "accounts/password/",
         auth_views.PasswordChangeView.as_view(success_url="/accounts/password/done/"),
         name="password_change",

@@ -1,4 +1,5 @@
-"""Users and roles (admins), the audit trail (everyone signed in), and its CSV export."""
+"""Users and roles (admins), the audit trail (everyone signed in), its CSV export, and
+API tokens (your own; admins revoke anyone's)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import audit
+from . import audit, tokens
 from .forms import AuditFilterForm, NewUserForm, RoleForm
 from .models import AuditEvent
 from .roles import ROLES, role_of, set_role
@@ -72,6 +73,15 @@ CSV_COLUMNS = [
 ]
 
 
+# A cell starting with one of these is a formula to Excel, LibreOffice and Sheets
+# (=HYPERLINK(...) in a failed login's username): prefix a quote, as OWASP advises.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
 @login_required
 @require_GET
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
@@ -81,10 +91,9 @@ def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     def rows():  # type: ignore[no-untyped-def]
         yield writer.writerow(CSV_COLUMNS)
         for e in events.iterator():
-            yield writer.writerow(
-                [e.at.isoformat(), e.username, e.action, e.model_name, e.target, e.outcome,
-                 e.detail, e.before_sha256, e.after_sha256]
-            )  # fmt: skip
+            cells = [e.at.isoformat(), e.username, e.action, e.model_name, e.target, e.outcome,
+                     e.detail, e.before_sha256, e.after_sha256]  # fmt: skip
+            yield writer.writerow([csv_cell(c) for c in cells])
 
     response = StreamingHttpResponse(rows(), content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="audit.csv"'
@@ -103,10 +112,15 @@ def users(request: HttpRequest) -> HttpResponse:
         messages.info(request, f"User {user.username} created as {form.cleaned_data['role']}.")
         return redirect("team_users")
     people = get_user_model().objects.order_by("username").prefetch_related("groups")
+    token_since = tokens.created_by_user()
     return render(
         request,
         "team/users.html",
-        {"form": form, "people": [(u, role_of(u)) for u in people], "roles": ROLES},
+        {
+            "form": form,
+            "people": [(u, role_of(u), token_since.get(u.pk)) for u in people],
+            "roles": ROLES,
+        },
         status=400 if request.method == "POST" else 200,
     )
 
@@ -128,3 +142,37 @@ def change_user(request: HttpRequest, user_id: int) -> HttpResponse:
             user.save(update_fields=["is_active"])
         messages.info(request, f"{user.username}: {form.cleaned_data['role']}")
     return redirect("team_users")
+
+
+@login_required
+@permission_required(MANAGE_USERS, raise_exception=True)
+@require_POST
+def revoke_user_token(request: HttpRequest, user_id: int) -> HttpResponse:
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    if tokens.revoke(user, request.user, reason="revoked by an admin"):
+        messages.info(request, f"{user.username}: API token revoked.")
+    else:
+        messages.info(request, f"{user.username} has no API token.")
+    return redirect("team_users")
+
+
+@login_required
+def own_token(request: HttpRequest) -> HttpResponse:
+    """Your API token: whether you have one and since when; create (key shown once) or revoke."""
+    key = None
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "create":
+            # Answered here, not after a redirect: the key must not be stored anywhere to be
+            # shown later (messages would put it into a cookie).
+            key = tokens.create(request.user, request.user).key
+        elif action == "revoke":
+            if tokens.revoke(request.user, request.user, reason="revoked by its owner"):
+                messages.info(request, "Your API token was revoked.")
+            else:
+                messages.info(request, "You have no API token.")
+            return redirect("own_token")
+        else:
+            messages.error(request, "choose create or revoke")
+            return redirect("own_token")
+    return render(request, "team/token.html", {"token": tokens.token_of(request.user), "key": key})

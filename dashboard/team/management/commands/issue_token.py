@@ -6,7 +6,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from rest_framework.authtoken.models import Token
+
+from dashboard.team import tokens
 
 
 class Command(BaseCommand):
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"no user {options['username']!r}")
-        if options["rotate"]:
-            Token.objects.filter(user=user).delete()
-        token, _ = Token.objects.get_or_create(user=user)
+        token = None if options["rotate"] else tokens.token_of(user)
+        if token is None:
+            token = tokens.create(user, None)  # audited as the system
         self.stdout.write(token.key)
