@@ -94,12 +94,15 @@ def main() -> None:
                 metrics=metrics_port,
             )
             say(f"Triton: starting tritonserver (explicit model control) on {repo}")
+            load, skipped = models_to_load(repo)
+            for name, reason in skipped:
+                say(f"Triton: not loading folder {name!r}: {reason}; rename it on disk")
             proc = svc.start_tritonserver(
                 repo,
                 var_dir,
                 ports,
                 logs / "tritonserver.log",
-                load=("*",),
+                load=load,
                 extra_args=("--exit-on-error=false",),
             )
             started.append(("tritonserver", proc))
@@ -168,6 +171,24 @@ def main() -> None:
         raise SystemExit(1) from None
     finally:
         shutdown()
+
+
+def models_to_load(repo: Path) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """(folders to load at start, [(folder, why not)]): every model folder whose name is in
+    the safe set. Not `--load-model=*`: a planted folder named `inj$(...)` would run its
+    shell command at every start."""
+    from repository_app.naming import unsafe_name_reason
+
+    load, skipped = [], []
+    for entry in sorted(os.scandir(repo), key=lambda e: e.name):
+        if not entry.is_dir() or entry.name.startswith("."):
+            continue
+        reason = unsafe_name_reason(entry.name)
+        if reason:
+            skipped.append((entry.name, reason))
+        else:
+            load.append(entry.name)
+    return tuple(load), skipped
 
 
 def _interrupt(*_: object) -> None:

@@ -191,7 +191,7 @@ class VersionListView(APIView):
                             "path": f.relpath,
                             "size": f.size,
                             "modified": f.mtime,
-                            "sha256": repository.sha256_of(f.path),
+                            "sha256": "" if f.outside else repository.sha256_of(f.path),
                         }
                         for f in v.files
                     ],  # fmt: skip

@@ -18,6 +18,7 @@ from django.db import close_old_connections
 
 from . import events
 from .models import ModelIntent
+from .naming import InvalidModelName, check_model_name, is_safe_model_name
 from .status import state_json
 from .triton_client import TritonError, get_client
 
@@ -65,6 +66,7 @@ def start_action(action: str, name: str, username: str, *, user_id: int | None =
     """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
     if action not in ACTIONS:
         raise ActionRefused(f"unknown action {action!r}")
+    _check_name(name)
     check_can_control()
     if any(s.state in ("LOADING", "UNLOADING") for s in _states(name)):
         raise ActionRefused(f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it")
@@ -78,6 +80,14 @@ def start_action(action: str, name: str, username: str, *, user_id: int | None =
         {"model": name, "action": action, "phase": "started", "by": username},
     )
     _executor.submit(_run_in_thread, action, name, username, user_id)
+
+
+def _check_name(name: str) -> None:
+    # Loading a folder with shell characters in its name runs them (module naming).
+    try:
+        check_model_name(name)
+    except InvalidModelName as exc:
+        raise ActionRefused(str(exc)) from None
 
 
 def _states(name: str) -> list:
@@ -107,6 +117,7 @@ def run_action(
     config: dict[str, Any] | None = None,
 ) -> ActionOutcome:
     """Run one action now, publish its outcome and record the desired state."""
+    _check_name(name)
     client = get_client()
     before = _states(name)
     was_ready = any(s.state == "READY" for s in before)
@@ -158,4 +169,8 @@ def _audit(
 def models_to_restore(current_index: dict[str, str]) -> list[str]:
     """Models users loaded that Triton no longer serves (after a restart in explicit mode)."""
     wanted = ModelIntent.objects.filter(loaded=True).values_list("name", flat=True)
-    return sorted(n for n in wanted if current_index.get(n) not in ("READY", "LOADING"))
+    return sorted(
+        n
+        for n in wanted
+        if current_index.get(n) not in ("READY", "LOADING") and is_safe_model_name(n)
+    )

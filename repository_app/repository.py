@@ -2,6 +2,11 @@
 
 Only reads here. Configs are parsed with the validator's parser and cached per
 (path, size, mtime), so listing 500 models re-parses only what changed.
+
+Paths are resolved before they are used: a model folder, config.pbtxt or model file that
+is a symbolic link to somewhere outside MODEL_REPOSITORY is refused (``model_folder``,
+``read_config``) or listed without being read (``version_folders``), so nobody reads or
+writes outside the repository through a link planted in it.
 """
 
 from __future__ import annotations
@@ -13,16 +18,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from django.conf import settings
 from tritonclient.grpc import model_config_pb2
 
 from .modelconfig.parsing import parse_config
+from .naming import RepositoryError, check_model_name, unsafe_name_reason
+
+__all__ = ["RepositoryError", "check_model_name"]
+OUTSIDE = "a symbolic link to outside the model repository: the dashboard does not follow it"
 
 CONFIG_FILE = "config.pbtxt"
 KIND_NAMES = {v: k for k, v in model_config_pb2.ModelInstanceGroup.Kind.items()}
-
-
-class RepositoryError(Exception):
-    """A bad model name or a missing folder, with a message fit for a user."""
 
 
 @dataclass
@@ -32,6 +38,8 @@ class ModelFolder:
     config: model_config_pb2.ModelConfig | None
     config_error: str = ""
     versions: list[int] = field(default_factory=list)
+    # Why the dashboard will not load, edit or upload to it ("" for a safe name).
+    unsafe_name: str = ""
 
     @property
     def backend(self) -> str:
@@ -59,6 +67,7 @@ class ModelFile:
     mtime: datetime
     path: Path
     sha256: str = ""
+    outside: bool = False  # a link out of the repository: listed, never read
 
 
 @dataclass
@@ -82,24 +91,36 @@ def instance_summary(config: model_config_pb2.ModelConfig) -> str:
     return ", ".join(parts)
 
 
-def check_model_name(name: str) -> None:
-    """Triton's folder rules, and no way out of the repository."""
-    if not name or name in (".", "..") or name.startswith("."):
-        raise RepositoryError(
-            f"invalid model name {name!r}: it must not be empty or start with '.'"
-        )
-    if "/" in name or "\\" in name or "\x00" in name:
-        raise RepositoryError(f"invalid model name {name!r}: no path separators or NUL bytes")
-    if len(name.encode()) > 255:
-        raise RepositoryError("invalid model name: longer than 255 bytes")
-
-
 _cache: dict[Path, tuple[tuple[int, int], model_config_pb2.ModelConfig | None, str]] = {}
 _cache_lock = threading.Lock()
 
 
+def leaves(path: Path, root: Path) -> bool:
+    """Whether ``path``, with every link resolved, lies outside ``root``."""
+    try:
+        real, base = path.resolve(), root.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        return True
+    return real != base and base not in real.parents
+
+
+def model_folder(name: str, root: Path) -> Path:
+    """``root/name`` for a model name in the safe set whose folder exists inside the
+    repository; RepositoryError (its message fit for a user, without the server's paths)
+    otherwise. The one place a model name becomes a folder."""
+    check_model_name(name)
+    path = Path(root) / name
+    if path.is_symlink() and leaves(path, Path(root)):
+        raise RepositoryError(f"model folder '{name}' is {OUTSIDE}")
+    if not path.is_dir():
+        raise RepositoryError(f"no model folder '{name}' in the model repository")
+    return path
+
+
 def read_config(path: Path) -> tuple[model_config_pb2.ModelConfig | None, str]:
     """(config, "") or (None, the first error as `line:col: message`)."""
+    if path.is_symlink() and leaves(path, path.parent.parent):
+        return None, f"{CONFIG_FILE} is {OUTSIDE}"
     try:
         stat = path.stat()
     except FileNotFoundError:
@@ -139,7 +160,8 @@ def _versions(path: Path) -> list[int]:
 
 
 def scan(root: Path) -> list[ModelFolder]:
-    """Every model folder under root (hidden folders skipped), sorted by name."""
+    """Every model folder under root (hidden folders skipped), sorted by name. Folders
+    with unsafe names or linked out of the repository are listed with the reason."""
     if not root.is_dir():
         return []
     models = []
@@ -147,32 +169,46 @@ def scan(root: Path) -> list[ModelFolder]:
         for entry in entries:
             if not entry.is_dir() or entry.name.startswith("."):
                 continue
-            models.append(_folder(Path(entry.path)))
+            path = Path(entry.path)
+            if entry.is_symlink() and leaves(path, root):
+                models.append(
+                    ModelFolder(entry.name, path, None, f"the folder is {OUTSIDE}",
+                                unsafe_name=unsafe_name_reason(entry.name))
+                )  # fmt: skip
+                continue
+            models.append(_folder(path))
     return sorted(models, key=lambda m: m.name)
 
 
 def _folder(path: Path) -> ModelFolder:
     config, error = read_config(path / CONFIG_FILE)
-    return ModelFolder(path.name, path, config, error, _versions(path))
+    return ModelFolder(
+        path.name, path, config, error, _versions(path), unsafe_name_reason(path.name)
+    )
 
 
 def get_model(root: Path, name: str) -> ModelFolder:
-    check_model_name(name)
-    path = root / name
-    if not path.is_dir():
-        raise RepositoryError(f"no model folder '{name}' in {root}")
-    return _folder(path)
+    return _folder(model_folder(name, root))
 
 
 def version_folders(model: ModelFolder) -> list[VersionFolder]:
+    """Each version's files. os.walk does not descend into linked folders; a file or a
+    version folder linked out of the repository is listed (``outside``), never read."""
+    root = model.path.parent
     result = []
     for number in model.versions:
         vpath = model.path / str(number)
         files = []
+        if vpath.is_symlink() and leaves(vpath, root):
+            result.append(VersionFolder(number, vpath, [_outside(vpath, vpath)]))
+            continue
         for dirpath, dirnames, filenames in os.walk(vpath):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for filename in sorted(filenames):
                 fpath = Path(dirpath) / filename
+                if fpath.is_symlink() and leaves(fpath, root):
+                    files.append(_outside(fpath, vpath))
+                    continue
                 try:
                     stat = fpath.stat()
                 except OSError:
@@ -189,10 +225,17 @@ def version_folders(model: ModelFolder) -> list[VersionFolder]:
     return result
 
 
+def _outside(path: Path, vpath: Path) -> ModelFile:
+    rel = str(path.relative_to(vpath)) if path != vpath else "."
+    return ModelFile(rel, 0, datetime.fromtimestamp(0, tz=UTC), path, outside=True)
+
+
 def sha256_of(path: Path) -> str:
     """The file's sha256, from the digest cache when size and mtime are unchanged."""
     from .models import FileDigest
 
+    if path.is_symlink() and leaves(path, Path(settings.MODEL_REPOSITORY)):
+        raise RepositoryError(f"{path.name} is {OUTSIDE}")
     stat = path.stat()
     cached = FileDigest.objects.filter(path=str(path)).first()
     if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:

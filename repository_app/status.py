@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .naming import unsafe_name_reason
 from .repository import ModelFolder
 from .triton_client import ModelState
 
@@ -23,6 +24,11 @@ class ModelRow:
     @property
     def on_disk(self) -> bool:
         return self.folder is not None
+
+    @property
+    def unsafe_name(self) -> str:
+        """Why the dashboard will not act on this model ("" for a safe name)."""
+        return self.folder.unsafe_name if self.folder else unsafe_name_reason(self.name)
 
     @property
     def in_triton(self) -> bool:

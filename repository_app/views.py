@@ -112,7 +112,8 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     versions = repository.version_folders(folder) if folder else []
     for version in versions:
         for model_file in version.files:
-            model_file.sha256 = repository.sha256_of(model_file.path)
+            if not model_file.outside:
+                model_file.sha256 = repository.sha256_of(model_file.path)
     return render(
         request,
         "repository/model_detail.html",

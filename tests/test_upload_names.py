@@ -26,8 +26,16 @@ BAD_MODEL_NAMES = [
     ("nul\x00byte", "NUL byte"),
     ("tab\tname", "control characters"),
     (" padded", "white space"),
-    ("x" * 256, "longer than 255 bytes"),
-    ("é" * 128, "longer than 255 bytes"),
+    ("x" * 129, "longer than 128 characters"),
+    # The Python backend starts its stub through `bash -c` with the model path unquoted.
+    ("inj$(id)", "contains '$' '(' ')'"),
+    ('x"><img src=x>', "contains"),
+    ("a;b", "contains ';'"),
+    ("a|b", "contains '|'"),
+    ("a`id`", "contains '`'"),
+    ("two words", "contains ' '"),
+    ("模型", "only ASCII letters, digits"),
+    ("-rf", "must start with a letter, a digit or '_'"),
 ]
 BAD_VERSIONS = [
     ("0", "positive integer"),
@@ -85,8 +93,8 @@ def test_folder_formats_must_come_as_an_archive(repo, operator):
     assert "uploaded as an archive" in response.json()["message"]
 
 
-def test_the_name_rules_accept_what_triton_accepts():
-    for good in ("resnet50", "bert-base_v1.2", "A" * 255, "模型"):
+def test_the_name_rules_accept_the_safe_set():
+    for good in ("resnet50", "bert-base_v1.2", "A" * 128, "_private", "2stage"):
         assert names.check_model_name(good) == good
     assert names.parse_version("1") == 1 and names.parse_version(42) == 42
     assert names.check_member_path("./model.savedmodel/variables/variables.data-00000-of-00001")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = ["InvalidName", "check_model_name"]
+
 from ..modelconfig.backends import (
     DEFAULT_MODEL_FILENAMES,
     PLATFORM_BACKENDS,
@@ -18,21 +20,27 @@ from ..modelconfig.backends import (
     TENSORFLOW_GRAPHDEF,
     TENSORFLOW_SAVEDMODEL,
 )
+from ..naming import InvalidName, check_model_name
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 MAX_VERSION = 2**63 - 1  # Triton keeps versions as int64
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 # Files that run on the Triton host: only admins may upload them (team.upload_code).
-CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".sh", ".bash", ".exe", ".dll", ".bat", ".cmd")
+# .pth files run their import lines when Python starts; wheels, eggs and zipapps are
+# importable code; a nested archive can be an EXECUTION_ENV_PATH conda-pack environment,
+# whose bin/activate the Python backend sources.
+CODE_SUFFIXES = (
+    ".py", ".pyc", ".pyo", ".pyd", ".pth", ".so", ".sh", ".bash", ".zsh", ".exe", ".dll",
+    ".bat", ".cmd", ".whl", ".egg", ".pyz", ".jar",
+)  # fmt: skip
+NESTED_ARCHIVES = (".tar.gz", ".tgz", ".tar", ".zip", ".tar.xz", ".txz", ".tar.bz2", ".tbz2")
+_SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$", re.IGNORECASE)  # libfoo.so.1.2
+_CODE_FOLDERS = {"bin", "site-packages", "dist-packages", "__pycache__"}
 # A last extension that makes a file executable behind an innocent first one ("x.onnx.py").
 _DISGUISING = {s.lstrip(".") for s in CODE_SUFFIXES} | {"js", "jar", "ps1"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _VERSION = re.compile(r"[1-9][0-9]*")
-
-
-class InvalidName(ValueError):
-    """A name that may not land on disk; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,8 @@ BACKENDS: dict[str, BackendFiles] = {
     ),
     "openvino": BackendFiles("openvino", "", "model.xml", (), ("model.xml", "model.bin")),
     "python": BackendFiles("python", "", "model.py", ("model.py",), ("model.py",), code=True),
-    "dali": BackendFiles("dali", "", "model.dali", ("model.dali",), ("model.dali",)),
+    # DALI runs model.dali as Python when it is an @autoserialize pipeline file.
+    "dali": BackendFiles("dali", "", "model.dali", ("model.dali",), ("model.dali",), code=True),
 }
 BACKEND_CHOICES = [
     ("onnxruntime", "ONNX Runtime (model.onnx)"),
@@ -79,7 +88,7 @@ BACKEND_CHOICES = [
     ("tensorflow_graphdef", "TensorFlow GraphDef (model.graphdef)"),
     ("openvino", "OpenVINO (model.xml + model.bin in an archive)"),
     ("python", "Python (model.py, or an archive with extra modules) - admins only"),
-    ("dali", "DALI (model.dali)"),
+    ("dali", "DALI (model.dali: may be Python) - admins only"),
 ]
 
 
@@ -127,14 +136,6 @@ def _common(what: str, name: str) -> None:
         raise InvalidName(f"the {what} {name!r} starts or ends with white space")
 
 
-def check_model_name(name: str) -> str:
-    """Triton's model-folder rules; returns the name."""
-    _common("model name", name)
-    if name.startswith("."):
-        raise InvalidName(f"the model name {name!r} starts with '.': Triton would not see it")
-    return name
-
-
 def parse_version(value: object) -> int:
     """A version folder name: a positive integer without leading zeros."""
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
@@ -156,7 +157,26 @@ def has_double_extension(name: str) -> bool:
 
 
 def is_code_name(name: str) -> bool:
-    return name.lower().endswith(CODE_SUFFIXES)
+    return name.lower().endswith(CODE_SUFFIXES) or bool(_SHARED_OBJECT.search(name))
+
+
+def code_member_reason(parts: tuple[str, ...], executable: bool = False) -> str:
+    """Why an archive member counts as code ("" when it does not): its name, a shared
+    object's soname, an executable mode bit, a folder code lives in (bin/, site-packages/),
+    an activate script, or a nested archive (a packed Python environment)."""
+    name = parts[-1]
+    path = "/".join(parts)
+    if is_code_name(name):
+        return f"{path} is a code file"
+    if executable:
+        return f"{path} has an executable mode bit"
+    if name.lower().startswith("activate"):
+        return f"{path} is an environment activation script"
+    if any(p.lower() in _CODE_FOLDERS for p in parts[:-1]):
+        return f"{path} lies in a folder of executables or Python packages"
+    if name.lower().endswith(NESTED_ARCHIVES):
+        return f"{path} is an archive inside the archive (a packed environment can run code)"
+    return ""
 
 
 def archive_suffix(filename: str) -> str:
