@@ -141,6 +141,8 @@ class ConfigView(APIView):
             )  # fmt: skip
         except saving.InvalidConfig as exc:
             return _invalid(exc.findings)
+        except saving.CodeChangeRefused as exc:
+            return Response({"message": exc.message, "field": exc.field}, status=403)
         except saving.SaveError as exc:
             return Response({"message": exc.message, "field": None}, status=507)
         sha = saving.sha256_hex(as_text.encode("utf-8"))

@@ -25,16 +25,17 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
+from tritonclient.grpc import model_config_pb2 as pb
 
-from ..modelconfig import Finding, validate_text
+from ..modelconfig import Finding, code_loading, parse_config, validate_text
 from ..modelconfig.findings import ERROR, has_errors, sort_findings
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
-from ..repository import CONFIG_FILE, RepositoryError, check_model_name
+from ..repository import CONFIG_FILE, OUTSIDE, RepositoryError, leaves, model_folder
 
 Source = ConfigRevision.Source
 
@@ -53,6 +54,17 @@ class SaveError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class CodeChangeRefused(Exception):
+    """The change would make Triton load or run other code and the author may not make it
+    (team.upload_code); nothing was written. ``changes`` says what, in words."""
+
+    def __init__(self, changes: list[str]) -> None:
+        self.changes = changes
+        self.message = code_loading.refusal(changes)
+        self.field = changes[0].split(" ", 1)[0]  # e.g. "backend", "parameters"
+        super().__init__(self.message)
 
 
 class InvalidConfig(Exception):
@@ -100,17 +112,16 @@ def decode_for_display(data: bytes) -> str:
 
 
 def model_dir(name: str, root: Path | None = None) -> Path:
-    """The model's folder; RepositoryError for bad names or missing folders."""
-    check_model_name(name)
-    base = Path(root if root is not None else settings.MODEL_REPOSITORY)
-    path = base / name
-    if not path.is_dir():
-        raise RepositoryError(f"no model folder '{name}' in {base}")
-    return path
+    """The model's folder; RepositoryError for bad names, links out of the repository or
+    missing folders."""
+    return model_folder(name, Path(root if root is not None else settings.MODEL_REPOSITORY))
 
 
 def read_current(name: str, root: Path | None = None) -> CurrentConfig:
-    path = model_dir(name, root) / CONFIG_FILE
+    folder = model_dir(name, root)
+    path = folder / CONFIG_FILE
+    if path.is_symlink() and leaves(path, folder.parent):
+        raise RepositoryError(f"{CONFIG_FILE} of '{name}' is {OUTSIDE}")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -140,6 +151,48 @@ def editor_findings(text: str | bytes, name: str) -> list[Finding]:
             )
         ]
     return validate_text(raw, folder_name=name, server=server_facts())
+
+
+def _author(author_id: int | None):  # type: ignore[no-untyped-def]
+    from django.contrib.auth import get_user_model
+
+    return (
+        get_user_model().objects.filter(pk=author_id, is_active=True).first() if author_id else None
+    )
+
+
+def _last_good_config(name: str, current: CurrentConfig) -> pb.ModelConfig | None:
+    """The config the model has now: the file, or while it does not parse the newest
+    revision that does (so fixing a typo is not taken for a new backend)."""
+    parsed = parse_config(current.data).config if current.exists else None
+    if parsed is not None:
+        return parsed
+    for revision in ConfigRevision.objects.filter(model=name).order_by("-id")[:50]:
+        config = parse_config(revision.text).config
+        if config is not None:
+            return config
+    return None
+
+
+def check_code_change(
+    name: str, before: pb.ModelConfig | None, after: pb.ModelConfig | None, user: Any
+) -> None:
+    """Raise CodeChangeRefused when ``after`` changes what code Triton loads for the model
+    and ``user`` lacks team.upload_code (no user: nobody to check, refused)."""
+    if after is None:
+        return
+    changes = code_loading.code_changes(before, after)
+    if changes and not (user is not None and user.has_perm(code_loading.CODE_PERMISSION)):
+        from dashboard.team import audit
+
+        audit.record(
+            user or "system",
+            "config.save",
+            model_name=name,
+            outcome="denied",
+            detail=code_loading.refusal(changes),
+        )
+        raise CodeChangeRefused(changes)
 
 
 def latest_revision(name: str) -> ConfigRevision | None:
@@ -253,8 +306,9 @@ def save_config(
     """Validate and write ``text`` exactly as given; record a revision.
 
     Raises InvalidConfig (errors), SaveConflict (file changed since ``base_sha256``),
-    SaveError (write failed) or RepositoryError (bad model name). Nothing is written
-    in any of those cases.
+    CodeChangeRefused (a change to the code Triton loads, by an author without
+    team.upload_code), SaveError (write failed) or RepositoryError (bad model name).
+    Nothing is written in any of those cases.
     """
     findings = sort_findings(editor_findings(text, name))
     if has_errors(findings):
@@ -281,6 +335,9 @@ def save_config(
         previous = latest_revision(name)
         if current.exists and data == current.data:
             return SaveResult(None, previous, findings)
+        check_code_change(
+            name, _last_good_config(name, current), parse_config(data).config, _author(author_id)
+        )
         try:
             atomic_write(current.path, data)
         except SaveError as exc:

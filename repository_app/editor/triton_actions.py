@@ -15,7 +15,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from .. import control
 from ..modelconfig import parse_config
 from ..triton_client import TritonError, get_client
-from .saving import read_current
+from .saving import CodeChangeRefused, check_code_change, read_current
 
 # What Triton answers when a config override breaks one of its later rules.
 OPAQUE_REFUSAL = "failed to poll from model repository"
@@ -65,13 +65,18 @@ def reload_saved(name: str, username: str, user_id: int | None) -> TritonVerdict
     )
 
 
-def try_config(name: str, config: pb.ModelConfig) -> TritonVerdict:
+def try_config(name: str, config: pb.ModelConfig, user: Any) -> TritonVerdict:
     """Load ``config`` as an override, report Triton's verdict, then put things back:
-    load the saved config again when the model was loaded before, else unload it."""
+    load the saved config again when the model was loaded before, else unload it.
+    A trial that changes the code Triton loads needs team.upload_code, like a save."""
     try:
+        current = read_current(name)
+        check_code_change(name, parse_config(current.data).config, config, user)
         control.check_can_control()
     except control.ActionRefused as exc:
         return TritonVerdict(False, str(exc), restored=True, restore_message="nothing changed")
+    except CodeChangeRefused as exc:
+        return TritonVerdict(False, exc.message, restored=True, restore_message="nothing changed")
     client = get_client()
     was_loaded = _is_ready(name)
     try:

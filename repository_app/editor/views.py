@@ -223,7 +223,7 @@ def _text_post(
         parsed = parse_config(text)
         if parsed.config is None:
             return again(422)
-        verdict = triton_actions.try_config(name, parsed.config)
+        verdict = triton_actions.try_config(name, parsed.config, request.user)
         return again(outcome=_trial_outcome(verdict, findings))
     return _save(request, name, action, text, base_sha, message, "text", findings, again)
 
@@ -278,7 +278,7 @@ def _form_post(
         return again()
     assert result.config is not None
     if action == "try":
-        verdict = triton_actions.try_config(name, result.config)
+        verdict = triton_actions.try_config(name, result.config, request.user)
         return again(outcome=_trial_outcome(verdict, result.findings))
     if not result.changed:
         messages.info(request, "Nothing changed in the form: nothing to save.")
@@ -338,6 +338,9 @@ def _save(
         )
     except saving.InvalidConfig:
         return again(422)
+    except saving.CodeChangeRefused as exc:
+        messages.error(request, exc.message)
+        return again(403)
     except saving.SaveConflict as exc:
         return _conflict(request, name, exc.current, text, message)
     except saving.SaveError as exc:
@@ -465,6 +468,8 @@ def config_raw(request: HttpRequest, name: str) -> JsonResponse:
         )
     except saving.InvalidConfig as exc:
         return JsonResponse({"ok": False, "findings": _finding_dicts(exc.findings)}, status=422)
+    except saving.CodeChangeRefused as exc:
+        return JsonResponse({"ok": False, "message": exc.message, "field": exc.field}, status=403)
     except saving.SaveConflict as exc:
         return JsonResponse(
             {
@@ -562,6 +567,9 @@ def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpRes
         messages.error(
             request, f"Revision #{revision_id} has errors, not restored: {first.message}"
         )
+        return redirect(back)
+    except saving.CodeChangeRefused as exc:
+        messages.error(request, f"Revision #{revision_id} not restored: {exc.message}")
         return redirect(back)
     except saving.SaveConflict:
         messages.error(

@@ -20,6 +20,7 @@ from .backends import (
     TYPED_BACKENDS,
     backend_for_platform,
 )
+from .code_loading import code_parameters
 from .context import RuleContext
 from .findings import ERROR, WARNING, Finding, Severity
 
@@ -876,6 +877,26 @@ def check_usability(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
+def check_code_loading(ctx: RuleContext) -> Iterator[Finding]:
+    """Parameters that point Triton at code to run or a place to load it from."""
+    for where, key, value in code_parameters(ctx.config):
+        if where == "parameters":
+            path, what = f'parameters["{key}"]', f"parameter {key}"
+        else:
+            path, what = "optimization.execution_accelerators", f"{where} parameter {key}"
+        env = (
+            " (the Python backend sources its bin/activate)" if key == "EXECUTION_ENV_PATH" else ""
+        )
+        yield ctx.finding(
+            WARNING,
+            "security.code-loading-parameter",
+            f"{what} = {value!r} can make Triton load or run code from that place{env}: only "
+            "admins may set or change it (team.upload_code); keep it inside this model's "
+            "folder and make sure nobody else can write there",
+            path,
+        )
+
+
 RULES: list[Rule] = [
     check_name,
     check_platform_backend,
@@ -890,4 +911,5 @@ RULES: list[Rule] = [
     check_instance_groups,
     check_version_policy,
     check_usability,
+    check_code_loading,
 ]

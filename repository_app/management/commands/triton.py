@@ -48,6 +48,8 @@ class Command(BaseCommand):
             repository.check_model_name(name)
             control.check_can_control()
             config = _read_override(options.get("config_file"))
+            if config is not None:
+                _check_override(name, config, user)
             outcome = control.run_action(
                 options["action"], name, user.get_username(), user_id=user.pk, config=config
             )
@@ -74,6 +76,26 @@ class Command(BaseCommand):
             if reason and overall_state(states) != "READY":
                 line += f"\t{reason.splitlines()[0]}"
             self.stdout.write(line)
+
+
+def _check_override(name: str, config: dict[str, Any], user: Any) -> None:
+    """A load with an override that changes the code Triton runs needs team.upload_code,
+    as a save of the same config would."""
+    from google.protobuf import json_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    from repository_app.editor import saving
+    from repository_app.modelconfig import parse_config
+
+    try:
+        override = json_format.ParseDict(config, pb.ModelConfig())
+    except json_format.ParseError as exc:
+        raise CommandError(f"--config-file: not a ModelConfig ({exc})") from None
+    current = saving.read_current(name)
+    try:
+        saving.check_code_change(name, parse_config(current.data).config, override, user)
+    except saving.CodeChangeRefused as exc:
+        raise CommandError(exc.message) from None
 
 
 def _read_override(path: Path | None) -> dict[str, Any] | None:
