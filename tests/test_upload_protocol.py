@@ -209,7 +209,7 @@ def test_an_interrupted_upload_resumes_from_the_stored_offset_to_a_matching_sha2
 
     row = Upload.objects.get(pk=upload_id)
     with pytest.raises(ConnectionResetError):
-        staging.append_chunk(row, 40, Dropped(), 40)
+        staging.append_chunk(row, 40, Dropped(), 40, user=row.user)
     # Page reload: HEAD/GET says where to resume; the half chunk was cut off again.
     head = operator.head(f"/api/v1/uploads/{upload_id}/")
     assert head["Upload-Offset"] == "40"

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ..editor.saving import InvalidConfig, SaveConflict, SaveError
+from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..models import Upload
 from ..repository import RepositoryError
 from . import publish, staging
@@ -65,7 +65,7 @@ def upload_json(upload: Upload) -> dict[str, Any]:
 
 def error_parts(exc: UploadError) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(status, JSON body, headers) of a refusal; 409s name the offset to resume from."""
-    body: dict[str, Any] = {"message": exc.message, "field": None, **exc.extra}
+    body: dict[str, Any] = {"message": exc.message, "field": exc.field, **exc.extra}
     headers = {}
     if "expected_offset" in exc.extra:
         headers["Upload-Offset"] = str(exc.extra["expected_offset"])
@@ -130,19 +130,19 @@ class UploadListView(APIView):
         try:
             upload = staging.create_upload(
                 request.user,
-                model=str(data.get("model", "")),
-                filename=str(data.get("filename", "")),
+                model=data.get("model", ""),
+                filename=data.get("filename", ""),
                 size=data.get("size", ""),
-                new_model=str(data.get("new_model", "")).lower() in ("1", "true", "yes", "on"),
-                backend=str(data.get("backend", "")),
+                new_model=data.get("new_model", False),
+                backend=data.get("backend", ""),
                 version=data.get("version"),
-                sha256=str(data.get("sha256", "") or ""),
+                sha256=data.get("sha256", ""),
             )
         except UploadError as exc:
             if exc.status == 403:
                 from dashboard.team import audit
 
-                audit.record(request.user, "upload", model_name=str(data.get("model", ""))[:255],
+                audit.record(request.user, "upload", model_name=str(data.get("model", ""))[:128],
                              outcome="denied", detail=exc.message)  # fmt: skip
             return error(exc)
         response = Response(upload_json(upload), status=201)
@@ -187,12 +187,15 @@ class UploadDetailView(APIView):
             length = request.META.get("CONTENT_LENGTH")
             # Read from the request as a stream: never request.body / request.data.
             offset_now = staging.append_chunk(
-                upload, offset, request._request, int(length) if length else None
-            )
+                upload, offset, request._request, int(length) if length else None,
+                user=request.user,
+            )  # fmt: skip
         except UploadError as exc:
             return error(exc)
         except ValueError:
-            return error(UploadError("Content-Length must be a number", 400))
+            return error(
+                UploadError("Content-Length must be a number", 400, field="Content-Length")
+            )
         response = Response({"id": str(upload.id), "offset": offset_now, "size": upload.size})
         response["Upload-Offset"] = str(offset_now)
         return response
@@ -293,6 +296,8 @@ class VersionPolicyView(APIView):
             return error(UploadError("config.pbtxt changed since you read it", 412))
         except InvalidConfig as exc:
             return error(UploadError(exc.findings[0].message, 422))
+        except CodeChangeRefused as exc:
+            return error(UploadError(exc.message, 403, field=exc.field))
         except SaveError as exc:
             return error(UploadError(exc.message, 500))
         sha = ""

@@ -37,6 +37,7 @@ class Member:
     parts: tuple[str, ...]
     is_dir: bool
     size: int
+    executable: bool = False  # any x bit in the member's mode
 
 
 @dataclass
@@ -46,8 +47,18 @@ class Scan:
     total: int = 0
 
     @property
+    def code_reason(self) -> str:
+        """Why the archive counts as code ("" when nothing in it does)."""
+        for m in self.members:
+            if not m.is_dir:
+                reason = names.code_member_reason(m.parts, m.executable)
+                if reason:
+                    return reason
+        return ""
+
+    @property
     def has_code(self) -> bool:
-        return any(not m.is_dir and names.is_code_name(m.parts[-1]) for m in self.members)
+        return bool(self.code_reason)
 
     def files(self) -> set[tuple[str, ...]]:
         return {m.parts for m in self.members if not m.is_dir}
@@ -61,7 +72,7 @@ def _limits() -> tuple[int, int, int]:
     )
 
 
-def _add(scan: Scan, name: str, is_dir: bool, size: int) -> None:
+def _add(scan: Scan, name: str, is_dir: bool, size: int, mode: int = 0) -> None:
     max_members, max_file, max_total = _limits()
     if len(scan.members) >= max_members:
         raise ArchiveError(
@@ -89,7 +100,8 @@ def _add(scan: Scan, name: str, is_dir: bool, size: int) -> None:
         if is_dir and seen[parts].is_dir:
             return
         raise ArchiveError(f"archive member {name!r} appears twice")
-    scan.members.append(Member(name, parts, is_dir, 0 if is_dir else size))
+    executable = not is_dir and bool(mode & 0o111)
+    scan.members.append(Member(name, parts, is_dir, 0 if is_dir else size, executable))
 
 
 def scan(path: Path, kind: str) -> Scan:
@@ -141,7 +153,7 @@ def _scan_zip(path: Path, result: Scan) -> None:
                 raise ArchiveError(f"archive member {info.filename!r} is a socket")
             if info.flag_bits & 0x1:
                 raise ArchiveError(f"archive member {info.filename!r} is encrypted")
-            _add(result, info.filename, info.is_dir(), info.file_size)
+            _add(result, info.filename, info.is_dir(), info.file_size, mode)
 
 
 def _tar_mode(kind: str) -> Literal["r:gz", "r:"]:
@@ -159,7 +171,7 @@ def _scan_tar(path: Path, result: Scan) -> None:
                 raise ArchiveError(f"archive member {info.name!r} is a device file or FIFO")
             if not (info.isfile() or info.isdir()):
                 raise ArchiveError(f"archive member {info.name!r} is not a file or folder")
-            _add(result, info.name, info.isdir(), info.size)
+            _add(result, info.name, info.isdir(), info.size, info.mode)
 
 
 def _iter_tar(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
@@ -277,6 +289,25 @@ def extract(
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
         raise ArchiveError(f"the archive is damaged: {exc}") from exc
     return written
+
+
+_MAGIC = ((b"#!", "a script"), (b"\x7fELF", "an executable or shared object"),
+          (b"MZ", "a Windows executable"), (b"\xca\xfe\xba\xbe", "a Mach-O or Java binary"))  # fmt: skip
+
+
+def code_by_content(folder: Path) -> str:
+    """The first extracted file whose first bytes say it is a script or a binary, as a
+    reason ("" when none): `bin/activate` without a suffix or mode bit is caught by its
+    name, a renamed `weights.bin` that is really an ELF file by this."""
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        for filename in sorted(filenames):
+            path = Path(dirpath) / filename
+            with path.open("rb") as handle:
+                head = handle.read(4)
+            for magic, what in _MAGIC:
+                if head.startswith(magic):
+                    return f"{path.relative_to(folder)} is {what}"
+    return ""
 
 
 def _mkdir(path: Path | None) -> None:

@@ -18,6 +18,7 @@ from io import BytesIO
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 from django.http import HttpRequest
@@ -105,6 +106,10 @@ def handle_chunk(
     close_old_connections()
     try:
         try:
+            request.get_host()  # ALLOWED_HOSTS, as Django's CommonMiddleware checks it
+        except DisallowedHost:
+            return 400, {"message": "Bad Request: this host name is not allowed", "field": None}, {}
+        try:
             request.user = authenticated_user(request)
         except exceptions.APIException as exc:
             return exc.status_code, {"message": str(exc.detail), "field": None}, {}
@@ -114,8 +119,10 @@ def handle_chunk(
         try:
             size = int(length) if length else None
         except ValueError:
-            raise UploadError("Content-Length must be a number", 400) from None
-        offset_now = staging.append_chunk(upload, offset, stream, size)
+            raise UploadError(
+                "Content-Length must be a number", 400, field="Content-Length"
+            ) from None
+        offset_now = staging.append_chunk(upload, offset, stream, size, user=request.user)
     except UploadError as exc:
         return error_parts(exc)
     finally:

@@ -119,13 +119,12 @@ def _triton_states(model: str) -> list[Any] | None:
         return None
 
 
-def check_not_busy(model: str) -> None:
+def check_not_busy(model: str, outcome: str = "nothing was published") -> None:
     states = _triton_states(model) or []
     busy = sorted({s.state for s in states if s.state in BUSY_STATES})
     if busy:
         raise UploadError(
-            f"model '{model}' is {'/'.join(busy)} in Triton: nothing was published; "
-            "try again when it settled",
+            f"model '{model}' is {'/'.join(busy)} in Triton: {outcome}; try again when it settled",
             409,
             retry=True,
         )
@@ -136,6 +135,7 @@ def check_not_busy(model: str) -> None:
 
 def start_complete(upload: Upload, user: Any) -> None:
     """Run ``complete`` in a background thread (large uploads take a while to hash)."""
+    staging.check_may_upload(user, is_code=upload.is_code)
     _mark_processing(upload)
     _executor.submit(_complete_in_thread, upload.pk, getattr(user, "pk", None))
 
@@ -180,9 +180,12 @@ def _mark_processing(upload: Upload) -> None:
 def complete(upload: Upload, user: Any, *, already_marked: bool = False) -> Published:
     """Verify and publish a fully received upload (see the module docstring)."""
     if not already_marked:
+        staging.check_may_upload(user, is_code=upload.is_code)
         _mark_processing(upload)
     started = time.monotonic()
     try:
+        # Again in the thread that publishes: the role may have changed since the request.
+        staging.check_may_upload(user, is_code=upload.is_code)
         with staging.upload_lock(upload.id):
             return _verify_and_publish(upload, user, started)
     except UploadError as exc:
@@ -313,12 +316,15 @@ def _prepare_version(
             strip, add = archives.layout(scanned, files)
         except archives.ArchiveError as exc:
             raise UploadError(f"archive refused, nothing was extracted: {exc}", 422) from exc
-        if scanned.has_code and not (user is not None and user.has_perm(staging.CODE_PERMISSION)):
-            raise UploadError(
-                "the archive holds code (.py, .so, ...), which runs on the Triton host: only "
-                "admins may upload it (it needs team.upload_code)",
-                403,
-            )
+        if scanned.has_code:
+            try:
+                staging.check_may_upload(user, is_code=True)
+            except UploadError as exc:
+                raise UploadError(
+                    f"the archive holds code ({scanned.code_reason}), which runs on the "
+                    "Triton host: only admins may upload it (it needs team.upload_code)",
+                    exc.status,
+                ) from None
         needed = scanned.total - shutil.disk_usage(data.parent).free
         if needed > 0:
             raise UploadError(
@@ -331,7 +337,18 @@ def _prepare_version(
             archives.extract(data, scanned, version_dir, strip, add)
         except archives.ArchiveError as exc:
             raise UploadError(f"archive refused: {exc}", 422) from exc
-        if scanned.has_code and not upload.is_code:
+        # What the names and modes did not show: scripts and binaries by their first bytes.
+        sniffed = "" if scanned.has_code else archives.code_by_content(version_dir)
+        if sniffed:
+            try:
+                staging.check_may_upload(user, is_code=True)
+            except UploadError as exc:
+                raise UploadError(
+                    f"the archive holds code ({sniffed}), which runs on the Triton host: "
+                    "only admins may upload it (it needs team.upload_code)",
+                    exc.status,
+                ) from None
+        if (scanned.has_code or sniffed) and not upload.is_code:
             Upload.objects.filter(pk=upload.pk).update(is_code=True)
     else:
         version_dir.mkdir(mode=0o755)
@@ -355,8 +372,12 @@ def _publish(upload: Upload, new_model: bool) -> int:
             version = 1
             target = model_dir
         else:
-            if not model_dir.is_dir():
-                raise UploadError(f"model '{upload.model}' was deleted meanwhile", 409)
+            try:
+                model_dir = staging.existing_folder(upload.model)  # never through a link out
+            except UploadError as exc:
+                if exc.status != 404:
+                    raise
+                raise UploadError(f"model '{upload.model}' was deleted meanwhile", 409) from None
             existing = staging.existing_versions(upload.model)
             version = upload.requested_version or (max(existing, default=0) + 1)
             target = model_dir / str(version)
@@ -427,14 +448,14 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
         number = names.parse_version(version)
     except names.InvalidName as exc:
         raise UploadError(str(exc)) from exc
-    target = staging.repository_root() / model / str(number)
     unloaded = False
     try:
+        target = staging.existing_folder(model) / str(number)
         with staging.model_lock(model):
             if not target.is_dir():
                 raise UploadError(f"model '{model}' has no version {number}", 404)
             states = _triton_states(model) or []
-            check_not_busy(model)
+            check_not_busy(model, "nothing was deleted")
             loaded = any(s.state == "READY" and s.version == str(number) for s in states)
             if loaded:
                 if not unload:

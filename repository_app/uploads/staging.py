@@ -31,7 +31,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..models import Upload
-from ..repository import CONFIG_FILE, read_config
+from ..naming import InvalidModelName
+from ..repository import CONFIG_FILE, RepositoryError, model_folder, read_config
 from . import names
 
 CODE_PERMISSION = "team.upload_code"
@@ -46,12 +47,16 @@ class Readable(Protocol):
 
 
 class UploadError(Exception):
-    """Refused; nothing was stored. ``status`` is the HTTP status that fits."""
+    """Refused; nothing was stored. ``status`` is the HTTP status that fits, ``field`` the
+    request field (or header) at fault, when one is."""
 
-    def __init__(self, message: str, status: int = 400, **extra: Any) -> None:
+    def __init__(
+        self, message: str, status: int = 400, *, field: str | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.field = field
         self.extra = extra
 
 
@@ -169,12 +174,24 @@ def final_sha256(upload: Upload) -> tuple[str, bool]:
 # --- creating an upload ------------------------------------------------------------------
 
 
-def _model_backend(model: str) -> names.BackendFiles:
-    folder = repository_root() / model
-    if not folder.is_dir():
+def existing_folder(model: str) -> Path:
+    """The model's folder inside the repository (never through a link out of it)."""
+    try:
+        return model_folder(model, repository_root())
+    except InvalidModelName as exc:
+        raise UploadError(str(exc), field="model") from exc
+    except RepositoryError as exc:
+        if (repository_root() / model).is_symlink():
+            raise UploadError(str(exc), 409, field="model") from exc
         raise UploadError(
-            f"no model folder '{model}' in the repository: create the model first", 404
-        )
+            f"no model folder '{model}' in the repository: create the model first",
+            404,
+            field="model",
+        ) from exc
+
+
+def _model_backend(model: str) -> names.BackendFiles:
+    folder = existing_folder(model)
     config, error = read_config(folder / CONFIG_FILE)
     if config is None:
         raise UploadError(
@@ -191,9 +208,7 @@ def _model_backend(model: str) -> names.BackendFiles:
 
 
 def existing_versions(model: str) -> list[int]:
-    folder = repository_root() / model
-    if not folder.is_dir():
-        return []
+    folder = existing_folder(model)
     found = []
     for entry in os.scandir(folder):
         if entry.is_dir() and entry.name.isdigit() and not entry.name.startswith("0"):
@@ -201,63 +216,117 @@ def existing_versions(model: str) -> list[int]:
     return sorted(found)
 
 
+def check_may_upload(user: Any, *, is_code: bool) -> None:
+    """The role check of every step of an upload (create, each chunk, complete): a user
+    demoted meanwhile cannot go on sending or publishing."""
+    if user is None or not getattr(user, "is_active", False):
+        raise UploadError("your account is not active", 403)
+    if not user.has_perm(UPLOAD_PERMISSION):
+        raise UploadError("your role cannot upload models (it needs team.upload_models)", 403)
+    if is_code and not user.has_perm(CODE_PERMISSION):
+        raise UploadError(
+            "uploading code (Python, DALI pipelines, scripts, shared objects) runs it on the "
+            "Triton host: only admins may do it (it needs team.upload_code)",
+            403,
+        )
+
+
+def _text(value: object, field: str, *, required: bool = True) -> str:
+    """A JSON field that must be a string (never a list, a number or null coerced to one)."""
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        shown = "null" if value is None else type(value).__name__
+        raise UploadError(f"{field} must be a string, got {shown}", field=field)
+    return value
+
+
+def _flag(value: object, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in (
+        "",
+        "0",
+        "1",
+        "true",
+        "false",
+        "yes",
+        "no",
+        "on",
+        "off",
+    ):
+        return value.lower() in ("1", "true", "yes", "on")
+    raise UploadError(f"{field} must be true or false, got {value!r}", field=field)
+
+
 def create_upload(
     user: Any,
     *,
-    model: str,
-    filename: str,
+    model: object,
+    filename: object,
     size: object,
-    new_model: bool = False,
-    backend: str = "",
+    new_model: object = False,
+    backend: object = "",
     version: object = None,
-    sha256: str = "",
+    sha256: object = "",
 ) -> Upload:
-    """Check everything that can be checked before the bytes arrive; create the session."""
-    if not user.has_perm(UPLOAD_PERMISSION):
-        raise UploadError("your role cannot upload models (it needs team.upload_models)", 403)
-    try:
-        names.check_model_name(model)
-        requested = names.parse_version(version) if version not in (None, "") else None
-        files = names.backend_files(backend) if new_model else None
-        is_archive = names.check_upload_filename(files, filename) if files else False
-    except names.InvalidName as exc:
-        raise UploadError(str(exc)) from exc
+    """Check everything that can be checked before the bytes arrive; create the session.
+    Values come from JSON or a form: each is checked for its type, and a refusal names
+    its field."""
+    check_may_upload(user, is_code=False)
+    model = _text(model, "model")
+    filename = _text(filename, "filename")
+    backend = _text(backend, "backend", required=False)
+    sha256 = _text(sha256, "sha256", required=False)
+    new_model = _flag(new_model, "new_model")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int | str)):
+        raise UploadError(f"version must be a whole number, got {version!r}", field="version")
+    for field, check in (
+        ("model", lambda: names.check_model_name(model)),
+        ("version", lambda: names.parse_version(version) if version not in (None, "") else None),
+        ("backend", lambda: names.backend_files(backend) if new_model else None),
+    ):
+        try:
+            check()
+        except names.InvalidName as exc:
+            raise UploadError(str(exc), field=field) from exc
+    requested = names.parse_version(version) if version not in (None, "") else None
     if new_model:
-        if (repository_root() / model).exists():
+        files = names.backend_files(backend)
+        if (repository_root() / model).exists() or (repository_root() / model).is_symlink():
             raise UploadError(
-                f"model '{model}' already exists: upload a new version of it instead", 409
+                f"model '{model}' already exists: upload a new version of it instead",
+                409,
+                field="model",
             )
         if requested not in (None, 1):
-            raise UploadError("a new model starts at version 1")
+            raise UploadError("a new model starts at version 1", field="version")
     else:
         files = _model_backend(model)
-        try:
-            is_archive = names.check_upload_filename(files, filename)
-        except names.InvalidName as exc:
-            raise UploadError(str(exc)) from exc
         if requested is not None and requested in existing_versions(model):
             raise UploadError(
                 f"version {requested} of '{model}' already exists: choose a free number or "
                 "leave it empty for the next one",
                 409,
+                field="version",
             )
-    assert files is not None
+    try:
+        is_archive = names.check_upload_filename(files, filename)
+    except names.InvalidName as exc:
+        raise UploadError(str(exc), field="filename") from exc
     is_code = files.code or names.is_code_name(filename)
-    if is_code and not user.has_perm(CODE_PERMISSION):
-        raise UploadError(
-            "uploading Python code runs it on the Triton host: only admins may do it "
-            "(it needs team.upload_code)",
-            403,
-        )
+    check_may_upload(user, is_code=is_code)
     declared = _check_size(size, is_archive)
-    digest = (sha256 or "").strip().lower()
+    digest = sha256.strip().lower()
     if digest and not _SHA256.fullmatch(digest):
-        raise UploadError("sha256 must be 64 hexadecimal characters")
+        raise UploadError("sha256 must be 64 hexadecimal characters", field="sha256")
     root = staging_root()
     free = shutil.disk_usage(root).free
     if declared > free:
         raise UploadError(
-            f"not enough disk space for {declared} bytes in {root} ({free} bytes free)", 507
+            f"not enough disk space for {declared} bytes in the staging folder ({free} bytes free)",
+            507,
+            field="size",
         )
     upload = Upload.objects.create(
         user=user if getattr(user, "pk", None) else None,
@@ -279,23 +348,31 @@ def create_upload(
 
 
 def _check_size(size: object, is_archive: bool) -> int:
+    if isinstance(size, bool) or not isinstance(size, int | str):
+        raise UploadError(f"size must be a whole number of bytes, got {size!r}", field="size")
     try:
         declared = int(str(size))
     except ValueError:
-        raise UploadError(f"size must be a whole number of bytes, got {size!r}") from None
+        raise UploadError(
+            f"size must be a whole number of bytes, got {size!r}", field="size"
+        ) from None
     if declared <= 0:
-        raise UploadError("size must be at least 1 byte: empty model files are refused")
+        raise UploadError(
+            "size must be at least 1 byte: empty model files are refused", field="size"
+        )
     if not is_archive and declared > settings.UPLOAD_MAX_FILE_BYTES:
         raise UploadError(
             f"the file is {declared} bytes, over the per-file limit of "
             f"{settings.UPLOAD_MAX_FILE_BYTES} bytes (UPLOAD_MAX_FILE_BYTES)",
             413,
+            field="size",
         )
     if declared > settings.UPLOAD_MAX_TOTAL_BYTES:
         raise UploadError(
             f"the upload is {declared} bytes, over the limit of "
             f"{settings.UPLOAD_MAX_TOTAL_BYTES} bytes (UPLOAD_MAX_TOTAL_BYTES)",
             413,
+            field="size",
         )
     return declared
 
@@ -318,25 +395,34 @@ def _write_all(fd: int, offset: int, block: bytes | memoryview) -> None:
         view, offset = view[count:], offset + count
 
 
-def append_chunk(upload: Upload, offset: object, stream: Readable, length: int | None) -> int:
-    """Append one chunk at ``offset``; returns the new offset.
+def append_chunk(
+    upload: Upload, offset: object, stream: Readable, length: int | None, *, user: Any
+) -> int:
+    """Append one chunk at ``offset`` for ``user`` (whose role is checked again); returns
+    the new offset.
 
     409 with ``expected_offset`` when ``offset`` is not where the staged file ends; 413 when
     the chunk is over UPLOAD_MAX_CHUNK_BYTES or would pass the declared size; 507 with
     ``expected_offset`` when the disk is full. A chunk that arrives short or fails to be
     written is cut off again, so the offset stays where it was.
     """
+    check_may_upload(user, is_code=upload.is_code)
     try:
         start = int(str(offset))
     except ValueError:
-        raise UploadError(f"Upload-Offset must be a whole number, got {offset!r}") from None
+        raise UploadError(
+            f"Upload-Offset must be a whole number, got {offset!r}", field="Upload-Offset"
+        ) from None
     if length is None:
-        raise UploadError("send the chunk with a Content-Length header", 411)
+        raise UploadError(
+            "send the chunk with a Content-Length header", 411, field="Content-Length"
+        )
     if length > settings.UPLOAD_MAX_CHUNK_BYTES:
         raise UploadError(
             f"a chunk may hold at most {settings.UPLOAD_MAX_CHUNK_BYTES} bytes "
             "(UPLOAD_MAX_CHUNK_BYTES); split the file into smaller chunks",
             413,
+            field="Content-Length",
         )
     with upload_lock(upload.id):
         upload.refresh_from_db()

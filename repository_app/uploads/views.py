@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import repository
-from ..editor.saving import InvalidConfig, SaveConflict, SaveError
+from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..triton_client import TritonError, get_client
 from . import names, publish, staging
 from .staging import UploadError
@@ -143,6 +143,8 @@ def version_policy(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, "config.pbtxt changed meanwhile: try again")
     except InvalidConfig as exc:
         messages.error(request, f"not saved: {exc.findings[0].message}")
+    except CodeChangeRefused as exc:
+        messages.error(request, exc.message)
     except SaveError as exc:
         messages.error(request, exc.message)
     return redirect(reverse("model_detail", args=[name]) + "#versions-card")
