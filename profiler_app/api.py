@@ -22,7 +22,7 @@ from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError
 from .forms import SweepForm
 from .models import Sweep
-from .views import RUN_PERMISSION
+from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 
 SweepCreateSerializer = inline_serializer(
     "SweepCreate",
@@ -141,7 +141,13 @@ class SweepCancelView(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         _require_run(request)
-        sweep = get_object_or_404(Sweep, pk=pk)
+        sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+        if not can_manage_sweep(request.user, sweep):
+            message = deny(
+                request.user, "sweep.cancel", model=sweep.model, target=f"sweep #{pk}",
+                message=owner_note(sweep),
+            )  # fmt: skip
+            return Response({"message": message, "field": None}, status=403)
         try:
             message = sweeps.cancel(pk)
         except SweepError as exc:

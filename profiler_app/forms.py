@@ -8,12 +8,14 @@ from typing import Any
 from django import forms
 
 from . import sweeps
-from .engine.inputs import InputError, load_input_data, parse_input_json
+from .engine.inputs import InputError, load_input_data, parse_input_json, shape_elements
 from .engine.loadgen import (
     DEFAULT_MAX_THREADS,
     MAX_THREADS_LIMIT,
+    MAX_WINDOW_MS,
     SweepError,
     SweepParams,
+    check_range,
     parse_range,
 )
 from .models import Sweep
@@ -60,24 +62,30 @@ def parse_shapes(text: str) -> dict[str, list[int]]:
             raise forms.ValidationError(f"{item!r}: dimensions must be whole numbers") from None
         if any(v <= 0 for v in values):
             raise forms.ValidationError(f"{item!r}: dimensions must be positive")
+        try:
+            shape_elements(values, f"input {name}")
+        except InputError as exc:
+            raise forms.ValidationError(str(exc)) from None
         shapes[name] = values
     return shapes
 
 
-def _range(text: str, what: str) -> tuple[float, float, float]:
+def _sentence(message: str) -> str:
+    return message[:1].upper() + message[1:] + "."
+
+
+def _range(text: str, mode: str) -> tuple[float, float, float]:
+    """A range field of `mode` ("concurrency" or "request_rate"), with every bound of
+    `check_range` (levels counted, never listed, before the cap)."""
+    what = "request-rate" if mode == "request_rate" else "concurrency"
     text = text.strip()
     if not text:
         raise forms.ValidationError(f"Enter a {what} range as start:end:step, e.g. 1:8:1.")
     try:
         start, end, step = parse_range(text)
-    except (SweepError, ValueError):
-        raise forms.ValidationError(f"{text!r} is not start:end:step (numbers).") from None
-    if start <= 0:
-        raise forms.ValidationError(f"The start ({start:g}) must be above 0.")
-    if end < start:
-        raise forms.ValidationError(f"The range is inverted: end {end:g} is below start {start:g}.")
-    if step <= 0:
-        raise forms.ValidationError(f"The step ({step:g}) must be above 0.")
+        check_range(mode, start, end, step)
+    except SweepError as exc:
+        raise forms.ValidationError(_sentence(str(exc))) from None
     return start, end, step
 
 
@@ -155,8 +163,10 @@ class SweepForm(forms.Form):
             raise forms.ValidationError("The measurement window must be a positive number of ms.")
         if value < 50:
             raise forms.ValidationError("The measurement window must be at least 50 ms.")
-        if value > 600_000:
-            raise forms.ValidationError("The measurement window can be at most 600000 ms.")
+        if value > MAX_WINDOW_MS:
+            raise forms.ValidationError(
+                f"The measurement window can be at most {MAX_WINDOW_MS} ms."
+            )
         return value
 
     def clean_stability_percentage(self) -> float:
@@ -216,9 +226,8 @@ class SweepForm(forms.Form):
         data = super().clean()
         mode = data.get("mode", "concurrency")
         field = "concurrency_range" if mode == "concurrency" else "request_rate_range"
-        what = "concurrency" if mode == "concurrency" else "request-rate"
         try:
-            start, end, step = _range(data.get(field) or "", what)
+            start, end, step = _range(data.get(field) or "", mode)
         except forms.ValidationError as exc:
             self.add_error(field, exc)
             return data
@@ -248,9 +257,6 @@ class SweepForm(forms.Form):
             max_threads=data["max_threads"],
         )
         try:
-            if mode == "concurrency" and not all(float(v).is_integer() for v in params.levels()):
-                self.add_error(field, "Concurrency levels must be whole numbers.")
-                return data
             sweeps.preflight(params, data["engine"])
         except SweepError as exc:
             message = str(exc)

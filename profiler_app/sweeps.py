@@ -41,6 +41,7 @@ from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.redact import redact
 from repository_app import events
 from repository_app.triton_client import TritonError, get_client
 
@@ -61,7 +62,6 @@ State = Sweep.State
 HEARTBEAT_EVERY_S = 2.0
 CANCEL_POLL_S = 0.2
 REDISPATCH_AFTER_S = 60.0
-MAX_LEVELS = 200
 LEGACY_RATE_THREADS = 16
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -107,7 +107,7 @@ def config_snapshot(model: str) -> tuple[str, str]:
 
 def time_limits(params: SweepParams) -> tuple[int, int]:
     """(soft, hard) seconds for one task: every level at max windows, plus margins."""
-    levels = len(params.levels())
+    levels = params.level_count()
     window_s = params.measurement_window_ms / 1000
     soft = int(levels * (params.max_windows * window_s * 1.25 + 5) + 120)
     return soft, soft + 60
@@ -118,10 +118,9 @@ _BUILTIN = cast(str, Sweep.Engine.BUILTIN)
 
 
 def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
-    """Check what can be checked before queueing; raises SweepError with a user message."""
+    """Check what can be checked before queueing; raises SweepError with a user message.
+    The bounds (range, levels, window) come first: nothing is built before they pass."""
     params.validate()
-    if len(params.levels()) > MAX_LEVELS:
-        raise SweepError(f"{len(params.levels())} levels is too many (at most {MAX_LEVELS})")
     if engine == Sweep.Engine.PERF_ANALYZER:
         from .engine.perf_analyzer import PerfAnalyzerNotFound, locate_perf_analyzer
 
@@ -179,7 +178,7 @@ def check_queue() -> None:
         ).ping()
     except (redis.RedisError, OSError) as exc:
         raise QueueUnavailable(
-            f"the task queue (Redis at {settings.CELERY_BROKER_URL}) is unreachable, so the "
+            f"the task queue (Redis at {redact(settings.CELERY_BROKER_URL)}) is unreachable, so the "
             "sweep was not queued: try again when Redis is back"
         ) from exc
 
@@ -210,7 +209,7 @@ def create_sweep(
             created_by=user if getattr(user, "is_authenticated", False) else None,
             state=State.QUEUED,
             queued_at=now,
-            levels_total=len(params.levels()),
+            levels_total=params.level_count(),
             rerun_of=rerun_of,
         )
         if enqueue:
@@ -363,9 +362,12 @@ def resume(sweep_id: int) -> Sweep:
 
 
 def rerun(sweep_id: int, user: Any = None) -> Sweep:
-    """A new sweep with the same parameters and engine."""
+    """A new sweep with the same parameters and engine (checked again: the bounds may be
+    newer than the sweep)."""
     original = Sweep.objects.get(pk=sweep_id)
-    return create_sweep(params_of(original), engine=original.engine, user=user, rerun_of=original)
+    params = params_of(original)
+    params.validate()
+    return create_sweep(params, engine=original.engine, user=user, rerun_of=original)
 
 
 # --- running a claimed sweep ------------------------------------------------------------------

@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard.team import audit
@@ -17,12 +18,18 @@ from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError
 from .forms import SweepForm
 from .models import Sweep
-
-RUN_PERMISSION = "profiler_app.run_sweeps"
+from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 
 
 def _can_run(request: HttpRequest) -> bool:
     return request.user.has_perm(RUN_PERMISSION)
+
+
+def attachment(response: HttpResponse, filename: str) -> HttpResponse:
+    """Offer the response as a download named `filename`, escaped (quotes, CR/LF and
+    non-ASCII characters in a model name cannot break or add headers)."""
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    return response
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -100,6 +107,8 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "params": sweeps.params_of(sweep),  # as a re-run would use them
             "data": data,
             "can_run": _can_run(request),
+            "can_manage": can_manage_sweep(request.user, sweep),
+            "owner_note": owner_note(sweep),
             "position": sweeps.queue_position(sweep),
             "history": Sweep.objects.filter(model=sweep.model).exclude(pk=pk)[:10],
         },
@@ -118,9 +127,20 @@ def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpResponse:  # type: ignore[no-untyped-def]
+    """Run one user action; `action` (cancel, resume) also needs the sweep's owner or an
+    admin, and is audited, refusals included."""
     if not _can_run(request):
         return JsonResponse({"message": "your role cannot run or cancel sweeps"}, status=403)
-    sweep = get_object_or_404(Sweep, pk=pk)
+    sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+    if action and not can_manage_sweep(request.user, sweep):
+        message = deny(
+            request.user,
+            action,
+            model=sweep.model,
+            target=f"sweep #{pk}",
+            message=owner_note(sweep),
+        )
+        return JsonResponse({"message": message}, status=403)
     try:
         message, target = run()
         if action:
@@ -167,8 +187,7 @@ def sweep_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 def sweep_csv(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = get_object_or_404(Sweep, pk=pk)
     response = HttpResponse(export.to_csv(sweep), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="sweep-{pk}-{sweep.model}.csv"'
-    return response
+    return attachment(response, f"sweep-{pk}-{sweep.model}.csv")
 
 
 @login_required
@@ -178,8 +197,7 @@ def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
     response = HttpResponse(
         json.dumps(export.to_json(sweep), indent=2), content_type="application/json"
     )
-    response["Content-Disposition"] = f'attachment; filename="sweep-{pk}-{sweep.model}.json"'
-    return response
+    return attachment(response, f"sweep-{pk}-{sweep.model}.json")
 
 
 @login_required

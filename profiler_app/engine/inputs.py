@@ -10,13 +10,19 @@ perf_analyzer's `--input-data` format:
 
 Each entry of "data" is one sample of every input (no batch dimension); a request with
 batch size b stacks b consecutive samples (cycling), and successive requests walk the
-samples round-robin.
+samples round-robin. Errors in a document name the input and the sample (its index in
+"data", from 0).
+
+The sweep's preflight builds the payloads in the web process, so sizes are counted before
+anything is allocated: at most MAX_REQUEST_BYTES per request, whatever the shapes say.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import math
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +33,8 @@ import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
 MAX_PAYLOADS = 64  # distinct pre-built requests kept per sweep
+MAX_REQUEST_BYTES = 256 * 2**20  # one request's tensors, batch included
+MAX_ELEMENTS = MAX_REQUEST_BYTES  # per sample: no element takes less than a byte
 STRING_LENGTH = 128  # perf_analyzer's --string-length default, for random BYTES elements
 STRING_CHARS = string.ascii_letters + string.digits + "-_"
 
@@ -67,11 +75,46 @@ def max_batch_size(config: Mapping[str, Any]) -> int:
     return int(config.get("max_batch_size", 0) or 0)
 
 
+def shape_elements(dims: Sequence[int], what: str) -> int:
+    """The element count of one sample of shape `dims`, by arithmetic (math.prod on Python
+    ints: no overflow, no allocation); InputError naming `what` when a dimension is
+    negative or the count is over MAX_ELEMENTS."""
+    if any(d < 0 for d in dims):
+        raise InputError(f"{what}: shape {list(dims)} has a negative dimension")
+    count = math.prod(dims)
+    if count > MAX_ELEMENTS:
+        raise InputError(
+            f"{what}: shape {list(dims)} is {count:,} elements; at most {MAX_ELEMENTS:,} per sample"
+        )
+    return count
+
+
+def _element_cost(datatype: str, data: object) -> int:
+    """Bytes per element while building random or zero data (temporaries included:
+    random BYTES draws STRING_LENGTH int64 indices per string, random BOOL int64s)."""
+    if datatype == "BYTES":
+        return STRING_LENGTH * 8 if data == "random" else 8
+    if datatype == "BOOL":
+        return 8 if data == "random" else 1
+    return int(np.dtype(triton_to_np_dtype(datatype)).itemsize)
+
+
+def _check_request_bytes(name: str, shape: Sequence[int], sample_bytes: int, batch: int) -> None:
+    total = sample_bytes * batch
+    if total > MAX_REQUEST_BYTES:
+        times = f" x batch {batch}" if batch > 1 else ""
+        raise InputError(
+            f"input {name}: shape {list(shape)}{times} makes {total:,} bytes per request; "
+            f"at most {MAX_REQUEST_BYTES:,}"
+        )
+
+
 def resolve_shape(spec: InputSpec, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
     """The concrete shape of one sample of `spec`; variable dims must come from `shapes`."""
     given = shapes.get(spec.name)
     if given is not None:
         dims = tuple(int(d) for d in given)
+        shape_elements(dims, f"input {spec.name}")
         if len(dims) != len(spec.dims) or any(
             want not in (-1, got) for want, got in zip(spec.dims, dims, strict=True)
         ):
@@ -112,31 +155,102 @@ def _zero_sample(spec: InputSpec, shape: tuple[int, ...]) -> np.ndarray:
     return np.zeros(shape, dtype=np.dtype(triton_to_np_dtype(spec.datatype)))
 
 
-def _json_sample(spec: InputSpec, value: Any, shapes: Mapping[str, Sequence[int]]) -> np.ndarray:
+def _json_shape(value: Any, where: str) -> tuple[int, ...]:
+    """An entry's "shape", counted (shape_elements) before anything is built from it."""
+    try:
+        if not isinstance(value, list):
+            raise TypeError
+        dims = tuple(int(d) for d in value)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{where}: 'shape' must be a list of whole numbers, not {value!r:.60}"
+        ) from None
+    shape_elements(dims, where)
+    return dims
+
+
+def _scalars(value: Any) -> Any:
+    """The leaves of nested lists, depth first, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple):
+            stack.extend(reversed(item))
+        else:
+            yield item
+
+
+def _not_numbers(spec: InputSpec, value: Any, dtype: np.dtype, where: str) -> InputError:
+    """Why `value` does not convert to the input's type: the first bad element, or the
+    nesting that is not a regular array."""
+    for item in _scalars(value):
+        try:
+            np.asarray(item, dtype=dtype)
+        except (ValueError, TypeError, OverflowError):
+            number = isinstance(item, int | float) and not isinstance(item, bool)
+            why = "does not fit" if number else "is not a number for"
+            return InputError(f"{where}: {item!r:.60} {why} {spec.datatype}")
+    return InputError(f"{where}: 'content' is not a regular array (nested lists differ in length)")
+
+
+def _json_sample(
+    spec: InputSpec, value: Any, shapes: Mapping[str, Sequence[int]], index: int = 0
+) -> np.ndarray:
+    """One sample of one input from the document; InputError names both ("input INPUT0,
+    sample 3: ...") for values that are not numbers, bad base64 or a size that does not
+    fit, instead of numpy's bare ValueError."""
+    where = f"input {spec.name}, sample {index}"
     shape: Sequence[int] | None = None
+    dtype = None if spec.datatype == "BYTES" else np.dtype(triton_to_np_dtype(spec.datatype))
     if isinstance(value, Mapping):
         if "shape" in value:
-            shape = [int(d) for d in value["shape"]]
+            shape = _json_shape(value["shape"], where)
         if "b64" in value:
-            raw = base64.b64decode(value["b64"])
-            if spec.datatype == "BYTES":
+            encoded = value["b64"]
+            if not isinstance(encoded, str):
+                raise InputError(f"{where}: 'b64' must be a base64 string")
+            try:
+                raw = base64.b64decode(encoded)
+            except (binascii.Error, ValueError) as exc:
+                raise InputError(f"{where}: 'b64' is not valid base64 ({exc})") from None
+            if dtype is None:
                 return np.array([raw], dtype=np.object_)
-            arr = np.frombuffer(raw, dtype=np.dtype(triton_to_np_dtype(spec.datatype)))
-            return arr.reshape(shape or resolve_shape(spec, shapes))
+            if len(raw) % dtype.itemsize:
+                raise InputError(
+                    f"{where}: 'b64' holds {len(raw)} bytes, not a whole number of "
+                    f"{spec.datatype} values ({dtype.itemsize} bytes each)"
+                )
+            arr = np.frombuffer(raw, dtype=dtype)
+            shape = shape if shape is not None else resolve_shape(spec, shapes)
+            expected = math.prod(shape)
+            if arr.size != expected:
+                raise InputError(
+                    f"{where}: 'b64' holds {arr.size} {spec.datatype} values for shape "
+                    f"{list(shape)} ({expected})"
+                )
+            return arr.reshape(shape)
         if "content" not in value:
-            raise InputError(f"input {spec.name}: an entry needs 'content' or 'b64'")
+            raise InputError(f"{where}: an entry needs 'content' or 'b64'")
         value = value["content"]
     if shape is None:
         shape = resolve_shape(spec, shapes)
-    if spec.datatype == "BYTES":
-        flat = [v.encode() if isinstance(v, str) else bytes(v) for v in np.ravel(value)]
+    if dtype is None:  # BYTES: strings (perf_analyzer's format), UTF-8 encoded
+        flat = []
+        for item in _scalars(value):
+            if not isinstance(item, str):
+                raise InputError(f"{where}: {item!r:.60} is not a string for BYTES")
+            flat.append(item.encode())
         arr = np.array(flat, dtype=np.object_)
     else:
-        arr = np.asarray(value, dtype=np.dtype(triton_to_np_dtype(spec.datatype))).ravel()
-    expected = int(np.prod(shape))
+        try:
+            arr = np.asarray(value, dtype=dtype).ravel()
+        except (ValueError, TypeError, OverflowError):
+            raise _not_numbers(spec, value, dtype, where) from None
+    expected = math.prod(shape)
     if arr.size != expected:
         raise InputError(
-            f"input {spec.name}: {arr.size} values given for shape {list(shape)} ({expected})"
+            f"input {spec.name}: {arr.size} values given for shape {list(shape)} ({expected}), "
+            f"sample {index}"
         )
     return arr.reshape(shape)
 
@@ -199,8 +313,13 @@ def build_payloads(
     resolved = (
         {s.name: resolve_shape(s, shapes) for s in specs} if data in ("random", "zeros") else {}
     )
+    per_request = batch_size if batching else 1  # samples stacked into one request
 
     if data in ("random", "zeros"):
+        for spec in specs:  # counted before anything is drawn: 10^12 elements never allocate
+            shape = resolved[spec.name]
+            cost = math.prod(shape) * _element_cost(spec.datatype, data)
+            _check_request_bytes(spec.name, shape, cost, per_request)
         rng = np.random.default_rng(seed)
         sample = {
             s.name: (
@@ -218,7 +337,11 @@ def build_payloads(
             missing = [s.name for s in specs if s.name not in entry]
             if missing:
                 raise InputError(f"input data has no value for input(s) {', '.join(missing)}")
-            samples.append({s.name: _json_sample(s, entry[s.name], shapes) for s in specs})
+            index = len(samples)
+            samples.append({s.name: _json_sample(s, entry[s.name], shapes, index) for s in specs})
+        for spec in specs:
+            largest = max(samples, key=lambda sample: sample[spec.name].nbytes)[spec.name]
+            _check_request_bytes(spec.name, largest.shape, largest.nbytes, per_request)
 
     payloads: list[list[TensorData]] = []
     count = min(len(samples), MAX_PAYLOADS)

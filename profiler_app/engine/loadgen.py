@@ -48,6 +48,14 @@ RATE_PROCESSES = 4  # the paced threads are spread over at most this many proces
 BEHIND_SCHEDULE = 0.95  # request rate: a level that sent under this share of its rate
 LEVEL_LEAD_NS = 5_000_000  # a new request-rate level's first send, after the message
 
+# The bounds of a sweep's parameters, one place for the form, the API, the CLI and the
+# search. They are checked arithmetically before any list of levels is built: a range such
+# as 1:2:1e-300 would otherwise be a list of 10^300 floats in the web process.
+MAX_LEVELS = 200
+MAX_CONCURRENCY = 4096  # requests outstanding at once
+MAX_REQUEST_RATE = 1_000_000  # requests/s
+MAX_WINDOW_MS = 600_000  # --measurement-interval
+
 
 class SweepError(RuntimeError):
     """The sweep could not start or run; the message is fit to show a user."""
@@ -82,11 +90,16 @@ class SweepParams:
     def range_text(self) -> str:
         return f"{self.start:g}:{self.end:g}:{self.step:g}"
 
+    def level_count(self) -> int:
+        """How many levels the range holds, computed (see `level_count`)."""
+        return level_count(self.start, self.end, self.step)
+
     def levels(self) -> list[float]:
-        """The levels of the range, inclusive, like perf_analyzer's start:end:step."""
-        if self.step <= 0 or self.end < self.start or self.start <= 0:
-            raise SweepError(f"bad range {self.range_text}: need 0 < start <= end and step > 0")
-        count = int((self.end - self.start) / self.step + 1e-9) + 1
+        """The levels of the range, inclusive, like perf_analyzer's start:end:step. Refuses
+        (SweepError) a range over MAX_LEVELS before building anything."""
+        count = self.level_count()
+        if count > MAX_LEVELS:
+            raise SweepError(_too_many_levels(count))
         return [self.start + i * self.step for i in range(count)]
 
     def validate(self) -> None:
@@ -94,12 +107,16 @@ class SweepParams:
             raise SweepError(f"protocol must be grpc or http, not {self.protocol!r}")
         if self.mode not in ("concurrency", "request_rate"):
             raise SweepError(f"mode must be concurrency or request_rate, not {self.mode!r}")
-        if self.mode == "concurrency" and not all(float(v).is_integer() for v in self.levels()):
-            raise SweepError(f"concurrency levels must be whole numbers ({self.range_text})")
+        try:
+            check_range(self.mode, self.start, self.end, self.step)
+        except SweepError as exc:
+            raise SweepError(f"bad range {self.range_text}: {exc}") from None
         if self.percentile != "avg" and int(self.percentile) not in stats.REPORTED_PERCENTILES:
             raise SweepError("percentile must be 50, 90, 95, 99 or 'avg'")
         if self.batch_size < 1 or self.measurement_window_ms < 50 or self.max_windows < 3:
             raise SweepError("need batch size >= 1, windows >= 50 ms and max windows >= 3")
+        if self.measurement_window_ms > MAX_WINDOW_MS:
+            raise SweepError(f"the measurement window can be at most {MAX_WINDOW_MS} ms")
         if not 1 <= self.max_threads <= MAX_THREADS_LIMIT:
             raise SweepError(f"max threads must be between 1 and {MAX_THREADS_LIMIT}")
         if self.client not in ("auto", "aio", "threads") or self.arrival not in (
@@ -114,8 +131,15 @@ class SweepParams:
 
 
 def parse_range(text: str) -> tuple[float, float, float]:
-    """'1:8:2' -> (1, 8, 2); 'A:B' steps by 1; 'A' is a single level."""
-    parts = [float(p) for p in text.split(":")]
+    """'1:8:2' -> (1, 8, 2); 'A:B' steps by 1; 'A' is a single level. SweepError (a
+    message fit to show) for anything else, including inf and nan."""
+    try:
+        parts = [float(p) for p in text.split(":")]
+    except ValueError:
+        raise SweepError(f"{text!r} is not start:end:step (numbers)") from None
+    for part in parts:
+        if not math.isfinite(part):
+            raise SweepError(f"{text!r}: {part} is not a finite number")
     if len(parts) == 1:
         return parts[0], parts[0], 1.0
     if len(parts) == 2:
@@ -123,6 +147,51 @@ def parse_range(text: str) -> tuple[float, float, float]:
     if len(parts) == 3:
         return parts[0], parts[1], parts[2]
     raise SweepError(f"range {text!r} is not start:end[:step]")
+
+
+def level_count(start: float, end: float, step: float) -> int:
+    """How many levels start:end:step holds (inclusive, as perf_analyzer counts them),
+    by arithmetic alone. SweepError, with a message fit to show, for a range that is not
+    finite, starts at 0 or below, is inverted, or has a step of 0 or below."""
+    for value in (start, end, step):
+        if not math.isfinite(value):
+            raise SweepError(f"{value} is not a finite number")
+    if start <= 0:
+        raise SweepError(f"the start ({start:g}) must be above 0")
+    if end < start:
+        raise SweepError(f"the range is inverted: end {end:g} is below start {start:g}")
+    if step <= 0:
+        raise SweepError(f"the step ({step:g}) must be above 0")
+    span = (end - start) / step
+    if not math.isfinite(span):  # a step so small that the quotient overflows
+        raise SweepError(_too_many_levels(None))
+    return int(span + 1e-9) + 1
+
+
+def _too_many_levels(count: int | None) -> str:
+    if count is None or count > 10**9:
+        return f"the range has far more than {MAX_LEVELS} levels: raise the step"
+    return f"{count:,} levels is too many (at most {MAX_LEVELS}): raise the step"
+
+
+def check_range(mode: str, start: float, end: float, step: float) -> int:
+    """The level count of a range for `mode`, after every bound (finite, the order of
+    start/end/step, MAX_CONCURRENCY or MAX_REQUEST_RATE, MAX_LEVELS, whole concurrency
+    levels); SweepError naming what is wrong. Nothing is listed before the count passes."""
+    count = level_count(start, end, step)
+    if mode == "concurrency" and end > MAX_CONCURRENCY:
+        raise SweepError(f"concurrency can be at most {MAX_CONCURRENCY} (the end is {end:g})")
+    if mode == "request_rate" and end > MAX_REQUEST_RATE:
+        raise SweepError(
+            f"the request rate can be at most {MAX_REQUEST_RATE:,} requests/s (the end is {end:g})"
+        )
+    if count > MAX_LEVELS:
+        raise SweepError(_too_many_levels(count))
+    if mode == "concurrency" and not all(
+        float(start + i * step).is_integer() for i in range(count)
+    ):
+        raise SweepError("concurrency levels must be whole numbers")
+    return count
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dashboard.team import audit
 from repository_app.views import CONTROL_PERMISSION
 
 from ..models import Search
-from ..views import RUN_PERMISSION
+from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 from . import runner
 from .forms import SearchForm
 from .space import knobs_of
@@ -126,7 +126,13 @@ class SearchCancelView(APIView):
     @extend_schema(request=None, responses=Message)
     def post(self, request: Request, pk: int) -> Response:
         _require(request, RUN_PERMISSION)
-        search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+        search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
+        if not can_manage_sweep(request.user, search.sweep):
+            message = deny(
+                request.user, f"search.{self.action}", model=search.model,
+                target=f"search #{pk}", message=owner_note(search.sweep, "search"),
+            )  # fmt: skip
+            return Response({"message": message, "field": None}, status=403)
         try:
             message = runner.cancel(search) if self.action == "cancel" else runner.resume(search)
         except runner.SearchError as exc:

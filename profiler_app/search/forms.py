@@ -8,43 +8,73 @@ from typing import Any
 
 from django import forms
 
-from ..engine.loadgen import SweepParams
+from ..engine.loadgen import MAX_WINDOW_MS, SweepParams
 from ..forms import PERCENTILES, _range
 from ..models import Search
 from . import runner
 from .objective import Constraints
-from .space import Knobs, Space, SpaceError
+from .space import (
+    BOUNDS,
+    MAX_VALUES,
+    Knobs,
+    Space,
+    SpaceError,
+    bound_message,
+    too_many_message,
+)
 
 
-def parse_ints(text: str, what: str) -> tuple[int, ...]:
-    """'1,2,4' or '1:4' (inclusive range) -> (1, 2, 4); '' -> ()."""
+def parse_ints(text: str, knob: str) -> tuple[int, ...]:
+    """'1,2,4' or '1:4' (inclusive range, optional step) -> (1, 2, 4); '' -> ().
+
+    `knob` is a key of `space.BOUNDS`. A range is counted and bounded by arithmetic before
+    it is listed, so '1:10**11' is refused at once; so is a list over MAX_VALUES values."""
+    what, low, high = BOUNDS[knob]
     text = text.strip()
     if not text:
         return ()
     if ":" in text:
         parts = text.split(":")
         try:
+            if len(parts) > 3:
+                raise ValueError
             start, end, step = (int(p) for p in (*parts, "1")[:3])
         except ValueError:
             raise forms.ValidationError(f"{text!r} is not start:end[:step] ({what})") from None
         if step <= 0 or end < start:
             raise forms.ValidationError(f"{text!r}: need start <= end and a positive step")
+        count = (end - start) // step + 1
+        if count > MAX_VALUES:
+            raise forms.ValidationError(f"{text!r}: {too_many_message(knob, count)}")
+        if start < low or end > high:
+            raise forms.ValidationError(bound_message(knob))
         return tuple(range(start, end + 1, step))
+    items = [v for v in re.split(r"[\s,]+", text) if v]
+    if len(items) > MAX_VALUES:
+        raise forms.ValidationError(too_many_message(knob, len(items)))
     try:
-        return tuple(int(v) for v in re.split(r"[\s,]+", text) if v)
+        values = tuple(int(v) for v in items)
     except ValueError:
         raise forms.ValidationError(f"{text!r}: {what} must be whole numbers") from None
+    if any(v < low or v > high for v in values):
+        raise forms.ValidationError(bound_message(knob))
+    return values
 
 
 def parse_preferred(text: str) -> tuple[tuple[int, ...], ...]:
     """'none; 4,8; 16' -> ((), (4, 8), (16,)); '' -> ((),)."""
+    parts = text.split(";")
+    if len(parts) > MAX_VALUES:
+        raise forms.ValidationError(
+            f"{len(parts):,} preferred batch size sets is too many: at most {MAX_VALUES}"
+        )
     options: list[tuple[int, ...]] = []
-    for part in text.split(";"):
+    for part in parts:
         part = part.strip()
         if not part or part.lower() == "none":
             options.append(())
         else:
-            options.append(parse_ints(part, "preferred batch sizes"))
+            options.append(parse_ints(part, "preferred"))
     return tuple(dict.fromkeys(options)) or ((),)
 
 
@@ -74,7 +104,16 @@ class SearchForm(forms.Form):
         help_text="sets separated by ';', 'none' for no preference: none; 4,8; 16",
     )
     concurrency_range = forms.CharField(label="Concurrency range", initial="4:8:4")
-    measurement_interval = forms.IntegerField(initial=1000, min_value=50, label="Window (ms)")
+    measurement_interval = forms.IntegerField(
+        initial=1000,
+        min_value=50,
+        max_value=MAX_WINDOW_MS,
+        label="Window (ms)",
+        error_messages={
+            "min_value": "The measurement window must be at least 50 ms.",
+            "max_value": f"The measurement window can be at most {MAX_WINDOW_MS} ms.",
+        },
+    )
     max_trials = forms.IntegerField(initial=5, min_value=3, max_value=100, label="Max windows")
     stability_percentage = forms.FloatField(initial=10, min_value=0.001, label="Stability (%)")
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95")
@@ -116,24 +155,40 @@ class SearchForm(forms.Form):
             "preferred": "none",
         }
 
+    # Each knob is parsed and bounded on its own field, before the space is put together.
+    def clean_counts(self) -> tuple[int, ...]:
+        return parse_ints(self.cleaned_data.get("counts") or "", "counts")
+
+    def clean_max_batch_sizes(self) -> tuple[int, ...]:
+        return parse_ints(self.cleaned_data.get("max_batch_sizes") or "", "max_batch_sizes")
+
+    def clean_delays(self) -> tuple[int, ...]:
+        return parse_ints(self.cleaned_data.get("delays") or "", "delays")
+
+    def clean_preferred(self) -> tuple[tuple[int, ...], ...]:
+        return parse_preferred(self.cleaned_data.get("preferred") or "")
+
+    def clean_concurrency_range(self) -> tuple[float, float, float]:
+        return _range(self.cleaned_data.get("concurrency_range") or "", "concurrency")
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if self.errors:
             return data
         try:
             space = Space(
-                counts=parse_ints(data["counts"], "instance counts"),
+                counts=data["counts"],
                 kind=data["kind"],
-                max_batch_sizes=parse_ints(data.get("max_batch_sizes") or "", "max_batch_size"),
+                max_batch_sizes=data["max_batch_sizes"],
                 batching_off=data["batching_off"],
                 batching_on=data["batching_on"],
-                delays_us=parse_ints(data.get("delays") or "", "delays"),
-                preferred=parse_preferred(data.get("preferred") or ""),
+                delays_us=data["delays"],
+                preferred=data["preferred"],
             )
-            start, end, step = _range(data["concurrency_range"], "concurrency")
-        except (SpaceError, forms.ValidationError) as exc:
-            self.add_error(None, exc.messages[0] if hasattr(exc, "messages") else str(exc))
+        except SpaceError as exc:
+            self.add_error(None, str(exc))
             return data
+        start, end, step = data["concurrency_range"]
         pct = data["percentile"]
         request = runner.SearchRequest(
             model=self.model,

@@ -19,6 +19,31 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 KINDS = ("KIND_CPU", "KIND_GPU")
 MAX_CANDIDATES = 500
+# Bounds of the knobs, checked on the values before any grid is built (the form counts a
+# range such as 1:10**11 before listing it, see forms.parse_ints).
+MAX_VALUES = 64  # values per knob (and preferred-size sets)
+MAX_INSTANCES = 64
+MAX_BATCH = 2**31 - 1  # Triton's max_batch_size and preferred_batch_size are int32
+MAX_DELAY_US = 10_000_000  # max_queue_delay_microseconds
+# Per knob (the form's field name): what it is called in messages, lowest, highest; one
+# source for the form and for Space.
+BOUNDS = {
+    "counts": ("instance counts", 1, MAX_INSTANCES),
+    "max_batch_sizes": ("max_batch_size values", 1, MAX_BATCH),
+    "delays": ("max_queue_delay_microseconds values", 0, MAX_DELAY_US),
+    "preferred": ("preferred batch sizes", 1, MAX_BATCH),
+}
+
+
+def bound_message(knob: str) -> str:
+    what, low, high = BOUNDS[knob]
+    return f"{what} must be between {low} and {high}"
+
+
+def too_many_message(knob: str, count: int) -> str:
+    what = BOUNDS[knob][0]
+    shown = f"{count:,}" if count <= 10**12 else "more than 10^12"
+    return f"{shown} {what} is too many: at most {MAX_VALUES} values per knob"
 
 
 class SpaceError(ValueError):
@@ -158,14 +183,23 @@ class Space:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise SpaceError(f"instance kind must be one of {', '.join(KINDS)}")
-        if not self.counts or any(c < 1 or c > 64 for c in self.counts):
-            raise SpaceError("instance counts must be between 1 and 64")
-        if any(m < 1 for m in self.max_batch_sizes):
-            raise SpaceError("max_batch_size values must be at least 1")
-        if any(d < 0 for d in self.delays_us):
-            raise SpaceError("max_queue_delay_microseconds values cannot be negative")
-        if any(v < 1 for p in self.preferred for v in p):
-            raise SpaceError("preferred batch sizes must be at least 1")
+        if not self.counts:
+            raise SpaceError(bound_message("counts"))
+        if len(self.preferred) > MAX_VALUES:
+            raise SpaceError(
+                f"{len(self.preferred)} preferred batch size sets is too many: at most {MAX_VALUES}"
+            )
+        for knob, values in (
+            ("counts", self.counts),
+            ("max_batch_sizes", self.max_batch_sizes),
+            ("delays", self.delays_us),
+            *(("preferred", p) for p in self.preferred),
+        ):
+            _, low, high = BOUNDS[knob]
+            if len(values) > MAX_VALUES:
+                raise SpaceError(too_many_message(knob, len(values)))
+            if any(v < low or v > high for v in values):
+                raise SpaceError(bound_message(knob))
         if not (self.batching_off or self.batching_on):
             raise SpaceError("pick dynamic batching off, on, or both")
 
@@ -244,14 +278,24 @@ class Dimensions:
             preferred=self.preferred[p] if delay is not None else (),
         ).canonical()
 
+    def candidate_count(self) -> int:
+        """How many distinct candidates the grid holds, by arithmetic (batching off ignores
+        delay and preferred sizes); exact for `Space.dimensions`, whose values are distinct."""
+        counts, mbs, _, preferred = self.sizes
+        delays = sum(1 for b in self.batching if b is not None)
+        off = len(self.batching) - delays
+        return counts * mbs * (off + delays * preferred)
+
     def grid(self) -> list[Knobs]:
-        """Every distinct candidate, in a stable order."""
+        """Every distinct candidate, in a stable order; SpaceError over MAX_CANDIDATES,
+        counted before any candidate is built."""
+        count = self.candidate_count()
+        if count > MAX_CANDIDATES:
+            raise SpaceError(f"{count:,} candidates is too many (at most {MAX_CANDIDATES})")
         seen: dict[str, Knobs] = {}
         for point in itertools.product(*(range(n) for n in self.sizes)):
             knobs = self.knobs(point)  # type: ignore[arg-type]
             seen.setdefault(knobs.key, knobs)
-        if len(seen) > MAX_CANDIDATES:
-            raise SpaceError(f"{len(seen)} candidates is too many (at most {MAX_CANDIDATES})")
         return list(seen.values())
 
     def nearest(self, knobs: Knobs) -> tuple[int, int, int, int]:

@@ -14,7 +14,8 @@ from dashboard.team import audit
 from repository_app.views import CONTROL_PERMISSION
 
 from ..models import Search
-from ..views import RUN_PERMISSION
+from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
+from ..views import attachment
 from . import report, runner
 from .forms import SearchForm
 from .space import knobs_of
@@ -81,6 +82,8 @@ def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "search": search,
             "data": runner.snapshot(pk),
             "can_run": _can_run(request),
+            "can_manage": can_manage_sweep(request.user, search.sweep),
+            "owner_note": owner_note(search.sweep, "search"),
             "can_apply": _can_apply(request),
         },
     )
@@ -99,9 +102,13 @@ def search_data(request: HttpRequest, pk: int) -> JsonResponse:
 def _action(
     request: HttpRequest, pk: int, run: Callable[[Search], str], allowed: bool, action: str = ""
 ) -> HttpResponse:
-    search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+    search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
     if not allowed:
         message = "your role cannot do this"
+        return JsonResponse({"message": message}, status=403)
+    if action and not can_manage_sweep(request.user, search.sweep):  # cancel, resume
+        message = owner_note(search.sweep, "search")
+        deny(request.user, action, model=search.model, target=f"search #{pk}", message=message)
         return JsonResponse({"message": message}, status=403)
     try:
         message = run(search)
@@ -144,10 +151,7 @@ def search_apply(request: HttpRequest, pk: int) -> HttpResponse:
 def search_report(request: HttpRequest, pk: int) -> HttpResponse:
     search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
     response = HttpResponse(report.build(search), content_type="text/html; charset=utf-8")
-    response["Content-Disposition"] = (
-        f'attachment; filename="config-search-{pk}-{search.model}.html"'
-    )
-    return response
+    return attachment(response, f"config-search-{pk}-{search.model}.html")
 
 
 @login_required

@@ -15,7 +15,14 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from profiler_app import export, sweeps
-from profiler_app.engine.loadgen import DEFAULT_MAX_THREADS, SweepError, SweepParams, parse_range
+from profiler_app.engine.loadgen import (
+    DEFAULT_MAX_THREADS,
+    MAX_WINDOW_MS,
+    SweepError,
+    SweepParams,
+    check_range,
+    parse_range,
+)
 from profiler_app.forms import input_data_document, parse_shapes
 from profiler_app.models import Sweep
 
@@ -63,10 +70,15 @@ class Command(BaseCommand):
                 raise CommandError(f"no user named {opts['as_user']!r}")
         mode = "request_rate" if opts["request_rate_range"] else "concurrency"
         span = opts["request_rate_range"] or opts["concurrency_range"] or "1:1:1"
+        flag = "--request-rate-range" if mode == "request_rate" else "--concurrency-range"
         try:
             start, end, step = parse_range(span)
-        except (SweepError, ValueError):
-            raise CommandError(f"range {span!r} is not start:end:step") from None
+            # The bounds and the level count, before anything is built or stored.
+            check_range(mode, start, end, step)
+        except SweepError as exc:
+            raise CommandError(f"bad range {span!r} ({flag}): {exc}") from None
+        if not 50 <= opts["measurement_interval"] <= MAX_WINDOW_MS:
+            raise CommandError(f"--measurement-interval must be between 50 and {MAX_WINDOW_MS} ms")
         percentile: int | str = opts["percentile"]
         if percentile != "avg":
             try:

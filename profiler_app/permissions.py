@@ -1,0 +1,50 @@
+"""Who may act on a sweep or a config search: one rule for the pages and the API.
+
+Starting a sweep (or re-running one, which makes a new sweep owned by the re-runner)
+needs the `run_sweeps` permission (Operators and Admins). Cancelling or resuming an
+existing one changes someone else's work, so it is left to the user who started it and to
+Admins (`team.manage_users`); a sweep started from the command line without a user has
+no owner, so only Admins may. A search is judged by its carrier sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboard.team import audit
+
+from .models import Sweep
+
+RUN_PERMISSION = "profiler_app.run_sweeps"
+ADMIN_PERMISSION = "team.manage_users"
+
+
+def can_run(user: Any) -> bool:
+    return bool(user.has_perm(RUN_PERMISSION))
+
+
+def can_manage_sweep(user: Any, sweep: Sweep) -> bool:
+    """May `user` cancel or resume `sweep` (a search's carrier included)?"""
+    if not can_run(user):
+        return False
+    if user.has_perm(ADMIN_PERMISSION):
+        return True
+    return sweep.created_by_id is not None and sweep.created_by_id == user.pk
+
+
+def owner_note(sweep: Sweep, noun: str = "sweep") -> str:
+    """Who may cancel or resume it, in one sentence: shown by the buttons, and the
+    message of a refusal."""
+    owner = sweep.created_by.get_username() if sweep.created_by_id else ""
+    if not owner:
+        return (
+            "Started without a user (from the command line): only an admin can cancel or "
+            f"resume this {noun}."
+        )
+    return f"Started by {owner}: only {owner} or an admin can cancel or resume this {noun}."
+
+
+def deny(user: Any, action: str, *, model: str, target: str, message: str) -> str:
+    """Audit a refused action (outcome "denied"); returns the message for the 403."""
+    audit.record(user, action, model_name=model, target=target, outcome="denied", detail=message)
+    return message
