@@ -39,6 +39,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from . import local_services as svc
+    from .redact import redact
 
     var_dir = Path(settings.VAR_DIR)
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -66,15 +67,17 @@ def main() -> None:
         redis_url = urlparse(settings.REDIS_URL)
         redis_port = redis_url.port or 6379
         if svc.port_is_open(redis_url.hostname or "127.0.0.1", redis_port):
-            say(f"Redis: found at {settings.REDIS_URL}")
+            say(f"Redis: found at {redact(settings.REDIS_URL)}")
         elif redis_url.hostname in ("127.0.0.1", "localhost"):
-            say(f"Redis: nothing answers at {settings.REDIS_URL}; starting a private redis-server")
+            say(
+                f"Redis: nothing answers at {redact(settings.REDIS_URL)}; starting a private redis-server"
+            )
             started.append(
                 ("redis-server", svc.start_redis(var_dir, redis_port, logs / "redis.log"))
             )
             say(f"Redis: started on 127.0.0.1:{redis_port} (data in {var_dir / 'redis'})")
         else:
-            fail(f"Redis unreachable at {settings.REDIS_URL} (REDIS_URL)")
+            fail(f"Redis unreachable at {redact(settings.REDIS_URL)} (REDIS_URL)")
 
         # --- Triton
         http_host, _, http_port = settings.TRITON_HTTP_URL.rpartition(":")

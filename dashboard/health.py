@@ -13,6 +13,7 @@ from django.db import connection
 from repository_app.triton_client import TritonError, get_client
 
 from .celery_app import app as celery_app
+from .redact import redact
 
 
 @dataclass
@@ -28,7 +29,7 @@ def check_database() -> ComponentHealth:
             cursor.execute("SELECT 1")
         return ComponentHealth(True, connection.vendor)
     except Exception as exc:  # any driver error means "down"
-        return ComponentHealth(False, f"database error: {exc}")
+        return ComponentHealth(False, redact(f"database error: {exc}"))
     finally:
         # Health checks run in worker threads: give their connection back.
         connection.close()
@@ -40,9 +41,9 @@ def check_redis() -> ComponentHealth:
             settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1
         )
         client.ping()
-        return ComponentHealth(True, settings.REDIS_URL)
+        return ComponentHealth(True, redact(settings.REDIS_URL))
     except redis.RedisError as exc:
-        return ComponentHealth(False, f"Redis unreachable at {settings.REDIS_URL}: {exc}")
+        return ComponentHealth(False, redact(f"Redis unreachable at {settings.REDIS_URL}: {exc}"))
 
 
 def check_worker(redis_up: bool) -> ComponentHealth:
@@ -53,7 +54,7 @@ def check_worker(redis_up: bool) -> ComponentHealth:
         # out the whole timeout, which made every overview take a second).
         replies = celery_app.control.ping(timeout=1.0, limit=1)
     except Exception as exc:  # kombu raises several connection error types
-        return ComponentHealth(False, f"cannot ping workers: {exc}")
+        return ComponentHealth(False, redact(f"cannot ping workers: {exc}"))
     if not replies:
         return ComponentHealth(False, "no Celery worker answered a ping")
     names = sorted(name for reply in replies for name in reply)
@@ -103,8 +104,11 @@ def system_health() -> dict[str, ComponentHealth]:
         }
 
 
-def as_json(components: dict[str, ComponentHealth]) -> dict[str, Any]:
-    return {
-        "status": "ok" if all(c.up for c in components.values()) else "degraded",
-        "components": {name: asdict(c) for name, c in components.items()},
-    }
+def as_json(components: dict[str, ComponentHealth], *, details: bool = True) -> dict[str, Any]:
+    """The health document; without ``details`` (anonymous callers: load balancers and
+    container checks) only whether each component is up, nothing about versions, hosts,
+    URLs or error texts."""
+    status = "ok" if all(c.up for c in components.values()) else "degraded"
+    if not details:
+        return {"status": status, "components": {n: {"up": c.up} for n, c in components.items()}}
+    return {"status": status, "components": {name: asdict(c) for name, c in components.items()}}

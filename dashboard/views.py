@@ -14,7 +14,7 @@ from .health import as_json, system_health
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    payload = as_json(system_health())
+    payload = as_json(system_health(), details=request.user.is_authenticated)
     return JsonResponse(payload, status=200 if payload["status"] == "ok" else 503)
 
 

@@ -43,6 +43,7 @@ from django.utils import timezone
 
 from dashboard.redact import redact
 from repository_app import events
+from repository_app.naming import InvalidModelName, check_model_name
 from repository_app.triton_client import TritonError, get_client
 
 from .engine import stats
@@ -120,6 +121,10 @@ _BUILTIN = cast(str, Sweep.Engine.BUILTIN)
 def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
     """Check what can be checked before queueing; raises SweepError with a user message.
     The bounds (range, levels, window) come first: nothing is built before they pass."""
+    try:
+        check_model_name(params.model)  # the model name rule (repository_app.naming)
+    except InvalidModelName as exc:
+        raise SweepError(str(exc)) from None
     params.validate()
     if engine == Sweep.Engine.PERF_ANALYZER:
         from .engine.perf_analyzer import PerfAnalyzerNotFound, locate_perf_analyzer

@@ -34,6 +34,8 @@ import tritonclient.grpc as grpcclient
 from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
 
+from dashboard.redact import redact
+
 from .metrics import MetricSample, parse_prometheus
 
 POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
@@ -291,7 +293,7 @@ class TritonClient:
                 text = response.read().decode("utf-8", errors="replace")
         except (urllib.error.URLError, OSError) as exc:
             raise TritonError(
-                f"Triton metrics unreachable at {self.metrics_url}", unreachable=True
+                f"Triton metrics unreachable at {redact(self.metrics_url)}", unreachable=True
             ) from exc
         return parse_prometheus(text)
 
