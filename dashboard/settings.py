@@ -6,6 +6,7 @@ The defaults make `make run` work untouched: SQLite under var/, Redis on
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import environ
@@ -27,8 +28,11 @@ if (BASE_DIR / ".env").exists():
     # Values already in the environment win over the file.
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 VAR_DIR = env_path("VAR_DIR", BASE_DIR / "var")
-# SQLite, logs and local services live here; create it so a fresh clone just works.
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# SQLite (API tokens, session keys), logs and local services' data live here: create it so
+# a fresh clone just works, readable by this user alone (chmod also tightens an old one).
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+if VAR_DIR.stat().st_uid == os.getuid():
+    VAR_DIR.chmod(0o700)
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 _DEV_KEY = "dev-only-insecure-key-change-me-in-production"
@@ -71,6 +75,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Before any view or CSRF's process_view reads a body: an oversized one is a 413.
+    "dashboard.request_limits.RequestSizeMiddleware",
     "dashboard.team.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -110,6 +116,11 @@ if "sqlite3" in DATABASES["default"]["ENGINE"]:
     )
     # A file-backed test database so the worker and web subprocesses of the tests see it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    # SQLite gives its -wal and -shm files the database file's mode: create it 0600 first.
+    _sqlite = Path(DATABASES["default"]["NAME"])
+    if _sqlite.parent.is_dir() and (not _sqlite.exists() or _sqlite.stat().st_uid == os.getuid()):
+        _sqlite.touch(mode=0o600, exist_ok=True)
+        _sqlite.chmod(0o600)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -194,6 +205,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Deep nesting and lone surrogates are a 400 (dashboard/api_parsers.py), not a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "dashboard.api_parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dashboard.api_errors.json_error_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
@@ -237,6 +254,13 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_S = env_int("LOGIN_LOCKOUT_S", 900, minimum=1)
 LOGIN_ADDRESS_PACE_S = env_number("LOGIN_ADDRESS_PACE_S", 1.0, minimum=0.01)
+
+# --- Request bodies (dashboard/request_limits.py) ----------------------------------------
+# Any request but an upload chunk: refused with 413 before it is buffered. Forms and JSON
+# (not multipart) are also held to DATA_UPLOAD_MAX_MEMORY_SIZE: a form-mode editor save
+# carries the config twice (the text and the form it came from), each up to 1 MiB.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 16 * 1024**2, minimum=1024**2)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024**2
 
 # --- Uploads (repository_app/uploads/, docs/uploads.md) ----------------------------------
 # Limits are checked on the declared size when an upload starts and again on every chunk.

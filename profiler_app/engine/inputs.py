@@ -286,6 +286,8 @@ def parse_input_json(text: str) -> Any:
         raise InputError(
             f"input data is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise InputError("input data is nested too deeply to be an input-data document") from None
 
 
 def build_payloads(

@@ -44,6 +44,14 @@ VERSION_POLICIES = [
 ]
 
 
+# The protobuf types' ranges: a value outside is refused on its field ("at most ...")
+# instead of failing as "Value out of range" when the config is built.
+INT32 = (-(2**31), 2**31 - 1)
+UINT32 = (0, 2**32 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
+
+
 def pair_value(platform: str, backend: str) -> str:
     return f"{platform}|{backend}"
 
@@ -60,11 +68,19 @@ class IntListField(forms.CharField):
     so a reshape to a scalar (shape []) stays distinguishable from no reshape.
     """
 
-    def __init__(self, *, none_when_blank: bool = False, minimum: int | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        none_when_blank: bool = False,
+        minimum: int | None = None,
+        maximum: int = INT64[1],
+        **kwargs: Any,
+    ):
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
         self.none_when_blank = none_when_blank
-        self.minimum = minimum
+        self.minimum = INT64[0] if minimum is None else minimum
+        self.maximum = maximum
 
     def prepare_value(self, value: Any) -> Any:
         if value is None:
@@ -91,8 +107,10 @@ class IntListField(forms.CharField):
                 raise ValidationError(
                     f"'{part}' is not a whole number: write numbers separated by commas, e.g. 8, 16"
                 ) from None
-            if self.minimum is not None and number < self.minimum:
+            if number < self.minimum:
                 raise ValidationError(f"{number} is below {self.minimum}")
+            if number > self.maximum:
+                raise ValidationError(f"{number} is above {self.maximum}, the largest value here")
             numbers.append(number)
         return numbers
 
@@ -132,6 +150,7 @@ class ConfigForm(forms.Form):
     max_batch_size = forms.IntegerField(
         required=False,
         min_value=0,
+        max_value=INT32[1],
         help_text="The maximum batch size that the model supports for the types of batching that "
         "can be exploited by Triton. If the model's first dimension is the batch dimension and all "
         "inputs and outputs have it, set a value >= 1 and leave the batch dimension out of dims; "
@@ -148,6 +167,7 @@ class ConfigForm(forms.Form):
     preferred_batch_size = IntListField(
         label="Preferred batch sizes",
         minimum=1,
+        maximum=INT32[1],
         help_text="The batch sizes that the dynamic batcher should attempt to create. Each must "
         "be <= max_batch_size. For most models preferred_batch_size should not be specified: "
         "the batcher then creates batches as large as possible up to max_batch_size.",
@@ -156,6 +176,7 @@ class ConfigForm(forms.Form):
         label="Max queue delay (µs)",
         required=False,
         min_value=0,
+        max_value=UINT64[1],
         help_text="How long a request may be delayed in the scheduler to allow other requests to "
         "join the dynamic batch. 0 (the default) forms a batch from whatever is queued at once.",
     )
@@ -167,12 +188,14 @@ class ConfigForm(forms.Form):
     priority_levels = forms.IntegerField(
         required=False,
         min_value=0,
+        max_value=UINT64[1],
         help_text="The number of priority levels the dynamic batcher supports (0 = no "
         "priorities). Requests with a higher priority (lower number) are batched first.",
     )
     default_priority_level = forms.IntegerField(
         required=False,
         min_value=0,
+        max_value=UINT64[1],
         help_text="The priority of requests that do not set one; must be between 1 and "
         "priority_levels when priorities are used.",
     )
@@ -187,6 +210,7 @@ class ConfigForm(forms.Form):
         label="Default queue policy: timeout (µs)",
         required=False,
         min_value=0,
+        max_value=UINT64[1],
         help_text="How long a request may wait in the queue (0 = no timeout).",
     )
     allow_timeout_override = forms.BooleanField(
@@ -198,6 +222,7 @@ class ConfigForm(forms.Form):
         label="Default queue policy: max queue size",
         required=False,
         min_value=0,
+        max_value=UINT32[1],
         help_text="Requests arriving when the queue holds this many are rejected (0 = unlimited).",
     )
     # Version policy.
@@ -212,6 +237,7 @@ class ConfigForm(forms.Form):
         label="Latest: number of versions",
         required=False,
         min_value=0,
+        max_value=UINT32[1],
         help_text="How many of the newest versions to serve (policy latest).",
     )
     specific_versions = IntListField(
@@ -284,6 +310,7 @@ class InstanceGroupForm(forms.Form):
     count = forms.IntegerField(
         required=False,
         min_value=0,
+        max_value=INT32[1],
         help_text="How many execution instances to create (per listed GPU for KIND_GPU).",
     )
     kind = forms.ChoiceField(
@@ -296,6 +323,7 @@ class InstanceGroupForm(forms.Form):
     gpus = IntListField(
         label="GPUs",
         minimum=0,
+        maximum=INT32[1],
         help_text="GPU ids for KIND_GPU/KIND_AUTO, comma-separated (empty = all GPUs).",
     )
 
