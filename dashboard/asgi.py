@@ -10,10 +10,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from repository_app.uploads.chunk_asgi import chunk_app, is_chunk_request  # noqa: E402
 
+from .origin import SameOriginValidator  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
 
 
@@ -25,11 +25,6 @@ async def http_app(scope, receive, send):  # type: ignore[no-untyped-def]
         await django_asgi_app(scope, receive, send)
 
 
-application = ProtocolTypeRouter(
-    {
-        "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
-)
+# Same origin only: scheme, host and port of the page must be the handshake's own.
+websocket_app = SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+application = ProtocolTypeRouter({"http": http_app, "websocket": websocket_app})

@@ -1,6 +1,16 @@
-"""Websocket routes of every app, in one list."""
+"""Websocket routes of every app, in one list; anything else is refused at the handshake
+(an unmatched path would otherwise raise inside Channels' router: a 500)."""
+
+from channels.generic.websocket import WebsocketConsumer
+from django.urls import re_path
 
 from profiler_app.routing import websocket_urlpatterns as profiler_ws
 from repository_app.routing import websocket_urlpatterns as repository_ws
 
-websocket_urlpatterns = [*repository_ws, *profiler_ws]
+
+class NoSuchSocket(WebsocketConsumer):
+    def connect(self) -> None:
+        self.close(code=4404)
+
+
+websocket_urlpatterns = [*repository_ws, *profiler_ws, re_path(r"", NoSuchSocket.as_asgi())]

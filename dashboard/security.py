@@ -1,5 +1,8 @@
 """Content-Security-Policy: only the project's own assets, inline scripts by nonce.
 
+connect-src is 'self' alone: CSP Level 3 lets 'self' match ws:/wss: on the page's own host
+and port, so the live pages' websockets work and no other host is reachable.
+
 Every page gets a fresh nonce (`{{ csp_nonce }}` in templates); an inline `<script>`
 without it does not run. Styles may be inline (Plotly sets them on its SVG). The API's
 Swagger page, rendered by drf-spectacular's own template, gets 'unsafe-inline' scripts,
@@ -19,7 +22,7 @@ POLICY = (
     "style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data: blob:; "
     "font-src 'self' data:; "
-    "connect-src 'self' ws: wss:; "
+    "connect-src 'self'; "
     "object-src 'none'; "
     "base-uri 'self'; "
     "form-action 'self'; "

@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import events
+from .naming import is_safe_model_name
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -26,6 +27,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             return
         topic = self.scope["url_route"]["kwargs"].get("topic", "repository")
         name = self.scope["url_route"]["kwargs"].get("name")
+        if name is not None and not is_safe_model_name(name):
+            await self.close(code=4404)
+            return
         self.groups_joined = [events.REPOSITORY_GROUP]
         if topic == "server":
             self.groups_joined.append(events.SERVER_GROUP)
