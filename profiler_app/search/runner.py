@@ -705,6 +705,8 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
         )
     except saving.InvalidConfig as exc:
         raise SearchError(f"the validator refused it: {exc.findings[0].message}") from None
+    except saving.CodeChangeRefused as exc:
+        raise SearchError(exc.message) from None
     except saving.SaveConflict:
         raise SearchError("config.pbtxt changed while saving: try again") from None
     except saving.SaveError as exc:
