@@ -77,7 +77,15 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
                 break
             time.sleep(1)
         assert status == 200, body
-        assert body["components"]["triton"]["info"]["model_control_mode"] == "explicit"
+        # /healthz tells anonymous callers only up/down; ask Triton itself for the rest.
+        from repository_app.triton_client import TritonClient
+
+        triton = TritonClient(
+            f"127.0.0.1:{ports['grpc']}", f"http://127.0.0.1:{ports['metrics']}/metrics"
+        )
+        assert triton.control_mode() == "explicit"
+        # Every safe model folder is loaded by name at start (never --load-model=*).
+        assert any(s.state == "READY" for s in triton.model_states("add_sub"))
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)

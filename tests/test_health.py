@@ -17,8 +17,11 @@ def client_logged_in(admin_user) -> Client:
     return client
 
 
-def test_healthz_is_200_when_every_component_answers(db, triton, celery_worker, redis_db):
-    response = Client().get("/healthz")
+def test_healthz_is_200_when_every_component_answers(
+    client_logged_in, triton, celery_worker, redis_db
+):
+    # Signed-in callers get the details; anonymous ones only up/down (test_security_web).
+    response = client_logged_in.get("/healthz")
     body = json.loads(response.content)
     assert response.status_code == 200, body
     assert body["status"] == "ok"
@@ -32,10 +35,10 @@ def test_healthz_is_200_when_every_component_answers(db, triton, celery_worker, 
     assert components["worker"]["info"]["workers"]
 
 
-def test_healthz_is_503_with_json_when_triton_is_down(db, settings, triton):
+def test_healthz_is_503_with_json_when_triton_is_down(client_logged_in, settings, triton):
     port = free_port()
     settings.TRITON_URL = f"127.0.0.1:{port}"
-    response = Client().get("/healthz")
+    response = client_logged_in.get("/healthz")
     assert response.status_code == 503
     body = json.loads(response.content)
     assert body["status"] == "degraded"
@@ -47,9 +50,9 @@ def test_healthz_is_503_with_json_when_triton_is_down(db, settings, triton):
     assert body["components"]["database"]["up"] is True
 
 
-def test_healthz_is_503_with_json_when_redis_is_down(db, settings, triton):
+def test_healthz_is_503_with_json_when_redis_is_down(client_logged_in, settings, triton):
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
-    response = Client().get("/healthz")
+    response = client_logged_in.get("/healthz")
     assert response.status_code == 503
     components = json.loads(response.content)["components"]
     assert components["redis"]["up"] is False
@@ -97,7 +100,9 @@ def test_plotly_is_served_from_the_project(db):
     assert b"plotly" in first.lower()
 
 
-def test_triton_stays_up_but_says_not_ready_while_a_model_failed(db, settings, tmp_path):
+def test_triton_stays_up_but_says_not_ready_while_a_model_failed(
+    client_logged_in, settings, tmp_path
+):
     import shutil
     from pathlib import Path
 
@@ -115,7 +120,7 @@ def test_triton_stays_up_but_says_not_ready_while_a_model_failed(db, settings, t
     try:
         with pytest.raises(TritonError):
             TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL).load("fails_initialize")
-        response = Client().get("/healthz")
+        response = client_logged_in.get("/healthz")
         triton_health = json.loads(response.content)["components"]["triton"]
         assert triton_health["up"] is True
         assert triton_health["info"]["ready"] is False

@@ -381,3 +381,13 @@ def test_an_upload_into_a_model_folder_linked_outside_is_refused(repo, tmp_path,
 
 
 ONNX_LINKED = 'name: "linked"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+
+
+def test_validate_config_flags_an_unsafe_folder_name(tmp_path):
+    from repository_app.modelconfig import validate_path
+
+    folder = tmp_path / "inj$(id)"
+    (folder / "1").mkdir(parents=True)
+    (folder / "config.pbtxt").write_text('backend: "python"\n')
+    rules = {f.rule: f for findings in validate_path(folder).values() for f in findings}
+    assert "model.unsafe-name" in rules and "shell" in rules["model.unsafe-name"].message

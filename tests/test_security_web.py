@@ -14,13 +14,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.core.handlers.asgi import ASGIRequest
 from django.test import Client
 
 from dashboard import health
 from dashboard.asgi import websocket_app
+from dashboard.origin import SameOriginValidator
 from dashboard.redact import redact
+from dashboard.routing import websocket_urlpatterns
 from repository_app.editor import form_mapping, saving
 from repository_app.modelconfig import parse_config
 from repository_app.uploads.chunk_asgi import handle_chunk
@@ -132,8 +135,12 @@ ALLOWED = [
 @pytest.mark.parametrize(("host", "origin", "accepted"), ALLOWED)
 async def test_websockets_need_the_pages_own_scheme_host_and_port(host, origin, accepted, settings):
     settings.CSRF_TRUSTED_ORIGINS = []
+    # The validator the ASGI application puts in front of every socket, over the routes
+    # (without the session lookup, which needs the database).
+    assert isinstance(websocket_app, SameOriginValidator)
+    app = SameOriginValidator(URLRouter(websocket_urlpatterns))
     communicator = WebsocketCommunicator(
-        websocket_app, "/ws/notifications/", headers=[(b"host", host), (b"origin", origin)]
+        app, "/ws/notifications/", headers=[(b"host", host), (b"origin", origin)]
     )
     communicator.scope["user"] = SimpleNamespace(is_authenticated=True, pk=1)
     connected, _ = await communicator.connect()
@@ -142,10 +149,6 @@ async def test_websockets_need_the_pages_own_scheme_host_and_port(host, origin, 
 
 
 async def test_unknown_socket_paths_and_bad_model_names_are_refused_not_500():
-    from channels.routing import URLRouter
-
-    from dashboard.routing import websocket_urlpatterns
-
     for path in ("/ws/models/..%2f/", "/ws/models/../", "/ws/nothing/", "/ws/models/a;b/"):
         communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
         communicator.scope["user"] = SimpleNamespace(is_authenticated=True, pk=1)

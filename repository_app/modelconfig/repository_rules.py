@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as pb
 
+from ..naming import unsafe_name_reason
 from .backends import AUTOCOMPLETE_BACKENDS, complete_backend_fields
 from .context import RuleContext, ServerFacts
 from .findings import ERROR, WARNING, Finding, sort_findings
@@ -175,6 +176,18 @@ def load_model_dir(
 ) -> ModelEntry:
     """Parse and check one model folder; the result keeps what cross-model rules need."""
     entry = ModelEntry(path.name, path, None)
+    unsafe = unsafe_name_reason(path.name)
+    if unsafe:
+        entry.add(
+            Finding(
+                ERROR if strict else WARNING,
+                "model.unsafe-name",
+                f"model folder name {path.name!r}: {unsafe}; Triton's Python backend puts the "
+                "model path into a shell command unquoted, and the dashboard never loads such "
+                "a folder: rename it",
+                file=str(path),
+            )
+        )
     try:
         data: bytes | None = entry.config_path.read_bytes()
     except FileNotFoundError:
