@@ -54,8 +54,15 @@ def too_large_json(size: int | None, limit: int) -> bytes:
 
 
 def wants_json(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/") or "application/json" in request.headers.get(
-        "Accept", ""
+    """A page for a browser's form submission, JSON for the API and for scripts' bodies
+    (the editor's live validation posts text/plain)."""
+    form = (request.content_type or "").startswith(
+        ("application/x-www-form-urlencoded", "multipart/")
+    )
+    return (
+        request.path.startswith("/api/")
+        or "application/json" in request.headers.get("Accept", "")
+        or not form
     )
 
 
