@@ -132,6 +132,7 @@ ALLOWED = [
 ]
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize(("host", "origin", "accepted"), ALLOWED)
 async def test_websockets_need_the_pages_own_scheme_host_and_port(host, origin, accepted, settings):
     settings.CSRF_TRUSTED_ORIGINS = []
@@ -148,6 +149,7 @@ async def test_websockets_need_the_pages_own_scheme_host_and_port(host, origin, 
     await communicator.disconnect()
 
 
+@pytest.mark.django_db
 async def test_unknown_socket_paths_and_bad_model_names_are_refused_not_500():
     for path in ("/ws/models/..%2f/", "/ws/models/../", "/ws/nothing/", "/ws/models/a;b/"):
         communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)

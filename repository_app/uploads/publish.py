@@ -316,15 +316,7 @@ def _prepare_version(
             strip, add = archives.layout(scanned, files)
         except archives.ArchiveError as exc:
             raise UploadError(f"archive refused, nothing was extracted: {exc}", 422) from exc
-        if scanned.has_code:
-            try:
-                staging.check_may_upload(user, is_code=True)
-            except UploadError as exc:
-                raise UploadError(
-                    f"the archive holds code ({scanned.code_reason}), which runs on the "
-                    "Triton host: only admins may upload it (it needs team.upload_code)",
-                    exc.status,
-                ) from None
+        _check_code(user, scanned.code_reason)
         needed = scanned.total - shutil.disk_usage(data.parent).free
         if needed > 0:
             raise UploadError(
@@ -339,15 +331,7 @@ def _prepare_version(
             raise UploadError(f"archive refused: {exc}", 422) from exc
         # What the names and modes did not show: scripts and binaries by their first bytes.
         sniffed = "" if scanned.has_code else archives.code_by_content(version_dir)
-        if sniffed:
-            try:
-                staging.check_may_upload(user, is_code=True)
-            except UploadError as exc:
-                raise UploadError(
-                    f"the archive holds code ({sniffed}), which runs on the Triton host: "
-                    "only admins may upload it (it needs team.upload_code)",
-                    exc.status,
-                ) from None
+        _check_code(user, sniffed)
         if (scanned.has_code or sniffed) and not upload.is_code:
             Upload.objects.filter(pk=upload.pk).update(is_code=True)
     else:
@@ -360,6 +344,20 @@ def _prepare_version(
             generate.read_onnx(version_dir / files.default_name)
         except ValueError as exc:
             raise UploadError(f"{files.default_name} does not parse as ONNX: {exc}", 422) from exc
+
+
+def _check_code(user: Any, reason: str) -> None:
+    """Code found in an archive ("" for none) needs team.upload_code."""
+    if not reason:
+        return
+    try:
+        staging.check_may_upload(user, is_code=True)
+    except UploadError as exc:
+        raise UploadError(
+            f"the archive holds code ({reason}), which runs on the Triton host: only admins "
+            "may upload it (it needs team.upload_code)",
+            exc.status,
+        ) from None
 
 
 def _publish(upload: Upload, new_model: bool) -> int:
