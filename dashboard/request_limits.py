@@ -14,7 +14,7 @@ with one rule (``body_limit``):
 Upload chunks (PATCH /api/v1/uploads/<id>/) may be up to UPLOAD_MAX_CHUNK_BYTES; every
 other request up to REQUEST_MAX_BODY_BYTES (16 MiB: the largest legitimate body is an
 8 MiB --input-data document). A body that is not multipart (a form or JSON) is also held
-to DATA_UPLOAD_MAX_MEMORY_SIZE, which Django would otherwise answer with a bare 400.
+to DATA_UPLOAD_MAX_MEMORY_SIZE (10 MiB), which Django would otherwise answer with a bare 400.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.html import escape
 
 CHUNK_PATH = re.compile(r"^/api/v1/uploads/[0-9a-f-]{36}/$")
 MARGIN = 64 * 1024  # headers of multipart parts and the like
@@ -49,8 +50,14 @@ def too_large_message(size: int | None, limit: int) -> str:
     )
 
 
-def too_large_json(size: int | None, limit: int) -> bytes:
-    return json.dumps({"message": too_large_message(size, limit), "field": None}).encode()
+def too_large_body(size: int | None, limit: int, content_type: str) -> tuple[bytes, bytes]:
+    """(content type, body) of a 413 the web server answers itself: a small page for a
+    browser's form, JSON for everything else."""
+    message = too_large_message(size, limit)
+    if content_type.lower().startswith(("application/x-www-form-urlencoded", "multipart/")):
+        page = f"<!doctype html><title>Request refused</title><h1>Request refused</h1><p>{escape(message)}</p>"
+        return b"text/html; charset=utf-8", page.encode()
+    return b"application/json", json.dumps({"message": message, "field": None}).encode()
 
 
 def wants_json(request: HttpRequest) -> bool:

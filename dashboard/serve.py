@@ -104,6 +104,7 @@ class BoundedWebRequest(WebRequest):
     refused = False
     received = 0
     limit = 0
+    content_type = ""
 
     def gotLength(self, length: int | None) -> None:
         # The application has set Django up by now (body_limit reads its settings).
@@ -116,6 +117,7 @@ class BoundedWebRequest(WebRequest):
         self.limit = body_limit(method, path, content_type.decode("latin-1"))
         oversized = length is not None and length > self.limit
         super().gotLength(0 if oversized else length)
+        self.content_type = content_type.decode("latin-1")
         if oversized:
             self._refuse(length)
             self._transport().loseConnection()
@@ -135,12 +137,12 @@ class BoundedWebRequest(WebRequest):
         return self.channel.transport  # type: ignore[union-attr]
 
     def _refuse(self, length: int | None) -> None:
-        from .request_limits import too_large_json
+        from .request_limits import too_large_body
 
         self.refused = True
-        body = too_large_json(length, self.limit)
+        kind, body = too_large_body(length, self.limit, self.content_type)
         head = (
-            b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: " + kind + b"\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
         )
         self._transport().write(head + body)

@@ -258,9 +258,10 @@ LOGIN_ADDRESS_PACE_S = env_number("LOGIN_ADDRESS_PACE_S", 1.0, minimum=0.01)
 # --- Request bodies (dashboard/request_limits.py) ----------------------------------------
 # Any request but an upload chunk: refused with 413 before it is buffered. Forms and JSON
 # (not multipart) are also held to DATA_UPLOAD_MAX_MEMORY_SIZE: a form-mode editor save
-# carries the config twice (the text and the form it came from), each up to 1 MiB.
+# carries the config twice (the text and the form it came from), each up to 1 MiB and up
+# to 3 times that once URL-encoded; the editor itself then says what is too large.
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 16 * 1024**2, minimum=1024**2)
-DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024**2
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 
 # --- Uploads (repository_app/uploads/, docs/uploads.md) ----------------------------------
 # Limits are checked on the declared size when an upload starts and again on every chunk.

@@ -269,11 +269,12 @@ def test_a_10_mb_paste_is_refused_with_a_clear_message(repo, operator):
     response = operator.post(URL, text_post(repo, huge))
     assert response.status_code == 413
     assert "over the 1 MiB limit" in response.content.decode()
-    # Under the 4 MiB a form may carry but over a config's 1 MiB: the editor's own message.
+    # Under the 10 MiB a form may carry but over a config's 1 MiB: the editor's own message.
     response = operator.post(URL, text_post(repo, "x" * (2 * 1024 * 1024)))
     assert response.status_code == 422
     assert "over the 1 MiB limit" in response.content.decode()
-    response = operator.post(f"{URL}validate", huge, content_type="text/plain")
+    over_limit = "x" * (11 * 1024 * 1024)  # over the 10 MiB any form or script body may have
+    response = operator.post(f"{URL}validate", over_limit, content_type="text/plain")
     assert response.status_code == 413
     assert "over this server's limit" in response.json()["message"]
     response = operator.post(f"{URL}validate", "x" * (2 * 1024 * 1024), content_type="text/plain")

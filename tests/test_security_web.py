@@ -173,7 +173,7 @@ def test_the_upload_chunk_fast_path_checks_allowed_hosts():
 
 @pytest.mark.django_db
 def test_an_oversized_body_is_refused_before_any_view_reads_it(operator):
-    big = b"a=" + b"x" * (5 * 1024 * 1024)
+    big = b"a=" + b"x" * (11 * 1024 * 1024)  # over the 10 MiB a form or JSON body may have
     page = Client().post("/accounts/login/", big, content_type="application/x-www-form-urlencoded")
     assert page.status_code == 413 and "REQUEST_MAX_BODY_BYTES" in page.content.decode()
     api = operator.generic("PUT", "/api/v1/models/add_sub/config", big,
@@ -286,6 +286,6 @@ def test_daphne_stops_a_chunked_body_at_the_limit(web_server):
     ).encode()
     block = b"x" * (1024 * 1024)
     chunk = f"{len(block):x}\r\n".encode() + block + b"\r\n"
-    # 6 MiB without a declared length, over the 4 MiB a form may have, then the last chunk.
-    reply = raw_request(web_server.url, head, chunk * 6 + b"0\r\n\r\n")
+    # 12 MiB without a declared length, over the 10 MiB a form may have, then the last chunk.
+    reply = raw_request(web_server.url, head, chunk * 12 + b"0\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
