@@ -8,6 +8,7 @@ Ctrl-C; nothing is left running.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -53,6 +55,7 @@ def main() -> None:
                 svc.stop(proc)
         started.clear()
 
+    supervisor: TritonSupervisor | None = None
     signal.signal(signal.SIGTERM, _interrupt)
     # Also SIGINT: a shell without job control starts `make run &` with SIGINT ignored, and
     # Python keeps an ignored SIGINT ignored, so Ctrl-C (or `kill -INT`) would do nothing.
@@ -100,14 +103,19 @@ def main() -> None:
             load, skipped = models_to_load(repo)
             for name, reason in skipped:
                 say(f"Triton: not loading folder {name!r}: {reason}; rename it on disk")
-            proc = svc.start_tritonserver(
-                repo,
-                var_dir,
-                ports,
-                logs / "tritonserver.log",
-                load=load,
-                extra_args=("--exit-on-error=false",),
-            )
+
+            def start_triton() -> subprocess.Popen:
+                return svc.start_tritonserver(
+                    repo,
+                    var_dir,
+                    ports,
+                    logs / "tritonserver.log",
+                    load=models_to_load(repo)[0],
+                    extra_args=("--exit-on-error=false",),
+                )
+
+            proc = start_triton()
+            supervisor = TritonSupervisor(start_triton, var_dir)
             started.append(("tritonserver", proc))
             say(
                 f"Triton: started on ports {ports.http}/{ports.grpc}/{ports.metrics} (log {logs / 'tritonserver.log'})"
@@ -162,9 +170,15 @@ def main() -> None:
         say(f"Dashboard: http://{web_host}:{web_port}/   ({login})")
         say("Press Ctrl-C to stop everything started here.")
         while True:
-            for name, proc in started:
-                if proc.poll() is not None:
-                    fail(f"{name} exited with code {proc.returncode}; stopping the rest")
+            for index, (name, proc) in enumerate(started):
+                if proc.poll() is None:
+                    continue
+                if name == "tritonserver" and supervisor is not None:
+                    # A Triton crash is Triton's, not the dashboard's: restart it, with
+                    # backoff; the web and worker keep running and show Triton down.
+                    started[index] = (name, supervisor.restart(proc.returncode))
+                    continue
+                fail(f"{name} exited with code {proc.returncode}; stopping the rest")
             time.sleep(1)
     except KeyboardInterrupt:
         say("Ctrl-C: stopping")
@@ -174,6 +188,76 @@ def main() -> None:
         raise SystemExit(1) from None
     finally:
         shutdown()
+
+
+SUPERVISOR_FILE = "run/triton-supervisor.json"
+BACKOFF_S = (1, 2, 4, 8, 16, 30)
+STEADY_AFTER_S = 60  # a Triton that ran this long starts the backoff over
+
+
+class TritonSupervisor:
+    """Restarts the tritonserver that `make run` started when it exits, waiting 1, 2, 4, ...
+    30 s between tries; says so in make run's output and in var/run/triton-supervisor.json,
+    which the overview shows."""
+
+    def __init__(self, start: Callable[[], subprocess.Popen], var_dir: Path) -> None:
+        self.start = start
+        self.path = var_dir / SUPERVISOR_FILE
+        self.restarts = 0
+        self.attempt = 0
+        self.started_at = time.monotonic()
+        self.path.unlink(missing_ok=True)
+
+    def restart(self, code: int | None) -> subprocess.Popen:
+        from . import local_services as svc
+
+        if time.monotonic() - self.started_at > STEADY_AFTER_S:
+            self.attempt = 0
+        while True:
+            wait = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
+            self.attempt += 1
+            say(
+                f"Triton: tritonserver exited with code {code}; restarting in {wait} s (attempt {self.attempt})"
+            )
+            self._note(code, f"restarting in {wait} s")
+            time.sleep(wait)
+            try:
+                proc = self.start()
+            except svc.ServiceError as exc:
+                say(f"Triton: restart failed: {str(exc).splitlines()[0]}")
+                code = None
+                continue
+            self.restarts += 1
+            self.started_at = time.monotonic()
+            say(f"Triton: restarted (restart {self.restarts})")
+            self._note(code, "restarted")
+            return proc
+
+    def _note(self, code: int | None, what: str) -> None:
+        from datetime import UTC, datetime
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({
+            "at": datetime.now(UTC).isoformat(), "exit_code": code, "restarts": self.restarts,
+            "state": what,
+        }))  # fmt: skip
+
+
+def supervisor_note(var_dir: Path) -> str:
+    """The overview's line about Triton restarts by `make run` ("" when there were none)."""
+    from datetime import datetime
+
+    from django.utils import timezone
+
+    try:
+        note = json.loads((var_dir / SUPERVISOR_FILE).read_text())
+        at = timezone.localtime(datetime.fromisoformat(note["at"]))
+    except (OSError, ValueError, KeyError):
+        return ""
+    return (
+        f"make run: tritonserver exited (code {note['exit_code']}) and was {note['state']} at "
+        f"{at:%H:%M:%S}; {note['restarts']} restart(s) so far (log: var/log/tritonserver.log)"
+    )
 
 
 def models_to_load(repo: Path) -> tuple[tuple[str, ...], list[tuple[str, str]]]:

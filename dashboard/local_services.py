@@ -160,7 +160,11 @@ def start_tritonserver(
         start_new_session=new_session,
     )
     url = f"http://127.0.0.1:{ports.http}/v2/health/live"
-    wait_until(lambda: _http_ok(url), 90, "tritonserver", proc, log_path)
+    try:
+        wait_until(lambda: _http_ok(url), 90, "tritonserver", proc, log_path)
+    except BaseException:  # Ctrl-C or a timeout while it starts: never leave it running
+        stop(proc)
+        raise
     return proc
 
 

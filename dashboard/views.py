@@ -32,12 +32,16 @@ def overview(request: HttpRequest) -> HttpResponse:
             names = {m.name for m in index}
             ready = {m.name for m in index if m.state == "READY"}
             models = {"total": len(names), "ready": len(ready)}
+    from django.conf import settings
+
+    from .devstack import supervisor_note
     from .team.models import AuditEvent
 
     return render(
         request,
         "overview.html",
         {
+            "supervisor_note": supervisor_note(settings.VAR_DIR),
             "components": components,
             "triton": triton,
             "models": models,

@@ -86,6 +86,26 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
         assert triton.control_mode() == "explicit"
         # Every safe model folder is loaded by name at start (never --load-model=*).
         assert any(s.state == "READY" for s in triton.model_states("add_sub"))
+
+        # A Triton crash does not stop the dashboard: make run restarts Triton (backoff),
+        # says so, the web server keeps answering, and Triton comes back.
+        pid = next(
+            int(line.split()[0])
+            for line in subprocess.run(
+                ["pgrep", "-af", "tritonserver"], capture_output=True, text=True
+            ).stdout.splitlines()  # fmt: skip
+            if f"--grpc-port={ports['grpc']}" in line
+        )
+        os.kill(pid, signal.SIGKILL)
+        while "Triton: restarted" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert port_is_open("127.0.0.1", ports["web"]), "the web server stopped"
+            assert time.monotonic() < deadline + 120, log.read_text()
+            time.sleep(0.5)
+        assert "tritonserver exited with code -9; restarting in 1 s" in log.read_text()
+        note = json.loads((tmp_path / "var" / "run" / "triton-supervisor.json").read_text())
+        assert note["restarts"] == 1 and note["exit_code"] == -9
+        assert any(s.state == "READY" for s in triton.model_states("add_sub"))
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
