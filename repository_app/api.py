@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
@@ -29,6 +29,10 @@ class ModelStateSerializer(serializers.Serializer):
     state = serializers.CharField(
         help_text="READY, LOADING, UNLOADING, UNAVAILABLE or 'not loaded'"
     )
+    label = serializers.CharField(
+        help_text="what a person reads: the state, or 'unloaded' after a deliberate unload"
+    )
+    tone = serializers.ChoiceField(["ok", "busy", "error", "neutral"])
     versions = VersionStateSerializer(many=True)
     reason = serializers.CharField()
 
@@ -101,6 +105,25 @@ class ModelDetailView(APIView):
         return Response(body)
 
 
+    @extend_schema(
+        request=None,
+        parameters=[OpenApiParameter("unload", bool, description="unload the model first")],
+        responses={200: inline_serializer("ModelDeleted", {"message": serializers.CharField()})},
+        summary="Delete a model folder (Admins; refused while loaded unless unload=1)",
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        from .uploads import publish
+        from .uploads.api import error
+        from .uploads.staging import UploadError
+
+        unload = request.query_params.get("unload") in ("1", "true", "yes")
+        try:
+            deleted = publish.delete_model(name, request.user, unload=unload)
+        except UploadError as exc:
+            return error(exc)
+        return Response({"model": name, "unloaded": deleted.unloaded, "message": deleted.message})
+
+
 class ModelStateView(APIView):
     @extend_schema(responses=ModelStateSerializer, summary="Triton's state of one model")
     def get(self, request: Request, name: str) -> Response:
@@ -132,6 +155,8 @@ class ModelActionView(APIView):
             raise PermissionDenied("your role cannot load or unload models")
         try:
             repository.check_model_name(name)
+            if not control.model_exists(name):
+                raise NotFound(f"no model '{name}' on disk or in Triton")
             if request.query_params.get("wait") in ("1", "true", "yes"):
                 control.check_can_control()
                 outcome = control.run_action(

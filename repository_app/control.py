@@ -90,6 +90,24 @@ def _check_name(name: str) -> None:
         raise ActionRefused(str(exc)) from None
 
 
+def model_exists(name: str) -> bool:
+    """On disk (inside the repository) or known to Triton's index; True when Triton does
+    not answer (the action then says why it cannot run)."""
+    from django.conf import settings
+
+    from .repository import RepositoryError, model_folder
+
+    try:
+        model_folder(name, settings.MODEL_REPOSITORY)
+        return True
+    except RepositoryError:
+        pass
+    try:
+        return any(s.name == name for s in get_client().repository_index())
+    except TritonError:
+        return True
+
+
 def _states(name: str) -> list:
     try:
         return get_client().model_states(name)
@@ -174,3 +192,26 @@ def models_to_restore(current_index: dict[str, str]) -> list[str]:
         for n in wanted
         if current_index.get(n) not in ("READY", "LOADING") and is_safe_model_name(n)
     )
+
+
+def last_outcomes(names: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The outcome of the last load, unload or reload of each model (from the audit log),
+    so pages show it until the next action, not only until a refresh."""
+    from django.db.models import Max
+
+    from dashboard.team.models import AuditEvent
+
+    events = AuditEvent.objects.filter(action__in=ACTIONS, outcome__in=("ok", "failed"))
+    if names is not None:
+        events = events.filter(model_name__in=names)
+    latest = events.values("model_name").annotate(last=Max("id")).values_list("last", flat=True)
+    found = {}
+    for event in AuditEvent.objects.filter(id__in=list(latest)):
+        found[event.model_name] = {
+            "action": event.action,
+            "ok": event.outcome == "ok",
+            "message": event.detail,
+            "at": event.at,
+            "by": event.username,
+        }
+    return found

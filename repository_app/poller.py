@@ -17,7 +17,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from . import events
+from . import events, reachability
 from .metrics import MetricSample
 from .statistics import derive_server_metrics, summarize_all
 from .status import group_index, state_json
@@ -41,9 +41,11 @@ class Poller:
         client = get_client()
         try:
             index = client.repository_index()
-            triton = {"up": True, "message": ""}
+            triton: dict[str, Any] = {"up": True, "message": ""}
+            if self.last_snapshot is None or not self.last_snapshot["triton"]["up"]:
+                reachability.mark_up()
         except TritonError as exc:
-            index, triton = [], {"up": False, "message": exc.message}
+            index, triton = [], reachability.down_json(exc.message)
         models = {name: state_json(states) for name, states in group_index(index).items()}
         snapshot = {"triton": triton, "models": models}
         if snapshot != self.last_snapshot:

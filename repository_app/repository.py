@@ -40,6 +40,8 @@ class ModelFolder:
     versions: list[int] = field(default_factory=list)
     # Why the dashboard will not load, edit or upload to it ("" for a safe name).
     unsafe_name: str = ""
+    # Errors the validator finds in config.pbtxt as it is on disk (the list's badge).
+    validator_errors: int = 0
 
     @property
     def backend(self) -> str:
@@ -183,8 +185,39 @@ def scan(root: Path) -> list[ModelFolder]:
 def _folder(path: Path) -> ModelFolder:
     config, error = read_config(path / CONFIG_FILE)
     return ModelFolder(
-        path.name, path, config, error, _versions(path), unsafe_name_reason(path.name)
+        path.name,
+        path,
+        config,
+        error,
+        _versions(path),
+        unsafe_name_reason(path.name),
+        validator_errors(path / CONFIG_FILE) if config is not None else 0,
     )
+
+
+_errors_cache: dict[Path, tuple[tuple[int, int], int]] = {}
+
+
+def validator_errors(path: Path) -> int:
+    """How many errors the validator finds in the file (text rules, no server facts),
+    cached per (size, mtime) like the parsed config."""
+    from .modelconfig import validate_text
+
+    try:
+        stat = path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        with _cache_lock:
+            cached = _errors_cache.get(path)
+        if cached and cached[0] == key:
+            return cached[1]
+        count = sum(
+            1 for f in validate_text(path.read_bytes(), folder_name=path.parent.name) if f.is_error
+        )
+    except OSError:
+        return 0
+    with _cache_lock:
+        _errors_cache[path] = (key, count)
+    return count
 
 
 def get_model(root: Path, name: str) -> ModelFolder:

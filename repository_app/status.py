@@ -10,6 +10,8 @@ from .repository import ModelFolder
 from .triton_client import ModelState
 
 NOT_LOADED = "not loaded"
+UNLOADED = "unloaded"  # Triton's UNAVAILABLE after a deliberate unload: no alarm
+UNKNOWN = "unknown"  # Triton does not answer
 # Order used to sort and to pick a model's overall state from its versions' states.
 STATE_ORDER = ("READY", "LOADING", "UNLOADING", "UNAVAILABLE", NOT_LOADED)
 STATE_CHOICES = STATE_ORDER
@@ -42,6 +44,14 @@ class ModelRow:
     def reason(self) -> str:
         return next((s.reason for s in self.versions_state if s.reason), "")
 
+    @property
+    def label(self) -> str:
+        return display(self.state, self.versions_state)[0]
+
+    @property
+    def tone(self) -> str:
+        return display(self.state, self.versions_state)[1]
+
     def as_json(self) -> dict[str, Any]:
         return state_json(self.versions_state)
 
@@ -55,9 +65,28 @@ def overall_state(states: list[ModelState]) -> str:
     return NOT_LOADED
 
 
+def display(state: str, states: list[ModelState]) -> tuple[str, str]:
+    """(label, tone) a person reads: a deliberate unload is "unloaded" and neutral, not a
+    red UNAVAILABLE; tones are ok, busy, error and neutral."""
+    if state == "UNAVAILABLE" and all(s.reason == UNLOADED for s in states if s.state):
+        return UNLOADED, "neutral"
+    tone = {"READY": "ok", "LOADING": "busy", "UNLOADING": "busy", "UNAVAILABLE": "error"}
+    return state, tone.get(state, "neutral")
+
+
+def unknown_json(reason: str) -> dict[str, Any]:
+    """A model's state while Triton does not answer (the reason says since when and why)."""
+    return {"state": UNKNOWN, "label": UNKNOWN, "tone": "neutral", "versions": [],
+            "reason": reason}  # fmt: skip
+
+
 def state_json(states: list[ModelState]) -> dict[str, Any]:
+    state = overall_state(states)
+    label, tone = display(state, states)
     return {
-        "state": overall_state(states),
+        "state": state,
+        "label": label,
+        "tone": tone,
         "versions": [
             {"version": s.version, "state": s.state or NOT_LOADED, "reason": s.reason}
             for s in states

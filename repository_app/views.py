@@ -10,12 +10,14 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from . import control, events, repository
+from . import control, events, reachability, repository
+from .served import served_config, version_notes
 from .statistics import derive_server_metrics, summarize_all
-from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json
+from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json, unknown_json
 from .triton_client import ModelState, ServerInfo, TritonError, get_client
 
 CONTROL_PERMISSION = "repository_app.control_models"
+RUN_PERMISSION = "profiler_app.run_sweeps"
 
 
 def _repository_root():  # type: ignore[no-untyped-def]
@@ -27,6 +29,11 @@ def _triton_index() -> tuple[list[ModelState] | None, str]:
         return get_client().repository_index(), ""
     except TritonError as exc:
         return None, exc.message
+
+
+def _unknown(error: str) -> str:
+    """What a model's state reads while Triton does not answer."""
+    return str(reachability.down_json(error)["reason"]) if error else ""
 
 
 def _server_info() -> tuple[ServerInfo | None, str]:
@@ -59,11 +66,15 @@ def model_list(request: HttpRequest) -> HttpResponse:
     restore = []
     if index is not None:
         restore = control.models_to_restore({r.name: r.state for r in rows})
+    last = control.last_outcomes([r.name for r in shown])
+    for row in shown:
+        row.last = last.get(row.name)  # type: ignore[attr-defined]
     return render(
         request,
         "repository/model_list.html",
         {
             "rows": shown,
+            "unknown": _unknown(triton_error),
             "total": len(rows),
             "query": query,
             "state": state,
@@ -83,11 +94,13 @@ def model_list(request: HttpRequest) -> HttpResponse:
 def states_json(request: HttpRequest) -> JsonResponse:
     """The current state of every model, for clients that resync after a gap."""
     seq = events.current_seq(events.REPOSITORY_GROUP)
-    index, error = _triton_index()
-    models = {name: state_json(s) for name, s in group_index(index or []).items()}
-    return JsonResponse(
-        {"seq": seq, "triton": {"up": index is not None, "message": error}, "models": models}
-    )
+    try:
+        index = get_client().repository_index()
+        triton: dict[str, object] = {"up": True, "message": ""}
+    except TritonError as exc:
+        index, triton = [], reachability.down_json(exc.message)
+    models = {name: state_json(s) for name, s in group_index(index).items()}
+    return JsonResponse({"seq": seq, "triton": triton, "models": models})
 
 
 @login_required
@@ -104,16 +117,26 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404(missing_reason)
     info, info_error = _server_info() if index is not None else (None, triton_error)
     stats: list[dict[str, object]] = []
+    served = None
     if index is not None:
         try:
             stats = summarize_all(get_client().model_statistics(name)).get(name, [])
         except TritonError:
             stats = []
+        served = served_config(name, folder.config if folder else None)
     versions = repository.version_folders(folder) if folder else []
     for version in versions:
         for model_file in version.files:
             if not model_file.outside:
                 model_file.sha256 = repository.sha256_of(model_file.path)
+    notes = version_notes(
+        folder.config if folder else None,
+        folder.versions if folder else [],
+        {s.version: (s.state, s.reason) for s in states if s.version},
+    )
+    for version in versions:
+        version.tone, version.note = notes.get(version.number, ("neutral", ""))  # type: ignore[attr-defined]
+    state = state_json(states) if index is not None else unknown_json(_unknown(triton_error))
     return render(
         request,
         "repository/model_detail.html",
@@ -123,11 +146,16 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
             "overview": repository.config_overview(folder.config)
             if folder and folder.config
             else None,
-            "versions": versions,
-            "states": state_json(states),
+            "versions": sorted(versions, key=lambda v: v.number, reverse=True),
+            "states": state,
+            "served": served,
+            "last": control.last_outcomes([name]).get(name),
             "stats": stats,
             "triton_error": triton_error,
             "control_disabled": _control_disabled_reason(request, info, info_error),
+            "run_disabled": ""
+            if request.user.has_perm(RUN_PERMISSION)
+            else "your role cannot run sweeps or searches (Operators and Admins can)",
         },
     )
 
@@ -154,6 +182,8 @@ def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
     else:
         try:
             repository.check_model_name(name)
+            if not control.model_exists(name):
+                raise Http404(f"no model '{name}' on disk or in Triton")
             control.start_action(action, name, request.user.get_username(), user_id=request.user.pk)
             message, status = f"{action} of {name} started", 202
         except (control.ActionRefused, repository.RepositoryError) as exc:

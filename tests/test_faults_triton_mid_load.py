@@ -140,14 +140,18 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         # Triton down: every page renders, with the banner, and nothing claims LOADING.
         states = web.get("/models/states.json")
         assert states.status_code == 200
-        assert states.json()["triton"] == {"up": False, "message": unreachable}
+        triton_down = states.json()["triton"]
+        assert triton_down["up"] is False and triton_down["message"] == unreachable
+        # States read "unknown (since HH:MM: reason)" while Triton is down, never stale.
+        assert triton_down["reason"].startswith("Triton unreachable since ")
         assert MODEL not in states.json()["models"]
         listing = web.get("/models/")
         assert listing.status_code == 200
         html = listing.content.decode()
         assert f'Triton unreachable: <span id="triton-banner-text">{unreachable}' in html
         assert f'data-model="{MODEL}"' in html  # from disk
-        assert "LOADING</span>" not in html
+        assert "LOADING</span>" not in html and "READY</span>" not in html
+        assert ">unknown</span>" in html and "Triton unreachable since" in html
         detail = web.get(f"/models/{MODEL}/")
         assert detail.status_code == 200
         assert unreachable in detail.content.decode()

@@ -22,12 +22,12 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         listing.wait_for_selector("#live-status.ok")
         row_state = listing.locator('tr[data-model="add_batched"] [data-state-cell]')
         # Not serving: never loaded, or unloaded by an earlier test.
-        assert row_state.text_content() in ("not loaded", "UNAVAILABLE")
+        assert row_state.text_content() in ("not loaded", "unloaded")
 
         detail.goto(f"{web_server.url}/models/add_batched/")
         detail.wait_for_selector("#live-status.ok")
         detail.evaluate("window.__marker = 'same page'")
-        assert detail.text_content("#model-state") in ("not loaded", "UNAVAILABLE")
+        assert detail.text_content("#model-state") in ("not loaded", "unloaded")
         detail.click("button[data-action=load]")
         wait_js(
             detail, "document.getElementById('model-state').textContent === 'READY'", timeout=30000

@@ -64,11 +64,21 @@ window.Live = (function () {
     return { ok: response.ok, status: response.status, body: body };
   }
 
+  // The server's label and tone (repository_app/status.py display); older events carry the
+  // raw state only, so the same rule is applied here as a fallback.
+  function tone(info) {
+    if (info.tone) return info.tone;
+    return { READY: "ok", LOADING: "busy", UNLOADING: "busy", UNAVAILABLE: info.reason === "unloaded" ? "neutral" : "error" }[info.state] || "neutral";
+  }
+  function label(info) {
+    if (info.label) return info.label;
+    return info.state === "UNAVAILABLE" && info.reason === "unloaded" ? "unloaded" : info.state;
+  }
   function stateCell(el, info) {
-    el.textContent = info.state;
-    el.className = "state state-" + info.state.replace(/ /g, "-");
+    el.textContent = label(info);
+    el.className = "state tone-" + tone(info);
     el.title = info.reason || "";
   }
 
-  return { connect: connect, post: post, stateCell: stateCell };
+  return { connect: connect, post: post, stateCell: stateCell, tone: tone, label: label };
 })();
