@@ -486,6 +486,70 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
     return Deleted(model, number, message, unloaded)
 
 
+def model_contents(model: str) -> tuple[list[str], int]:
+    """(relative paths of every file in the model folder, their total bytes), for the
+    confirmation that lists what a delete removes."""
+    folder = staging.existing_folder(model)
+    files, total = [], 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for filename in sorted(filenames):
+            path = Path(dirpath) / filename
+            files.append(str(path.relative_to(folder)))
+            with contextlib.suppress(OSError):
+                total += path.lstat().st_size
+    return files, total
+
+
+def delete_model(model: str, user: Any, *, unload: bool = False) -> Deleted:
+    """Remove the whole model folder: renamed out of the repository at once (Triton never
+    sees half a model), then removed. Refused while Triton has it loaded, unless ``unload``."""
+    from dashboard.team import audit
+
+    from ..models import ModelIntent
+
+    if not user.has_perm("team.delete_versions"):
+        audit.record(user, "model.delete", model_name=model, outcome="denied",
+                     detail="needs team.delete_versions")  # fmt: skip
+        raise UploadError("your role cannot delete models (Admins can)", 403)
+    unloaded = False
+    try:
+        with staging.model_lock(model):
+            folder = staging.existing_folder(model)
+            files, total = model_contents(model)
+            states = _triton_states(model) or []
+            check_not_busy(model, "nothing was deleted")
+            if any(s.state == "READY" for s in states):
+                if not unload:
+                    raise UploadError(
+                        f"'{model}' is loaded in Triton: unload it first, or choose "
+                        '"unload and delete"',
+                        409,
+                        loaded=True,
+                    )
+                try:
+                    get_client().unload(model)
+                except TritonError as exc:
+                    raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
+                unloaded = True
+            trash = staging.staging_root() / f".trash-{secrets.token_hex(8)}"
+            os.rename(folder, trash)
+            with contextlib.suppress(OSError):
+                fsync_dir(folder.parent)
+    except UploadError as exc:
+        audit.record(user, "model.delete", model_name=model, outcome="failed", detail=exc.message)
+        raise
+    shutil.rmtree(trash, ignore_errors=True)
+    ModelIntent.objects.filter(name=model).delete()
+    message = f"model {model} deleted: {len(files)} files, {total} bytes"
+    if unloaded:
+        message += "; it was unloaded from Triton first"
+    audit.record(user, "model.delete", model_name=model, outcome="ok",
+                 detail=message + " (" + ", ".join(files[:50]) + (" …" if len(files) > 50 else "") + ")")  # fmt: skip
+    _announce(model)
+    return Deleted(model, 0, message, unloaded)
+
+
 # --- the version policy shortcut ------------------------------------------------------------
 
 

@@ -13,4 +13,5 @@ urlpatterns = [
         name="version_delete",
     ),
     path("models/<str:name>/versions/policy", views.version_policy, name="version_policy"),
+    path("models/<str:name>/delete", views.delete_model, name="model_delete"),
 ]

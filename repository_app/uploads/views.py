@@ -148,3 +148,42 @@ def version_policy(request: HttpRequest, name: str) -> HttpResponse:
     except SaveError as exc:
         messages.error(request, exc.message)
     return redirect(reverse("model_detail", args=[name]) + "#versions-card")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def delete_model(request: HttpRequest, name: str) -> HttpResponse:
+    """GET: the confirmation listing every file that goes; POST (confirmed): delete, after
+    unloading when asked to. Admins only (team.delete_versions)."""
+    if request.method == "POST":
+        try:
+            deleted = publish.delete_model(
+                name, request.user, unload=request.POST.get("unload") == "1"
+            )
+        except UploadError as exc:
+            messages.error(request, exc.message)
+            if exc.status == 404:
+                return redirect("model_list")
+            return redirect(reverse("model_delete", args=[name]))
+        messages.info(request, deleted.message)
+        return redirect("model_list")
+    try:
+        files, total = publish.model_contents(name)
+    except UploadError as exc:
+        raise Http404(exc.message) from exc
+    try:
+        states, triton_error = get_client().model_states(name), ""
+    except TritonError as exc:
+        states, triton_error = [], exc.message
+    return render(
+        request,
+        "repository/model_delete.html",
+        {
+            "name": name,
+            "files": files,
+            "total": total,
+            "loaded": any(s.state == "READY" for s in states),
+            "triton_error": triton_error,
+            "can_delete": request.user.has_perm("team.delete_versions"),
+        },
+    )
