@@ -1,0 +1,76 @@
+"""In a real browser: the drift marker, served versions, the confirmation before unloading a
+serving model, a neutral "unloaded", the outcome that survives a refresh, and deleting a
+model (admins)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from repository_app.triton_client import TritonClient
+
+from .conftest import login, wait_js
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_drift_confirmations_outcome_and_delete(
+    browser, web_server, celery_worker, triton, admin_credentials
+):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    folder = triton.repository / "busy_compute"
+    config = folder / "config.pbtxt"
+    original = config.read_text()
+    spare = triton.repository / "spare_model"
+    shutil.copytree(
+        triton.repository / "add_sub", spare, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (spare / "config.pbtxt").write_text(
+        (spare / "config.pbtxt").read_text().replace('"add_sub"', '"spare_model"')
+    )
+    client.load("busy_compute")
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        config.write_text(original.replace("max_batch_size: 32", "max_batch_size: 16"))
+        shutil.copytree(folder / "1", folder / "2")
+        page.goto(f"{web_server.url}/models/busy_compute/")
+        page.wait_for_selector("#live-status.ok")
+        assert page.is_visible("#drift-card"), page.content()
+        assert "on disk, not served until reload" in page.text_content('[data-version="2"]')
+
+        # Unloading a serving model asks first; dismissing leaves it serving.
+        page.once("dialog", lambda dialog: dialog.dismiss())
+        page.click("#control-card button[data-action=unload]")
+        assert page.text_content("#model-state") == "READY"
+        assert client.model_states("busy_compute")[0].state == "READY"
+        # Accepting unloads; the state reads a neutral "unloaded", not a red UNAVAILABLE.
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("#control-card button[data-action=unload]")
+        wait_js(
+            page, "document.getElementById('model-state').textContent === 'unloaded'", timeout=30000
+        )
+        assert "tone-neutral" in page.get_attribute("#model-state", "class")
+        # The outcome stays after a refresh, until the next action.
+        page.reload()
+        page.wait_for_selector("#live-status.ok")
+        assert "busy_compute unloaded" in page.text_content("#action-message")
+        assert "unload by alice" in page.text_content("#action-message")
+
+        # An admin deletes a model after a confirmation listing its files.
+        page.goto(f"{web_server.url}/models/spare_model/")
+        page.click("#delete-model-link")
+        assert "1/model.py" in page.text_content("#delete-files")
+        page.click("#delete-confirm")
+        page.wait_for_url(f"{web_server.url}/models/")
+        assert "model spare_model deleted" in page.content()
+        assert not spare.exists()
+        assert page.locator('tr[data-model="spare_model"]').count() == 0
+    finally:
+        context.close()
+        config.write_text(original)
+        shutil.rmtree(folder / "2", ignore_errors=True)
+        shutil.rmtree(spare, ignore_errors=True)
+        client.unload("busy_compute")
