@@ -67,12 +67,16 @@ def test_user_and_role_changes_are_audited_with_the_acting_admin():
     assert role_of(newbie) == OPERATOR
     created = AuditEvent.objects.filter(action="user.create", target="newbie").get()
     assert created.username == "root"
-    role_events = AuditEvent.objects.filter(action="user.role", target="newbie")
-    assert any("added to Operator" in e.detail and e.username == "root" for e in role_events)
+    # One row for a creation, naming the role (no separate "user.role" row).
+    assert created.detail == "role Operator"
+    assert not AuditEvent.objects.filter(action="user.role", target="newbie").exists()
     response = admin.post(f"/team/users/{newbie.pk}/", {"role": VIEWER})
     assert response.status_code == 302
     newbie.refresh_from_db()
-    assert role_of(newbie) == VIEWER and newbie.is_active is False
+    # Deactivating is its own button now: saving a role leaves the account active.
+    assert role_of(newbie) == VIEWER and newbie.is_active is True
+    role_event = AuditEvent.objects.get(action="user.role", target="newbie")
+    assert role_event.username == "root" and role_event.detail == "Operator → Viewer"
 
 
 def test_bad_new_users_get_a_message_and_nothing_is_created():

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.password_validation import validate_password
 
 from .roles import ROLES
@@ -26,7 +27,15 @@ class NewUserForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=[(r, r) for r in ROLES])
-    active = forms.BooleanField(required=False)
+
+
+class ActiveForm(forms.Form):
+    active = forms.TypedChoiceField(choices=[("1", "active"), ("0", "inactive")], coerce=int)
+
+
+class AdminSetPasswordForm(SetPasswordForm):
+    """An admin sets a new password for someone else: Django's validators apply (length,
+    common passwords, similarity to that user's name)."""
 
 
 class AuditFilterForm(forms.Form):

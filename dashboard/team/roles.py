@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import Group, Permission
+from django.db import transaction
 
 VIEWER, OPERATOR, ADMIN = "Viewer", "Operator", "Admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
@@ -60,5 +61,7 @@ def role_of(user) -> str:  # type: ignore[no-untyped-def]
 def set_role(user, role: str) -> None:  # type: ignore[no-untyped-def]
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
-    user.groups.remove(*Group.objects.filter(name__in=ROLES))
-    user.groups.add(Group.objects.get(name=role))
+    # One transaction: the audit signal writes one row for the remove and the add together.
+    with transaction.atomic():
+        user.groups.remove(*Group.objects.filter(name__in=ROLES))
+        user.groups.add(Group.objects.get(name=role))

@@ -8,6 +8,13 @@ urlpatterns = [
     path("audit.csv", views.audit_csv, name="audit_csv"),
     path("team/users/", views.users, name="team_users"),
     path("team/users/<int:user_id>/", views.change_user, name="team_change_user"),
+    path("team/users/<int:user_id>/active", views.set_user_active, name="team_user_active"),
+    path(
+        "team/users/<int:user_id>/password/",
+        views.reset_user_password,
+        name="team_user_password",
+    ),
+    path("team/users/<int:user_id>/delete/", views.delete_user, name="team_user_delete"),
     path(
         "team/users/<int:user_id>/token/revoke",
         views.revoke_user_token,

@@ -4,22 +4,47 @@ API tokens (your own; admins revoke anyone's)."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import audit, tokens
-from .forms import AuditFilterForm, NewUserForm, RoleForm
+from . import accounts, audit, tokens
+from .forms import ActiveForm, AdminSetPasswordForm, AuditFilterForm, NewUserForm, RoleForm
 from .models import AuditEvent
-from .roles import ROLES, role_of, set_role
+from .roles import ROLES, role_of
 
 MANAGE_USERS = "team.manage_users"
+CANNOT_MANAGE = "your role cannot manage users (Admins can)"
+
+
+def manages_users(action: str | None = None) -> Callable[..., Any]:
+    """Admins only (team.manage_users); the 403 page says so. With `action`, a refused
+    POST is audited as "denied" (a GET only shows the page)."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(MANAGE_USERS):
+                if action and request.method == "POST":
+                    target = get_user_model().objects.filter(pk=kwargs.get("user_id")).first()
+                    audit.record(request.user, action, outcome="denied", detail=CANNOT_MANAGE,
+                                 target=target.get_username() if target else "")  # fmt: skip
+                raise PermissionDenied(CANNOT_MANAGE)
+            return view(request, *args, **kwargs)
+
+        return login_required(wrapper)
+
+    return decorate
 
 
 def filtered_events(params) -> tuple[AuditFilterForm, QuerySet[AuditEvent]]:  # type: ignore[no-untyped-def]
@@ -100,16 +125,13 @@ def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     return response
 
 
-@login_required
-@permission_required(MANAGE_USERS, raise_exception=True)
+@manages_users("user.create")
 def users(request: HttpRequest) -> HttpResponse:
     form = NewUserForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = get_user_model().objects.create_user(
-            form.cleaned_data["username"], password=form.cleaned_data["password"]
-        )
-        set_role(user, form.cleaned_data["role"])
-        messages.info(request, f"User {user.username} created as {form.cleaned_data['role']}.")
+        data = form.cleaned_data
+        user = accounts.create_user(request.user, data["username"], data["password"], data["role"])
+        messages.info(request, f"User {user.username} created as {data['role']}.")
         return redirect("team_users")
     people = get_user_model().objects.order_by("username").prefetch_related("groups")
     token_since = tokens.created_by_user()
@@ -125,27 +147,79 @@ def users(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
-@permission_required(MANAGE_USERS, raise_exception=True)
+def _done(request: HttpRequest, act: Callable[[], str]) -> HttpResponse:
+    """Run one account action: its message on the Users page, refusals as errors."""
+    try:
+        messages.info(request, act())
+    except accounts.AccountRefused as exc:
+        messages.error(request, exc.message)
+    return redirect("team_users")
+
+
+@manages_users("user.role")
 @require_POST
 def change_user(request: HttpRequest, user_id: int) -> HttpResponse:
     user = get_object_or_404(get_user_model(), pk=user_id)
     form = RoleForm(request.POST)
     if not form.is_valid():
         messages.error(request, "choose a role: " + ", ".join(ROLES))
-    elif user == request.user and form.cleaned_data["role"] != role_of(user):
-        messages.error(request, "you cannot change your own role")
-    else:
-        set_role(user, form.cleaned_data["role"])
-        if user.is_active != form.cleaned_data["active"] and user != request.user:
-            user.is_active = form.cleaned_data["active"]
-            user.save(update_fields=["is_active"])
-        messages.info(request, f"{user.username}: {form.cleaned_data['role']}")
-    return redirect("team_users")
+        return redirect("team_users")
+    return _done(
+        request, lambda: accounts.change_role(request.user, user, form.cleaned_data["role"])
+    )
 
 
-@login_required
-@permission_required(MANAGE_USERS, raise_exception=True)
+@manages_users("user.deactivate")
+@require_POST
+def set_user_active(request: HttpRequest, user_id: int) -> HttpResponse:
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    form = ActiveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "send active=1 or active=0")
+        return redirect("team_users")
+    active = bool(form.cleaned_data["active"])
+    return _done(request, lambda: accounts.set_active(request.user, user, active))
+
+
+@manages_users("user.password")
+@require_http_methods(["GET", "POST"])
+def reset_user_password(request: HttpRequest, user_id: int) -> HttpResponse:
+    """GET: the form; POST: set the new password (validated by Django's validators)."""
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    form = AdminSetPasswordForm(user, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        password = form.cleaned_data["new_password1"]
+        return _done(request, lambda: accounts.reset_password(request.user, user, password))
+    return render(
+        request,
+        "team/user_password.html",
+        {"person": user, "form": form, "own": user.pk == request.user.pk},
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+@manages_users("user.delete")
+@require_http_methods(["GET", "POST"])
+def delete_user(request: HttpRequest, user_id: int) -> HttpResponse:
+    """GET: the confirmation page (what goes, what stays); POST: delete."""
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    if request.method == "POST":
+        return _done(request, lambda: accounts.delete_user(request.user, user))
+    name = user.get_username()
+    return render(
+        request,
+        "team/user_delete.html",
+        {
+            "person": user,
+            "role": role_of(user),
+            "own": user.pk == request.user.pk,
+            "audit_rows": AuditEvent.objects.filter(Q(user=user) | Q(username=name)).count(),
+            "token": tokens.token_of(user),
+        },
+    )
+
+
+@manages_users()
 @require_POST
 def revoke_user_token(request: HttpRequest, user_id: int) -> HttpResponse:
     user = get_object_or_404(get_user_model(), pk=user_id)
