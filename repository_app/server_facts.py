@@ -1,7 +1,9 @@
-"""What the attached Triton has (its GPUs), for the validator's server-level rules.
+"""What the attached Triton is (its version) and has (its GPUs), for the validator's
+server-level rules.
 
-Triton exports one `nv_gpu_*` series per GPU it can use; a server that answers its
-metrics endpoint without any has no usable GPU. Read at most every 30 s.
+The version comes from the server metadata (``"version": "2.51.0"``); the GPUs from the
+metrics: Triton exports one `nv_gpu_*` series per GPU it can use, so a server that answers
+its metrics endpoint without any has no usable GPU. Read at most every 30 s.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import time
 
 from .metrics import by_name
 from .modelconfig import ServerFacts
-from .triton_client import TritonError, get_client
+from .modelconfig.context import TritonVersion
+from .modelconfig.versions import parse_triton_version
+from .triton_client import TritonClient, TritonError, get_client
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}
@@ -19,20 +23,46 @@ _lock = threading.Lock()
 
 
 def server_facts() -> ServerFacts | None:
-    """The server's GPU ids (0..n-1), or None when Triton's metrics do not answer."""
+    """The server's version and GPU ids (0..n-1); None when Triton answers neither.
+
+    When only the metadata answers, the facts carry the version with ``gpus_known`` False.
+    """
     client = get_client()
     now = time.monotonic()
     with _lock:
         cached = _cache.get(client.metrics_url)
         if cached and now - cached[0] < _TTL_S:
             return cached[1]
+    version: TritonVersion | None = None
+    facts: ServerFacts | None = None
     try:
+        version = _version(client)
         samples = client.metrics()
+    except _Unreachable:
+        pass
     except TritonError:
-        facts = None
+        if version is not None:
+            facts = ServerFacts(gpus_known=False, version=version)
     else:
         gpus = {s.labels.get("gpu_uuid") for s in by_name(samples, "nv_gpu_utilization")}
-        facts = ServerFacts(gpu_ids=list(range(len(gpus - {None}))))
+        facts = ServerFacts(gpu_ids=list(range(len(gpus - {None}))), version=version)
     with _lock:
         _cache[client.metrics_url] = (now, facts)
     return facts
+
+
+class _Unreachable(Exception):
+    """The server did not answer at all: skip the metrics call (and its timeout)."""
+
+
+def _version(client: TritonClient) -> TritonVersion | None:
+    try:
+        meta = client.server_metadata()
+    except TritonError as exc:
+        if exc.unreachable:
+            raise _Unreachable from exc
+        return None
+    try:
+        return parse_triton_version(str(meta.get("version", "")))
+    except ValueError:
+        return None  # a build without a version string: judge against the newest release

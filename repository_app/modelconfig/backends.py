@@ -15,6 +15,7 @@ ENSEMBLE = "ensemble"
 TENSORRT_PLAN = "tensorrt_plan"
 ONNXRUNTIME_ONNX = "onnxruntime_onnx"
 PYTORCH_LIBTORCH = "pytorch_libtorch"
+TORCH_AOTI = "torch_aoti"  # Triton 2.67+: a torch.export / AOTInductor package, model.pt2
 TENSORFLOW_SAVEDMODEL = "tensorflow_savedmodel"
 TENSORFLOW_GRAPHDEF = "tensorflow_graphdef"
 
@@ -26,7 +27,8 @@ PLATFORM_BACKENDS: dict[str, str] = {
     TENSORFLOW_SAVEDMODEL: "tensorflow",
     TENSORFLOW_GRAPHDEF: "tensorflow",
 }
-KNOWN_PLATFORMS = frozenset({*PLATFORM_BACKENDS, ENSEMBLE})
+# torch_aoti (pytorch backend) stays out of PLATFORM_BACKENDS: uploads do not take it yet.
+KNOWN_PLATFORMS = frozenset({*PLATFORM_BACKENDS, TORCH_AOTI, ENSEMBLE})
 
 # Backends whose platform Triton checks against the backend (GetBackendType).
 TYPED_BACKENDS = frozenset({"tensorrt", "onnxruntime", "pytorch", "tensorflow"})
@@ -51,8 +53,20 @@ KNOWN_BACKENDS = frozenset(
     }
 )
 
-# Backends that can fill inputs/outputs/max_batch_size from the model file.
-AUTOCOMPLETE_BACKENDS = frozenset({"tensorrt", "onnxruntime", "openvino", "tensorflow", "python"})
+# Backends that can fill inputs/outputs/max_batch_size from the model file (python: only
+# when model.py defines auto_complete_config; dali: from the serialized pipeline).
+AUTOCOMPLETE_BACKENDS = frozenset(
+    {"tensorrt", "onnxruntime", "openvino", "tensorflow", "python", "dali"}
+)
+# Backends known NOT to fill data_type/dims: their AutoCompleteConfig only logs that it is
+# unsupported (pytorch_backend src/pt and src/pt2), or they have none (identity, fil,
+# tensorrtllm). fastertransformer fills data types of a few BERT/T5 tensors only
+# (see ``fastertransformer_fills_data_type``). Any other backend may complete I/O itself.
+NON_COMPLETING_BACKENDS = frozenset({"pytorch", "identity", "fil", "tensorrtllm"})
+_FT_FILLED_TENSORS = {
+    "bert": {"input_hidden_state", "output_hidden_state"},
+    "T5-Encoder": {"output_hidden_state", "output_attentions"},
+}
 
 DEFAULT_MODEL_FILENAMES: dict[str, str] = {
     "tensorrt": "model.plan",
@@ -62,6 +76,7 @@ DEFAULT_MODEL_FILENAMES: dict[str, str] = {
     "python": "model.py",
     "dali": "model.dali",
 }
+PYTORCH_AOTI_FILENAME = "model.pt2"
 PLATFORM_MODEL_FILENAMES: dict[str, str] = {
     TENSORFLOW_SAVEDMODEL: "model.savedmodel",
     TENSORFLOW_GRAPHDEF: "model.graphdef",
@@ -137,11 +152,18 @@ def complete_backend_fields(
         return BackendFields(platform, backend, fname or "model.xml")
 
     if not backend:
-        if platform == PYTORCH_LIBTORCH or fname == "model.pt":
+        if platform in (PYTORCH_LIBTORCH, TORCH_AOTI) or fname in (
+            "model.pt",
+            PYTORCH_AOTI_FILENAME,
+        ):
             backend = "pytorch"
         elif found("model.pt", as_dir=False):
             backend, platform = "pytorch", PYTORCH_LIBTORCH
+        elif found(PYTORCH_AOTI_FILENAME, as_dir=False):
+            backend, platform = "pytorch", TORCH_AOTI
     if backend == "pytorch":
+        if platform == TORCH_AOTI:
+            return BackendFields(platform, backend, fname or PYTORCH_AOTI_FILENAME)
         return BackendFields(platform or PYTORCH_LIBTORCH, backend, fname or "model.pt")
 
     if not backend and (fname == "model.py" or found("model.py")):
@@ -168,6 +190,27 @@ def complete_backend_fields(
     return BackendFields(platform, backend, fname or DEFAULT_MODEL_FILENAMES.get(backend, ""))
 
 
+def io_completion(backend: str, python_auto_complete: bool | None) -> bool | None:
+    """Whether ``backend`` fills missing data_type/dims while auto-complete is on.
+
+    True: it does (from the model file, the DALI pipeline, model.py's
+    auto_complete_config); False: known not to; None: cannot tell (a custom backend,
+    a python model whose model.py we have not read).
+    """
+    if backend == "python":
+        return python_auto_complete
+    if backend in NON_COMPLETING_BACKENDS or backend == "fastertransformer":
+        return False
+    if backend in AUTOCOMPLETE_BACKENDS:
+        return True
+    return None
+
+
+def fastertransformer_fills_data_type(model_type: str, tensor: str) -> bool:
+    """The fastertransformer backend sets these data types itself, auto-complete or not."""
+    return tensor in _FT_FILLED_TENSORS.get(model_type, set())
+
+
 def backend_for_platform(platform: str) -> str:
     """The typed backend Triton pairs with ``platform`` ("" when none)."""
-    return PLATFORM_BACKENDS.get(platform, "")
+    return "pytorch" if platform == TORCH_AOTI else PLATFORM_BACKENDS.get(platform, "")

@@ -13,12 +13,16 @@ import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from tritonclient.grpc import model_config_pb2
 
 from .findings import ERROR, Finding
+
+if TYPE_CHECKING:
+    from .templates import TemplateInfo
 
 ModelConfig = model_config_pb2.ModelConfig
 
@@ -207,12 +211,17 @@ class _Walker:
 
 @dataclass
 class ParseResult:
-    """A parsed config (None when the text is unusable), its findings and positions."""
+    """A parsed config (None when the text is unusable), its findings and positions.
+
+    ``template`` is set by ``templates.parse_for_validation`` when the text holds
+    ``${name}`` placeholders (then ``config`` was parsed with stand-ins for them).
+    """
 
     config: model_config_pb2.ModelConfig | None
     findings: list[Finding]
     locator: FieldLocator
     text: str = ""
+    template: TemplateInfo | None = None
 
     @property
     def ok(self) -> bool:

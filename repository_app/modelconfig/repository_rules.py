@@ -15,11 +15,13 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as pb
 
 from ..naming import unsafe_name_reason
-from .backends import AUTOCOMPLETE_BACKENDS, complete_backend_fields
-from .context import RuleContext, ServerFacts
+from .backends import complete_backend_fields, io_completion
+from .context import FolderFacts, RuleContext, ServerFacts
 from .findings import ERROR, WARNING, Finding, sort_findings
-from .onnx_io import cross_check_onnx
-from .parsing import FieldLocator, parse_config
+from .folder import folder_facts
+from .onnx_io import cross_check_onnx, model_file_problem
+from .parsing import FieldLocator, ParseResult
+from .templates import drop_templated, parse_for_validation
 from .validate import run_rules
 
 _VERSION_RE = re.compile(r"^\d+$")
@@ -44,6 +46,8 @@ class ModelEntry:
     backend: str = ""
     platform: str = ""
     findings: list[Finding] = field(default_factory=list)
+    folder: FolderFacts | None = None
+    shapes_checked: bool = False  # the model file's shapes were compared with the config
 
     @property
     def config_path(self) -> Path:
@@ -149,9 +153,16 @@ def _model_files(entry: ModelEntry) -> Iterator[Finding]:
     )
     if config.cc_model_filenames:
         return  # per-GPU file names; too many combinations to check statically
+    broken: set[int] = set()
     for version in entry.loaded_versions:
         folder = entry.path / str(version)
         for name in wanted:
+            problem = model_file_problem(folder / name)
+            if problem is not None:
+                rule, text = problem
+                broken.add(version)
+                yield Finding(ERROR, rule, text, file=str(folder / name))
+                continue
             if not (folder / name).exists():
                 hint = (
                     "add it, or set default_model_filename if your file has another name"
@@ -166,9 +177,12 @@ def _model_files(entry: ModelEntry) -> Iterator[Finding]:
                     file=str(folder),
                 )
     if entry.backend == "onnxruntime" and entry.loaded_versions:
-        onnx_path = entry.path / str(entry.loaded_versions[-1]) / filename
-        if onnx_path.is_file() and (config.input or config.output):
-            yield from cross_check_onnx(config, onnx_path)
+        newest = entry.loaded_versions[-1]
+        onnx_path = entry.path / str(newest) / filename
+        if newest not in broken and onnx_path.is_file() and (config.input or config.output):
+            found = list(cross_check_onnx(config, onnx_path))
+            entry.shapes_checked = not any(f.rule == "onnx.unreadable" for f in found)
+            yield from found
 
 
 def load_model_dir(
@@ -202,6 +216,7 @@ def load_model_dir(
             )
         )
         return entry
+    template: ParseResult | None = None
     if data is None:
         entry.add(
             Finding(
@@ -214,7 +229,8 @@ def load_model_dir(
         )
         config = pb.ModelConfig()
     else:
-        parsed = parse_config(data)
+        parsed = parse_for_validation(data)
+        template = parsed if parsed.template is not None else None
         entry.locator = parsed.locator
         for f in parsed.findings:
             entry.add(f.with_file(str(entry.config_path)))
@@ -225,44 +241,37 @@ def load_model_dir(
 
     for f in _version_folders(entry):
         entry.add(f)
-    first = sorted(str(v) for v in entry.versions)[:1]
-    version_files: set[str] | None = None
-    version_dir = entry.path / first[0] if first else None
-    if version_dir is not None:
-        try:
-            version_files = {p.name for p in version_dir.iterdir()}
-        except OSError:
-            version_files = set()
+    entry.folder = folder_facts(entry.path, config.default_model_filename)
     fields = complete_backend_fields(
         config.platform,
         config.backend,
         config.default_model_filename,
         model_name=entry.name,
-        version_files=version_files,
-        is_dir=(lambda name: (version_dir / name).is_dir()) if version_dir else None,
+        version_files=entry.folder.version_files,
+        is_dir=entry.folder.is_dir,
     )
     entry.platform, entry.backend = fields.platform, fields.backend
-    if fields.error:
-        entry.add(
-            Finding(
-                ERROR,
-                "model.backend-undetermined",
-                f"{fields.error} Set backend (or platform) in config.pbtxt, or put a model file "
-                "Triton recognises (model.onnx, model.plan, model.pt, model.py, ...) in a version folder",
-                file=str(entry.config_path if data is not None else entry.path),
-            )
-        )
     ctx = RuleContext(
-        config, entry.locator, folder_name=entry.name, server=server, strict=strict, fields=fields
+        config,
+        entry.locator,
+        folder_name=entry.name,
+        server=server,
+        strict=strict,
+        fields=fields,
+        folder=entry.folder,
     )
     for f in run_rules(ctx):
-        if f.rule == "model.backend-missing" and (fields.backend or fields.error):
-            continue  # the folder settled (or already reported) what the text could not
         entry.add(f)
     for f in _select_versions(entry):
         entry.add(f)
     for f in _model_files(entry):
         entry.add(f)
+    if entry.shapes_checked:
+        # The model file settled the question "is that leading -1 the batch dimension?":
+        # onnx.input-dims says so where it is; elsewhere the -1 is a real variable size.
+        entry.findings = [f for f in entry.findings if f.rule != "io.batch-dim-in-dims"]
+    if template is not None:
+        entry.findings = drop_templated(entry.findings, template)
     entry.findings = sort_findings(entry.findings)
     return entry
 
@@ -321,11 +330,15 @@ def _consistency(prefix: str, lhs: _Node, rhs: _Node) -> str | None:
     return None
 
 
-def _step_is_opaque(config: pb.ModelConfig, backend: str) -> bool:
-    """A step model whose I/O Triton would fill from its model file: we cannot check it."""
-    return (
-        not config.input and not config.output and (not backend or backend in AUTOCOMPLETE_BACKENDS)
-    )
+def _step_is_opaque(entry: ModelEntry) -> bool:
+    """A step model whose I/O its backend may fill (from the model file, a DALI pipeline,
+    model.py's auto_complete_config, a custom backend): we cannot check it."""
+    config = entry.config
+    assert config is not None
+    if config.input or config.output:
+        return False
+    python_auto_complete = entry.folder.python_auto_complete if entry.folder else None
+    return not entry.backend or io_completion(entry.backend, python_auto_complete) is not False
 
 
 def _check_ensemble_models(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterator[Finding]:
@@ -390,11 +403,7 @@ def _check_tensor_flow(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterat
     for idx, step in enumerate(config.ensemble_scheduling.step):
         target = models.get(step.model_name)
         spath = f"ensemble_scheduling.step[{idx}]"
-        if (
-            target is None
-            or target.config is None
-            or _step_is_opaque(target.config, target.backend)
-        ):
+        if target is None or target.config is None or _step_is_opaque(target):
             complete = False
             continue
         mc = target.config

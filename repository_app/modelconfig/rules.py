@@ -13,12 +13,13 @@ from typing import Any
 from tritonclient.grpc import model_config_pb2 as pb
 
 from .backends import (
-    AUTOCOMPLETE_BACKENDS,
     KNOWN_BACKENDS,
     KNOWN_PLATFORMS,
     TENSORRT_PLAN,
     TYPED_BACKENDS,
     backend_for_platform,
+    fastertransformer_fills_data_type,
+    io_completion,
 )
 from .code_loading import code_parameters
 from .context import RuleContext
@@ -67,6 +68,15 @@ def check_platform_backend(ctx: RuleContext) -> Iterator[Finding]:
                 f"{', '.join(sorted(KNOWN_PLATFORMS))}; or set 'backend' instead "
                 '(e.g. backend: "onnxruntime")',
                 "platform",
+            )
+        elif ctx.fields is not None and ctx.fields.error:
+            # The folder was inspected: nothing in it names a backend (Triton's own error).
+            yield ctx.finding(
+                ERROR,
+                "model.backend-undetermined",
+                f"{ctx.fields.error} Set backend (or platform) in config.pbtxt, or put a model "
+                "file Triton recognises (model.onnx, model.plan, model.pt, model.py, ...) in a "
+                "version folder",
             )
         else:
             severity = ERROR if ctx.strict else WARNING
@@ -137,10 +147,45 @@ def check_max_batch_size(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-def _io_missing_severity(ctx: RuleContext) -> tuple[Severity, str]:
-    """Missing data_type/dims is fatal unless Triton can still fill it from the model."""
-    if ctx.strict or ctx.is_ensemble or (ctx.backend and ctx.backend not in AUTOCOMPLETE_BACKENDS):
+def _io_missing_severity(ctx: RuleContext, io: Any, what: str) -> tuple[Severity | None, str]:
+    """Missing data_type/dims: an error only where nothing fills it before Triton checks.
+
+    Triton validates inputs and outputs after the backend initialised, and a backend may
+    complete them (auto-complete on, Triton's default). Only backends known not to may get
+    an error in default mode; the others a warning that names the backend. None: no finding
+    (model.py's auto_complete_config fills it).
+    """
+    backend = ctx.backend
+    params = ctx.config.parameters
+    if backend == "fastertransformer" and what == "data_type":
+        model_type = params["model_type"].string_value if "model_type" in params else ""
+        if fastertransformer_fills_data_type(model_type, io.name):
+            # Its ModelInitialize sets these even with auto-complete disabled.
+            return WARNING, f" (the fastertransformer backend sets it for model_type {model_type})"
+    if ctx.strict or ctx.is_ensemble:
         return ERROR, ""
+    completes = io_completion(backend, ctx.python_auto_complete)
+    if completes is False:
+        if backend == "python":
+            return ERROR, " (model.py has no auto_complete_config, so nothing fills it)"
+        return ERROR, f" (the {backend} backend does not fill it)"
+    if completes is True:
+        if backend == "python":
+            return None, ""
+        source = "the serialized pipeline" if backend == "dali" else "the model file"
+        return WARNING, (
+            f" (the {backend} backend fills it from {source}, but only while auto-complete is on)"
+        )
+    if backend == "python":
+        return (
+            WARNING,
+            " (only model.py's auto_complete_config can fill it; without one Triton refuses the model)",
+        )
+    if backend:
+        return WARNING, (
+            f" (the {backend} backend may fill it while auto-complete is on; if it does not, "
+            "Triton refuses the model)"
+        )
     return WARNING, " (Triton can fill it from the model file only while auto-complete is on)"
 
 
@@ -178,28 +223,26 @@ def _check_io_shape(
         return
     label = f"{prefix}'{io.name}' "
     if io.name in seen:
-        yield ctx.finding(
-            ERROR,
-            f"{kind}.duplicate-name",
-            f"{label}is declared twice (also at {seen[io.name]}): give each {kind} a unique name",
-            f"{path}.name",
-        )
+        yield _duplicate(ctx, io, seen[io.name], path, kind)
     seen.setdefault(io.name, path)
-    severity, why = _io_missing_severity(ctx)
-    verb = "must specify" if severity == ERROR else "does not specify"
-    if io.data_type == pb.TYPE_INVALID:
+    for what, missing, example in (
+        ("data_type", io.data_type == pb.TYPE_INVALID, "data_type: TYPE_FP32"),
+        (
+            "dims",
+            len(io.dims) == 0,
+            "dims: [ -1 ] (without the batch dimension when max_batch_size > 0)",
+        ),
+    ):
+        if not missing:
+            continue
+        severity, why = _io_missing_severity(ctx, io, what)
+        if severity is None:
+            continue
+        verb = "must specify" if severity == ERROR else "does not specify"
         yield ctx.finding(
             severity,
-            f"{kind}.data-type-missing",
-            f"{label}{verb} 'data_type'{why}: add e.g. data_type: TYPE_FP32",
-            path,
-        )
-    if len(io.dims) == 0:
-        yield ctx.finding(
-            severity,
-            f"{kind}.dims-missing",
-            f"{label}{verb} 'dims'{why}: add e.g. dims: [ -1 ] (without the batch "
-            "dimension when max_batch_size > 0)",
+            f"{kind}.{what.replace('_', '-')}-missing",
+            f"{label}{verb} '{what}'{why}: add e.g. {example}",
             path,
         )
     max_bs = ctx.config.max_batch_size
@@ -261,6 +304,37 @@ def _check_io_shape(
             )
         elif a != b:
             yield ctx.finding(ERROR, f"{kind}.reshape-size", size_msg, f"{path}.reshape")
+
+
+def _duplicate(ctx: RuleContext, io: Any, first: str, path: str, kind: str) -> Finding:
+    """A name declared twice. Triton keeps its tensors in a map (model.cc: the first entry
+    wins), so a repeated output is ignored, while each required input is also counted."""
+    lines = [ctx.locator.locate(p)[0] for p in (first, path)]
+    where = f"lines {lines[0]} and {lines[1]}" if None not in lines else f"{first} and {path}"
+    label = f"model {kind} '{io.name}' is declared twice ({where})"
+    if kind == "output":
+        return ctx.finding(
+            WARNING,
+            "output.duplicate-name",
+            f"{label}: Triton keeps one output per name (the first) and ignores the other; "
+            "remove the repeat",
+            f"{path}.name",
+        )
+    first_io = ctx.config.input[int(first[first.index("[") + 1 : -1])]
+    if first_io.optional or io.optional:
+        return ctx.finding(
+            WARNING,
+            "input.duplicate-name",
+            f"{label}: Triton keeps the first declaration and ignores the other; remove the repeat",
+            f"{path}.name",
+        )
+    return ctx.finding(
+        ERROR,
+        "input.duplicate-name",
+        f"{label}: Triton counts both as required inputs, so every request lacks one and is "
+        f"rejected; give each {kind} a unique name",
+        f"{path}.name",
+    )
 
 
 def _check_io_kind_rules(ctx: RuleContext, io: Any, path: str, kind: str) -> Iterator[Finding]:
@@ -734,7 +808,7 @@ def check_instance_groups(ctx: RuleContext) -> Iterator[Finding]:
     c = ctx.config
     if c.HasField("ensemble_scheduling") or ctx.is_ensemble:
         return  # reported by the ensemble rules
-    server = ctx.server
+    server = ctx.gpu_facts
     for i, group in enumerate(c.instance_group):
         path = f"instance_group[{i}]"
         gname = group.name or f"{ctx.name}_{i}"
@@ -859,22 +933,43 @@ def check_usability(ctx: RuleContext) -> Iterator[Finding]:
     if c.max_batch_size > 0 and len(c.input) > 0 and not ctx.is_ensemble:
         leading = [io for io in c.input if len(io.dims) >= 2 and io.dims[0] == WILDCARD]
         if len(leading) == len(c.input):
+            # Only a question: [-1, -1, 3] (any image size) or [-1, 384] (any sequence
+            # length) are real variable sizes. The ONNX cross-check says so where it is sure.
             yield ctx.finding(
                 WARNING,
                 "io.batch-dim-in-dims",
-                f"every input of {ctx.name} starts with -1 although max_batch_size is "
-                f"{c.max_batch_size}: Triton already adds the batch dimension, so dims should "
-                "leave it out; drop the leading -1 (or set max_batch_size: 0)",
+                f"every input of {ctx.name} starts with -1 and max_batch_size is "
+                f"{c.max_batch_size}: is that -1 the batch dimension? Triton adds the batch "
+                "dimension itself, so if it is, drop it from dims (or set max_batch_size: 0); "
+                "if it is a variable size such as an image side or a sequence length, keep it",
                 "input[0].dims[0]",
             )
     if ctx.backend == "python" and len(c.input) == 0:
-        yield ctx.finding(
-            WARNING,
-            "python.no-inputs",
-            f"python model {ctx.name} declares no inputs: Triton loads it but every request "
-            "with tensors is then rejected; declare the inputs model.py reads",
-            "input",
-        )
+        auto_complete = ctx.python_auto_complete
+        if ctx.strict or auto_complete is False:
+            why = (
+                " and auto-complete is off, so auto_complete_config cannot add any"
+                if ctx.strict and auto_complete
+                else " and model.py has no auto_complete_config to add them"
+                if auto_complete is False
+                else ""
+            )
+            yield ctx.finding(
+                WARNING,
+                "python.no-inputs",
+                f"python model {ctx.name} declares no inputs{why}: Triton loads it but rejects "
+                "every request that sends tensors; declare the inputs model.py reads",
+                "input",
+            )
+        elif auto_complete is None:
+            yield ctx.finding(
+                WARNING,
+                "python.no-inputs",
+                f"python model {ctx.name} declares no inputs: unless model.py defines "
+                "auto_complete_config to add them, Triton rejects every request that sends "
+                "tensors; declare the inputs model.py reads",
+                "input",
+            )
 
 
 def check_code_loading(ctx: RuleContext) -> Iterator[Finding]:

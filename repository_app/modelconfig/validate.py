@@ -12,10 +12,16 @@
 - ``validate_path(path, ...) -> dict[str, list[Finding]]`` auto-detects a config file,
   a model folder (holds config.pbtxt) or a repository; keys are display paths.
 
-``server`` (``ServerFacts``) enables server rules such as GPU ids that do not exist.
-``strict=True`` mirrors ``tritonserver --disable-auto-complete-config``: fields
-Triton could otherwise fill from the model file (platform, data_type, dims) become
-required. Findings carry ``file`` (the config or folder), ``field``, ``line``, ``col``.
+``server`` (``ServerFacts``) enables server rules such as GPU ids that do not exist, and
+judges against the server's Triton version (fields and platforms newer than it, its
+model-name checks). ``strict=True`` mirrors ``tritonserver --disable-auto-complete-config``:
+fields Triton could otherwise fill from the model file (data_type, dims) become required;
+the backend is still inferred from the version folder's file names and a
+``model.<backend>`` folder name, as Triton does. ``folder`` (``FolderFacts``) gives
+``validate_text`` what the model folder holds, so a single file gets the verdict its
+folder gets. A template (``${name}`` placeholders) gets one finding per placeholder and
+the rest is checked around them. Findings carry ``file`` (the config or folder),
+``field``, ``line``, ``col``.
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2
 
 from .backends import BackendFields
-from .context import RuleContext, ServerFacts
+from .context import FolderFacts, RuleContext, ServerFacts
 from .ensemble_rules import check_ensemble
 from .findings import Finding, sort_findings
-from .parsing import FieldLocator, parse_config
+from .parsing import FieldLocator
 from .rules import RULES
+from .templates import drop_templated, parse_for_validation
+from .versions import check_server_version
 
 __all__ = [
+    "FolderFacts",
     "ServerFacts",
     "validate_config",
     "validate_model_dir",
@@ -47,6 +56,7 @@ def run_rules(ctx: RuleContext) -> list[Finding]:
     for rule in RULES:
         findings.extend(rule(ctx))
     findings.extend(check_ensemble(ctx))
+    findings.extend(check_server_version(ctx))
     return findings
 
 
@@ -58,6 +68,7 @@ def validate_config(
     strict: bool = False,
     locator: FieldLocator | None = None,
     fields: BackendFields | None = None,
+    folder: FolderFacts | None = None,
 ) -> list[Finding]:
     """Validate an already parsed ModelConfig (positions only when ``locator`` is given)."""
     ctx = RuleContext(
@@ -67,6 +78,7 @@ def validate_config(
         server=server,
         strict=strict,
         fields=fields,
+        folder=folder,
     )
     return sort_findings(run_rules(ctx))
 
@@ -77,21 +89,21 @@ def validate_text(
     folder_name: str | None = None,
     server: ServerFacts | None = None,
     strict: bool = False,
+    folder: FolderFacts | None = None,
 ) -> list[Finding]:
     """Parse and validate config.pbtxt text; syntax problems come back as findings."""
-    parsed = parse_config(text)
+    parsed = parse_for_validation(text)
     if parsed.config is None:
         return sort_findings(parsed.findings)
-    return sort_findings(
-        parsed.findings
-        + validate_config(
-            parsed.config,
-            folder_name=folder_name,
-            server=server,
-            strict=strict,
-            locator=parsed.locator,
-        )
+    found = validate_config(
+        parsed.config,
+        folder_name=folder_name,
+        server=server,
+        strict=strict,
+        locator=parsed.locator,
+        folder=folder,
     )
+    return sort_findings(parsed.findings + drop_templated(found, parsed))
 
 
 def validate_model_dir(
@@ -126,11 +138,20 @@ def validate_path(
                     Finding("error", "file.unreadable", f"cannot read {p}: {exc}", file=str(p))
                 ]
             }
+        in_model_folder = p.name == "config.pbtxt"
+        folder = None
+        if in_model_folder:
+            from .folder import folder_facts
+
+            parsed = parse_for_validation(data)
+            filename = parsed.config.default_model_filename if parsed.config else ""
+            folder = folder_facts(p.absolute().parent, filename)
         findings = validate_text(
             data,
-            folder_name=p.parent.name if p.name == "config.pbtxt" else None,
+            folder_name=p.absolute().parent.name if in_model_folder else None,
             server=server,
             strict=strict,
+            folder=folder,
         )
         return {str(p): [f.with_file(str(p)) for f in findings]}
     if (p / "config.pbtxt").is_file():

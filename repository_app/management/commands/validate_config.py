@@ -6,10 +6,11 @@ import json
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from repository_app.modelconfig.findings import Finding
 from repository_app.modelconfig.validate import ServerFacts, validate_path
+from repository_app.modelconfig.versions import parse_triton_version
 
 
 class Command(BaseCommand):
@@ -33,17 +34,18 @@ class Command(BaseCommand):
             help="comma-separated GPU ids of the target server ('' for a CPU-only server); "
             "default: asked from the configured Triton when it answers",
         )
+        parser.add_argument(
+            "--triton-version",
+            default=None,
+            metavar="X.Y",
+            help="Triton version of the target server (e.g. 2.51 for release 24.10): fields, "
+            "platforms and name rules newer than it are errors; default: the configured "
+            "Triton's, else the newest release",
+        )
         parser.add_argument("--no-server", action="store_true", help="skip the server-level rules")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        server = None
-        if options["gpus"] is not None:
-            ids = [int(x) for x in options["gpus"].split(",") if x.strip()]
-            server = ServerFacts(gpu_ids=ids)
-        elif not options["no_server"]:
-            from repository_app.server_facts import server_facts
-
-            server = server_facts()
+        server = self._server_facts(options)
         findings: list[Finding] = []
         for path in options["paths"]:
             for source, found in validate_path(
@@ -61,3 +63,27 @@ class Command(BaseCommand):
         if any(f.is_error for f in findings):
             self.stdout.flush()
             sys.exit(1)
+
+    def _server_facts(self, options: dict[str, Any]) -> ServerFacts | None:
+        """Flags win over what the configured Triton says; ask it only for what is missing."""
+        version = None
+        if options["triton_version"] is not None:
+            try:
+                version = parse_triton_version(options["triton_version"])
+            except ValueError as exc:
+                raise CommandError(f"--triton-version: {exc}") from exc
+        gpus = None
+        if options["gpus"] is not None:
+            gpus = [int(x) for x in options["gpus"].split(",") if x.strip()]
+        asked = None
+        if not options["no_server"] and (gpus is None or version is None):
+            from repository_app.server_facts import server_facts
+
+            asked = server_facts()
+        if asked is not None:
+            version = version or asked.version
+            if gpus is None and asked.gpus_known:
+                gpus = asked.gpu_ids
+        if gpus is None and version is None:
+            return None
+        return ServerFacts(gpu_ids=gpus or [], gpus_known=gpus is not None, version=version)
