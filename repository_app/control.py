@@ -21,6 +21,7 @@ from .models import ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
 from .status import state_json
 from .triton_client import TritonError, get_client
+from .triton_messages import explain_load_failure
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def run_action(
     except TritonError as exc:
         states = _states(name)
         still_ready = any(s.state == "READY" for s in states)
-        message = exc.message
+        message = exc.message if action == "unload" else explain_load_failure(exc.message)
         if was_ready and still_ready and action != "unload":
             message += " — the previous version keeps serving."
         outcome = ActionOutcome(name, action, False, message, previous_serving=still_ready)

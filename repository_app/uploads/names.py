@@ -188,9 +188,19 @@ def archive_suffix(filename: str) -> str:
     return ""
 
 
-def check_upload_filename(files: BackendFiles, filename: str) -> bool:
-    """Check the name of the uploaded file; True when it is an archive."""
+def _a(word: str) -> str:
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
+def check_upload_filename(files: BackendFiles, filename: str, *, new_model: bool = False) -> bool:
+    """Check the name of the uploaded file; True when it is an archive.
+
+    A single file for a new model may have any name: it is stored under the backend's
+    default name (``resnet.onnx`` becomes ``1/model.onnx``). A version of an existing model
+    must already carry that name. Either way a name that hides a second extension is
+    refused, and the original name decides whether the upload counts as code."""
     _common("file name", filename)
+    backend = files.platform or files.backend
     if archive_suffix(filename):
         stem = re.sub(r"\.(tar\.gz|tgz|tar|zip)$", "", filename, flags=re.IGNORECASE)
         if is_code_name(stem):
@@ -198,21 +208,22 @@ def check_upload_filename(files: BackendFiles, filename: str) -> bool:
         return True
     if has_double_extension(filename):
         raise InvalidName(
-            f"the file name {filename!r} has a double extension: a {files.backend} model file "
-            f"must be named {' or '.join(files.single_files) or 'inside an archive'}"
+            f"the file name {filename!r} has a double extension, which can hide what a file "
+            f"is: rename it ({_a(backend)} model file is stored as "
+            f"{' or '.join(files.single_files) or 'part of an archive'})"
         )
-    if filename not in files.single_files:
-        if not files.single_files:
-            raise InvalidName(
-                f"{files.default_name} for {files.platform or files.backend} is uploaded as an "
-                f"archive (.zip, .tar or .tar.gz) holding {', '.join(files.required)}"
-            )
+    if not files.single_files:
         raise InvalidName(
-            f"a {files.platform or files.backend} model file must be named "
-            f"{' or '.join(files.single_files)} (Triton's default file name), got {filename!r}; "
-            "folder formats and extra files go in an archive (.zip, .tar or .tar.gz)"
+            f"{files.default_name} for {backend} is uploaded as an "
+            f"archive (.zip, .tar or .tar.gz) holding {', '.join(files.required)}"
         )
-    return False
+    if new_model or filename in files.single_files:
+        return False
+    raise InvalidName(
+        f"{_a(backend)} model file must be named "
+        f"{' or '.join(files.single_files)} (Triton's default file name), got {filename!r}; "
+        "folder formats and extra files go in an archive (.zip, .tar or .tar.gz)"
+    )
 
 
 def check_member_path(path: str) -> tuple[str, ...]:

@@ -253,6 +253,9 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
             fsync_tree(version_dir)
     version = _publish(upload, generated is not None)
     message = f"published as version {version}"
+    stored = _stored_name(upload, files)
+    if stored != upload.filename:
+        message += f"; stored as {stored}, the name Triton loads (uploaded as {upload.filename})"
     if generated is not None:
         message += (
             "; config.pbtxt generated from the ONNX graph"
@@ -305,6 +308,14 @@ def _backend(upload: Upload) -> names.BackendFiles:
     return staging._model_backend(upload.model)
 
 
+def _stored_name(upload: Upload, files: names.BackendFiles) -> str:
+    """The name a single uploaded file gets in the version folder: the backend's default
+    (what Triton opens) for a new model uploaded under another name, else its own."""
+    if upload.is_archive or upload.filename in files.single_files:
+        return upload.filename
+    return files.default_name
+
+
 def _prepare_version(
     upload: Upload, user: Any, files: names.BackendFiles, version_dir: Path
 ) -> None:
@@ -336,9 +347,10 @@ def _prepare_version(
             Upload.objects.filter(pk=upload.pk).update(is_code=True)
     else:
         version_dir.mkdir(mode=0o755)
+        stored = version_dir / _stored_name(upload, files)
         # Same inode, no copy: the staging entry disappears when the upload is cleaned.
-        os.link(data, version_dir / upload.filename)
-        os.chmod(version_dir / upload.filename, 0o644)
+        os.link(data, stored)
+        os.chmod(stored, 0o644)
     if files.backend == "onnxruntime":
         try:
             generate.read_onnx(version_dir / files.default_name)

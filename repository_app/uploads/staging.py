@@ -311,9 +311,10 @@ def create_upload(
                 field="version",
             )
     try:
-        is_archive = names.check_upload_filename(files, filename)
+        is_archive = names.check_upload_filename(files, filename, new_model=new_model)
     except names.InvalidName as exc:
         raise UploadError(str(exc), field="filename") from exc
+    # By the name as uploaded: a .py stored as model.onnx is still code.
     is_code = files.code or names.is_code_name(filename)
     check_may_upload(user, is_code=is_code)
     declared = _check_size(size, is_archive)

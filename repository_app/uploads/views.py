@@ -17,12 +17,25 @@ from ..triton_client import TritonError, get_client
 from . import names, publish, staging
 from .staging import UploadError
 
+CONTROL_PERMISSION = "repository_app.control_models"
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
-def _limits() -> dict[str, int]:
+
+def binary_size(count: int) -> str:
+    """64 GiB, 4 MiB, 1.5 KiB: the binary units the upload rows (upload.js) use too
+    (Django's filesizeformat divides by 1024 but writes "GB")."""
+    value, unit = float(count), 0
+    while value >= 1024 and unit < len(_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    number = f"{value:.1f}".removesuffix(".0") if unit else str(count)
+    return f"{number} {_UNITS[unit]}"
+
+
+def _limits() -> dict[str, str]:
     return {
-        "max_file": settings.UPLOAD_MAX_FILE_BYTES,
-        "max_total": settings.UPLOAD_MAX_TOTAL_BYTES,
-        "chunk": settings.UPLOAD_CHUNK_BYTES,
+        "max_file": binary_size(settings.UPLOAD_MAX_FILE_BYTES),
+        "max_total": binary_size(settings.UPLOAD_MAX_TOTAL_BYTES),
+        "chunk": binary_size(settings.UPLOAD_CHUNK_BYTES),
     }
 
 
@@ -38,6 +51,8 @@ def new_model(request: HttpRequest) -> HttpResponse:
             "limits": _limits(),
             "can_upload": request.user.has_perm(staging.UPLOAD_PERMISSION),
             "can_upload_code": request.user.has_perm(staging.CODE_PERMISSION),
+            # After publishing, the page offers a trial load to those who may load.
+            "can_load": request.user.has_perm(CONTROL_PERMISSION),
         },
     )
 

@@ -177,25 +177,52 @@
     if (state.state === "published") {
       localStorage.removeItem(key);
       const cell = row.k("status");
-      cell.className = "small ok";
+      cell.className = "small";
       cell.textContent = "";
       const strong = document.createElement("span");
       strong.className = "ok upload-done";
       strong.textContent = "version " + state.version + " published";
       const link = document.createElement("a");
-      link.href = state.model_url; link.textContent = " open " + state.model;
+      link.href = state.model_url; link.className = "upload-model-link";
+      link.textContent = "open " + state.model;
+      const head = document.createElement("div");
+      head.append(strong, " · ", link);
+      cell.append(head);
+      // The rest of the server's message ("stored as model.onnx, the name Triton loads",
+      // "config.pbtxt generated ..."); its first clause is the line above.
+      const notes = (state.message || "").split("; ").slice(1).join("; ");
+      if (notes || state.editor_url) {
+        const note = document.createElement("div");
+        note.className = "upload-note";
+        note.append(notes);
+        if (state.editor_url) {
+          const editor = document.createElement("a");
+          editor.href = state.editor_url; editor.textContent = "open the config editor";
+          editor.className = "upload-editor-link";
+          note.append(notes ? " · " : "", editor);
+        }
+        cell.append(note);
+      }
+      if (state.new_model && form.dataset.loadUrl) {
+        // A trial load through the model page's own load action (it then shows the outcome).
+        const trial = document.createElement("form");
+        trial.method = "post";
+        trial.action = form.dataset.loadUrl.replace("MODEL_NAME", encodeURIComponent(state.model));
+        trial.className = "upload-load";
+        const token = document.createElement("input");
+        token.type = "hidden"; token.name = "csrfmiddlewaretoken"; token.value = csrf();
+        const button = document.createElement("button");
+        button.type = "submit"; button.className = "upload-load-button";
+        button.textContent = "Load it now";
+        trial.append(token, button);
+        cell.append(trial);
+      }
       const sha = document.createElement("div");
       sha.innerHTML = "sha256 <code class='upload-sha256'></code>";
       sha.querySelector("code").textContent = state.sha256;
-      cell.append(strong, link, sha);
-      if (state.editor_url) {
-        const editor = document.createElement("a");
-        editor.href = state.editor_url; editor.textContent = "open the config editor";
-        editor.className = "upload-editor-link";
-        const note = document.createElement("div");
-        note.append(state.message + " · ", editor);
-        cell.append(note);
-        if (state.message.indexOf("skeleton") >= 0) setTimeout(function () { location.href = state.editor_url; }, 1500);
+      cell.append(sha);
+      if (state.editor_url && state.message.indexOf("skeleton") >= 0) {
+        setTimeout(function () { location.href = state.editor_url; }, 1500);
       }
     } else if (state.state === "receiving") {
       // Retryable (e.g. the model was LOADING): the bytes are kept.
