@@ -63,7 +63,9 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
     status = 200
     if request.method == "POST":
         if not can_run:
-            return HttpResponse("Your role cannot run sweeps.", status=403)
+            return render(
+                request, "403.html", {"exception": "Your role cannot run sweeps."}, status=403
+            )
         form = SweepForm(request.POST, request.FILES, model=name)
         if form.is_valid() and form.params is not None:
             try:

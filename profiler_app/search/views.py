@@ -45,7 +45,12 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
     gpus = runner.has_gpus()
     if request.method == "POST":
         if not can_run:
-            return HttpResponse("Your role cannot run config searches.", status=403)
+            return render(
+                request,
+                "403.html",
+                {"exception": "Your role cannot run config searches."},
+                status=403,
+            )
         form = SearchForm(request.POST, model=name)
         if form.is_valid() and form.search_request is not None:
             try:

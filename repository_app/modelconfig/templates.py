@@ -149,8 +149,9 @@ def parse_for_validation(source: str | bytes) -> ParseResult:
     parsed = parse_config(filled)
     info = TemplateInfo(placeholders)
     findings = list(encoding_findings)
+    index = _PathIndex(parsed.locator)
     for p in placeholders:
-        path = _path_at(parsed.locator, p) if parsed.config is not None else ""
+        path = index.path_at(p) if parsed.config is not None else ""
         if path:
             info.templated_paths.add(path)
         findings.append(placeholder_finding(p, path))
@@ -179,18 +180,20 @@ def drop_templated(findings: list[Finding], parsed: ParseResult) -> list[Finding
     return [f for f in findings if not about_stand_in(f)]
 
 
-def _path_at(locator: FieldLocator, p: Placeholder) -> str:
-    """The innermost field path written at or before the placeholder."""
-    entries = sorted(
-        ((line, col), len(path), path) for path, (line, col) in locator.positions.items()
-    )
-    keys = [e[0] for e in entries]
-    index = bisect.bisect_right(keys, (p.line, p.col)) - 1
-    if index < 0:
-        return ""
-    at = keys[index]
-    best = max((e for e in entries if e[0] == at), key=lambda e: e[1])
-    return best[2]
+class _PathIndex:
+    """Field paths by position, to find the innermost one written at or before a point."""
+
+    def __init__(self, locator: FieldLocator) -> None:
+        deepest: dict[tuple[int, int], str] = {}
+        for path, at in locator.positions.items():
+            if len(path) > len(deepest.get(at, "")):
+                deepest[at] = path
+        self.keys = sorted(deepest)
+        self.paths = [deepest[k] for k in self.keys]
+
+    def path_at(self, p: Placeholder) -> str:
+        index = bisect.bisect_right(self.keys, (p.line, p.col)) - 1
+        return self.paths[index] if index >= 0 else ""
 
 
 def _stand_ins(text: str, bare: dict[tuple[int, int], Placeholder]) -> dict[tuple[int, int], str]:

@@ -34,7 +34,7 @@ from .backends import BackendFields
 from .context import FolderFacts, RuleContext, ServerFacts
 from .ensemble_rules import check_ensemble
 from .findings import Finding, sort_findings
-from .parsing import FieldLocator
+from .parsing import FieldLocator, ParseResult
 from .rules import RULES
 from .templates import drop_templated, parse_for_validation
 from .versions import check_server_version
@@ -92,7 +92,23 @@ def validate_text(
     folder: FolderFacts | None = None,
 ) -> list[Finding]:
     """Parse and validate config.pbtxt text; syntax problems come back as findings."""
-    parsed = parse_for_validation(text)
+    return _validate_parsed(
+        parse_for_validation(text),
+        folder_name=folder_name,
+        server=server,
+        strict=strict,
+        folder=folder,
+    )
+
+
+def _validate_parsed(
+    parsed: ParseResult,
+    *,
+    folder_name: str | None,
+    server: ServerFacts | None,
+    strict: bool,
+    folder: FolderFacts | None,
+) -> list[Finding]:
     if parsed.config is None:
         return sort_findings(parsed.findings)
     found = validate_config(
@@ -139,15 +155,15 @@ def validate_path(
                 ]
             }
         in_model_folder = p.name == "config.pbtxt"
+        parsed = parse_for_validation(data)
         folder = None
         if in_model_folder:
             from .folder import folder_facts
 
-            parsed = parse_for_validation(data)
             filename = parsed.config.default_model_filename if parsed.config else ""
             folder = folder_facts(p.absolute().parent, filename)
-        findings = validate_text(
-            data,
+        findings = _validate_parsed(
+            parsed,
             folder_name=p.absolute().parent.name if in_model_folder else None,
             server=server,
             strict=strict,
