@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -40,7 +41,13 @@ class ModelIntent(models.Model):
 
 
 class ConfigRevision(models.Model):
-    """One saved (or found-on-disk) content of a model's config.pbtxt: the editor's history."""
+    """One saved (or found-on-disk) content of a model's config.pbtxt: the editor's history.
+
+    ``number`` counts each model's revisions from 1 (what pages, messages and the API show);
+    the primary key stays internal (URLs). It is assigned on the first save, under the model
+    lock of the save path; the unique constraint refuses a duplicate instead of showing two
+    revisions with one number.
+    """
 
     class Source(models.TextChoices):
         FORM = "form", "form editor"
@@ -50,6 +57,7 @@ class ConfigRevision(models.Model):
         RESTORE = "restore", "restored"
 
     model = models.CharField(max_length=255, db_index=True)
+    number = models.PositiveIntegerField(default=0)
     text = models.TextField()
     sha256 = models.CharField(max_length=64)
     # The sha256 of the file this revision replaced ("" for the first one seen).
@@ -64,9 +72,20 @@ class ConfigRevision(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["model", "-id"], name="configrev_model_latest")]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "number"], name="configrev_model_number")
+        ]
 
     def __str__(self) -> str:
-        return f"{self.model} #{self.pk} {self.source} {self.sha256[:12]}"
+        return f"{self.model} #{self.number} {self.source} {self.sha256[:12]}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.number:
+            latest = ConfigRevision.objects.filter(model=self.model).aggregate(
+                top=models.Max("number")
+            )["top"]
+            self.number = (latest or 0) + 1
+        super().save(*args, **kwargs)
 
 
 class Upload(models.Model):

@@ -121,7 +121,7 @@ def test_restoring_an_old_revision_creates_a_new_revision_with_its_text(repo):
     )
     assert config_file(repo).read_text() == before
     assert result.revision is not None and result.revision.source == "restore"
-    assert result.revision.message == f"restored revision #{first.pk}"
+    assert result.revision.message == f"restored revision #{first.number}"
     assert ConfigRevision.objects.count() == 3
 
 

@@ -204,9 +204,26 @@ def history(name: str) -> list[ConfigRevision]:
 
 
 def record_disk_change(
-    name: str, current: CurrentConfig | None = None, root: Path | None = None
+    name: str,
+    current: CurrentConfig | None = None,
+    root: Path | None = None,
+    *,
+    locked: bool = False,
 ) -> ConfigRevision | None:
-    """Record the file as a ``disk`` revision when it differs from the latest revision."""
+    """Record the file as a ``disk`` revision when it differs from the latest revision.
+
+    Takes the model lock (revision numbers are assigned under it) unless the caller holds
+    it (``locked``, save_config). Under its own lock it reads the file again, so a save that
+    landed after ``current`` was read is not recorded as a disk change."""
+    if not locked:
+        current = current if current is not None else read_current(name, root)
+        if not current.exists:
+            return None
+        latest = latest_revision(name)
+        if latest is not None and latest.sha256 == current.sha256:
+            return None  # the common case, without the lock
+        with model_lock(model_dir(name, root)):
+            return record_disk_change(name, None, root, locked=True)
     current = current if current is not None else read_current(name, root)
     if not current.exists:
         return None
@@ -320,7 +337,7 @@ def save_config(
         current = read_current(name, root)
         if current.sha256 != base_sha256:
             # Remember what someone else wrote before refusing (the history shows it).
-            record_disk_change(name, current, root)
+            record_disk_change(name, current, root, locked=True)
             _audit(
                 action,
                 name,
@@ -331,7 +348,7 @@ def save_config(
                 current.sha256,
             )
             raise SaveConflict(current)
-        record_disk_change(name, current, root)
+        record_disk_change(name, current, root, locked=True)
         previous = latest_revision(name)
         if current.exists and data == current.data:
             return SaveResult(None, previous, findings)
@@ -352,6 +369,7 @@ def save_config(
             current.sha256,
             sha256_hex(data),
         )
+        # Still under the model lock: the revision's per-model number is max + 1.
         with transaction.atomic():
             revision = ConfigRevision.objects.create(
                 model=name,
@@ -405,7 +423,7 @@ def _announce_save(name: str, revision: ConfigRevision, previous: ConfigRevision
         "config.saved",
         {
             "model": name,
-            "revision": revision.pk,
+            "revision": revision.number,  # per model, as the pages show it
             "sha256": revision.sha256,
             "by": revision.author.get_username() if revision.author else "someone",
             "diff_url": diff,
@@ -435,6 +453,6 @@ def restore_revision(
         author_id=author_id,
         # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
         source=cast(str, Source.RESTORE),
-        message=f"restored revision #{old.pk}",
+        message=f"restored revision #{old.number}",
         root=root,
     )
