@@ -9,7 +9,6 @@ a small scanner that walks the (already valid) text alongside the message descri
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from tritonclient.grpc import model_config_pb2
 
 from .findings import ERROR, Finding
+from .suggest import suggest
 
 if TYPE_CHECKING:
     from .templates import TemplateInfo
@@ -428,8 +428,8 @@ def _message_descriptor(full_name: str) -> Descriptor | None:
 def _unknown_field_message(type_name: str, name: str) -> str:
     desc = _message_descriptor(type_name)
     known = [f.name for f in desc.fields] if desc is not None else []
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean '{close[0]}'?" if close else "remove it or check the spelling"
+    close = suggest(name, known)
+    hint = f"did you mean '{close}'?" if close else "remove it or check the spelling"
     short = type_name.split(".")[-1]
     return f"unknown field '{name}' in {short}: {hint}"
 
@@ -440,6 +440,6 @@ def _unknown_enum_message(type_name: str, value: str) -> str:
         allowed = [v.name for v in enum.values]
     except KeyError:
         allowed = []
-    close = difflib.get_close_matches(value, allowed, n=1)
-    hint = f"did you mean {close[0]}?" if close else "use one of " + ", ".join(allowed)
+    close = suggest(value, allowed)
+    hint = f"did you mean {close}?" if close else "use one of " + ", ".join(allowed)
     return f"unknown value {value} for {type_name.split('.')[-1]}: {hint}"

@@ -505,8 +505,14 @@ def check_dynamic_batching(ctx: RuleContext) -> Iterator[Finding]:
                 ERROR,
                 "dynamic-batching.preferred-above-max",
                 f"dynamic batching preferred size must be <= max batch size for {ctx.name}: "
-                f"preferred_batch_size {size} exceeds max_batch_size {max_bs}; lower it to at "
-                f"most {max_bs} or raise max_batch_size",
+                + (
+                    "dynamic batching with preferred batch sizes needs max_batch_size >= 1, "
+                    f"and it is 0: set max_batch_size to at least {max(db.preferred_batch_size)} "
+                    "(and leave the batch dimension out of dims) or remove preferred_batch_size"
+                    if max_bs == 0
+                    else f"preferred_batch_size {size} exceeds max_batch_size {max_bs}; lower it "
+                    f"to at most {max_bs} or raise max_batch_size"
+                ),
                 path,
             )
         elif size in seen:
