@@ -104,7 +104,6 @@ class ModelDetailView(APIView):
             body["statistics"] = []
         return Response(body)
 
-
     @extend_schema(
         request=None,
         parameters=[OpenApiParameter("unload", bool, description="unload the model first")],
