@@ -31,7 +31,6 @@ def test_a_form_edit_shows_the_inline_error_then_saves_and_appears_in_the_histor
         assert page.input_value("input[name='cfg-preferred_batch_size']") == "8, 16"
 
         page.fill("input[name='cfg-max_batch_size']", "4")
-        page.check("input[name='cfg-drop_comments']")  # the demo file has a comment
         page.click("#save-button")
         error = page.locator("[data-field='cfg-preferred_batch_size'] .finding.error").first
         error.wait_for()
@@ -43,7 +42,8 @@ def test_a_form_edit_shows_the_inline_error_then_saves_and_appears_in_the_histor
         page.click("#save-button")
         page.wait_for_selector(".messages li:has-text('Saved config.pbtxt as revision')")
         text = add_batched_config.read_text()
-        assert "max_batch_size: 4" in text and "preferred_batch_size: 2" in text
+        assert "max_batch_size: 4" in text and "preferred_batch_size: [ 2, 4 ]" in text
+        assert text.startswith("# Adds 1 to a FP32 vector")  # written in place, comment kept
 
         page.click("#history-link")
         revision = ConfigRevision.objects.filter(model="add_batched", source="form").get()

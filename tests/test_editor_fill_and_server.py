@@ -36,7 +36,7 @@ def test_fill_from_model_reads_the_onnx_graph(settings, tmp_path):
     text, note = fill.fill_from_model(
         "classifier", 'name: "classifier"\nplatform: "onnxruntime_onnx"\n'
     )
-    assert 'name: "images"' in text and "dims: 3" in text and "TYPE_FP32" in text
+    assert 'name: "images"' in text and "dims: [ 3, 8, 8 ]" in text and "TYPE_FP32" in text
     assert "max_batch_size: 8" in text  # a symbolic first dimension: batching
     assert note.startswith("Inputs and outputs filled from 1/model.onnx")
     for bad_text, message in (("max_batch_size: [", "syntax"),):

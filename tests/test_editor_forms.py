@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repository_app.editor import form_mapping as fm
-from repository_app.modelconfig import parse_config, to_text
+from repository_app.modelconfig import parse_config
 
 NAME = "rich"
 
@@ -90,8 +90,9 @@ def test_changing_max_batch_size_leaves_everything_the_form_does_not_show():
         c.max_batch_size = 4
 
     assert result.config == expect(RICH, change)
-    assert result.comments_dropped
-    # The canonical text parses back to the same config.
+    # Written in place: that one line changes, the comments and everything else stay.
+    assert not result.comments_dropped
+    assert result.text == RICH.replace("max_batch_size: 8", "max_batch_size: 4")
     assert base_config(result.text) == result.config
 
 
@@ -118,6 +119,7 @@ def test_editing_an_instance_group_keeps_its_rate_limiter():
 
 def test_rows_can_be_added_and_deleted():
     data = unchanged_post(RICH)
+    data["output-TOTAL_FORMS"] = "2"  # what "Add row" does
     data["input-0-DELETE"] = "on"
     data["output-1-name"] = "SCORES"
     data["output-1-data_type"] = "TYPE_FP16"
@@ -133,13 +135,18 @@ def test_rows_can_be_added_and_deleted():
 
 
 def test_an_untouched_blank_row_adds_nothing():
-    result = read(BATCHED, unchanged_post(BATCHED, "batched"), "batched")
+    data = unchanged_post(BATCHED, "batched")
+    assert data["instance_group-TOTAL_FORMS"] == "1"  # no blank row of its own
+    data["instance_group-TOTAL_FORMS"] = "2"  # "Add row", left as it came
+    data["instance_group-1-kind"] = "KIND_AUTO"
+    result = read(BATCHED, data, "batched")
     assert result.config == base_config(BATCHED)
-    assert len(result.editor.instance_groups.forms) == 2  # one existing, one blank
+    assert len(result.editor.instance_groups.forms) == 2  # one existing, one added
 
 
 def test_parameters_are_renamed_edited_added_and_deleted():
     data = unchanged_post(RICH)
+    data["parameters-TOTAL_FORMS"] = "3"  # "Add row"
     data["parameters-0-key"] = "gamma"  # rename alpha, keep its value
     data["parameters-1-DELETE"] = "on"  # delete beta
     data["parameters-2-key"] = "delta"
@@ -152,6 +159,7 @@ def test_parameters_are_renamed_edited_added_and_deleted():
 
 def test_a_parameter_value_without_key_is_a_form_error():
     data = unchanged_post(RICH)
+    data["parameters-TOTAL_FORMS"] = "3"  # "Add row"
     data["parameters-2-value"] = "orphan"
     result = read(RICH, data)
     assert not result.ok
@@ -268,7 +276,7 @@ def test_any_edit_of_the_shown_fields_keeps_every_other_field(max_batch, count, 
         c.instance_group[0].count = count
 
     assert result.config == expect(RICH, change)
-    assert to_text(base_config(result.text)) == result.text
+    assert base_config(result.text) == result.config  # written in place, not canonical
     data2 = unchanged_post(BATCHED, "batched")
     data2["cfg-max_queue_delay_microseconds"] = str(delay)
     result2 = read(BATCHED, data2, "batched")

@@ -110,24 +110,22 @@ def test_a_text_save_writes_exactly_the_typed_text_with_comments(repo, operator)
         "olivia",
     )
     page = operator.get(response["Location"]).content.decode()
-    assert f"Saved config.pbtxt as revision #{revision.pk}." in page
+    assert f"Saved config.pbtxt as revision #{revision.number}." in page
 
 
 @pytest.mark.django_db
-def test_a_form_save_with_comments_needs_confirmation_then_writes_canonical_text(repo, operator):
-    before = config_path(repo).read_bytes()
+def test_a_form_save_with_comments_changes_only_that_line_without_asking(repo, operator):
+    # Was: a confirmation, then canonical text without the comments (issue #16).
+    before = config_path(repo).read_text()
     data = form_post(repo, action="save", **{"cfg-max_batch_size": "32"})
-    response = operator.post(URL, data)
-    assert response.status_code == 422
-    assert "drops them" in response.content.decode()
-    assert config_path(repo).read_bytes() == before
-    data["cfg-drop_comments"] = "on"
     response = operator.post(URL, data)
     assert response.status_code == 302
     saved = parse_config(config_path(repo).read_bytes()).config
     assert saved is not None and saved.max_batch_size == 32
     assert list(saved.dynamic_batching.preferred_batch_size) == [8, 16]
-    assert "#" not in config_path(repo).read_text()
+    assert config_path(repo).read_text() == before.replace(
+        "max_batch_size: 64", "max_batch_size: 32"
+    )
     assert ConfigRevision.objects.order_by("-id").first().source == "form"
 
 
@@ -198,7 +196,9 @@ def test_history_diff_and_restore(repo, operator):
     assert response.status_code == 302
     assert config_path(repo).read_text() == original
     latest = ConfigRevision.objects.order_by("-id").first()
-    assert latest.source == "restore" and latest.message == f"restored revision #{revisions[0].pk}"
+    assert (
+        latest.source == "restore" and latest.message == f"restored revision #{revisions[0].number}"
+    )
     stale = operator.post(f"{URL}revisions/{revisions[1].pk}/restore", {"base_sha": "0" * 64})
     assert stale.status_code == 302 and config_path(repo).read_text() == original
 
@@ -412,7 +412,7 @@ def test_a_failing_reload_keeps_the_file_and_the_previous_config_serving(
     assert served == "1.0"
     # One click reverts the file to the previous revision.
     previous = ConfigRevision.objects.filter(model=name).order_by("id").first()
-    assert f"Revert the file to revision #{previous.pk}" in html
+    assert f"Revert the file to revision #{previous.number}" in html
     response = operator.post(
         f"{url}revisions/{previous.pk}/restore",
         {"base_sha": sha(live_repo, name), "next": "editor"},

@@ -87,7 +87,7 @@ def test_the_version_policy_shortcut_saves_through_the_config_editor(repo, opera
     specific = operator.put("/api/v1/models/plain/version-policy",
                             {"policy": "specific", "versions": [1, 3]}, content_type="application/json")  # fmt: skip
     assert specific.status_code == 200
-    assert "versions: 1" in (repo / "plain" / "config.pbtxt").read_text()
+    assert "versions: [ 1, 3 ]" in (repo / "plain" / "config.pbtxt").read_text()
     bad = operator.put("/api/v1/models/plain/version-policy",
                        {"policy": "latest", "num_versions": 0}, content_type="application/json")  # fmt: skip
     assert bad.status_code == 400 and "at least 1" in bad.json()["message"]

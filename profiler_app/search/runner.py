@@ -43,8 +43,9 @@ from repository_app import control, events
 from repository_app.editor import saving
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
 from repository_app.metrics import by_name
-from repository_app.modelconfig import parse_config, to_text, validate_config
+from repository_app.modelconfig import parse_config, validate_config
 from repository_app.modelconfig.findings import ERROR
+from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from repository_app.triton_client import TritonError, get_client
 
 from .. import sweeps, watchdog
@@ -674,10 +675,23 @@ def snapshot(search_id: int) -> dict[str, Any] | None:
 
 
 def candidate_config_text(search: Search, key: str) -> str:
-    """The candidate as config.pbtxt text: the saved config with its knobs applied."""
+    """The candidate as config.pbtxt text: the saved file with its knobs applied in place
+    (what Apply would write); SearchError when that cannot be done in place."""
     candidate = SearchCandidate.objects.get(search=search, key=key)
-    base, _, _ = saved_config(search.model)
-    return to_text(apply(base, Knobs.from_json(candidate.knobs)))
+    base, text, _ = saved_config(search.model)
+    return _in_place(text, apply(base, Knobs.from_json(candidate.knobs)))
+
+
+def _in_place(text: str, config: Any) -> str:
+    """``text`` with the candidate's knobs written in place: Apply changes the lines of the
+    knobs and nothing else (comments and layout stay); it refuses instead of rewriting."""
+    try:
+        return edit_in_place(text, config)
+    except CannotEditInPlace as exc:
+        raise SearchError(
+            f"the candidate cannot be written into config.pbtxt in place ({exc.reason}); "
+            "nothing was changed: make the change in the config editor"
+        ) from None
 
 
 # --- applying the winner ----------------------------------------------------------------------
@@ -691,8 +705,8 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
     if candidate is None or candidate.state != SearchCandidate.State.MEASURED:
         raise SearchError("only a measured candidate can be applied")
     knobs = Knobs.from_json(candidate.knobs)
-    base, _, sha = saved_config(search.model)
-    text = to_text(apply(base, knobs))
+    base, current_text, sha = saved_config(search.model)
+    text = _in_place(current_text, apply(base, knobs))
     try:
         saved = saving.save_config(
             search.model,
@@ -728,7 +742,7 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
         username,
         user_id=getattr(user, "pk", None),
     )
-    revision = saved.revision.pk if saved.revision else "?"
+    revision = saved.revision.number if saved.revision else "?"
     if outcome.ok:
         return f"Saved as revision #{revision} and {outcome.message}."
     return f"Saved as revision #{revision}, but the reload failed: {outcome.message}"

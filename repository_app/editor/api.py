@@ -148,7 +148,8 @@ class ConfigView(APIView):
         sha = saving.sha256_hex(as_text.encode("utf-8"))
         return Response(
             {"model": name, "sha256": sha, "text": as_text, "changed": result.changed,
-             "revision": result.revision.pk if result.revision else None,
+             # The per-model number the pages show ("revision #3"), not the primary key.
+             "revision": result.revision.number if result.revision else None,
              "findings": _findings(result.findings)},
             headers={"ETag": f'"{sha}"'},
         )  # fmt: skip

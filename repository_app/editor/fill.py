@@ -1,8 +1,10 @@
-""" "Fill from model": inputs, outputs and max_batch_size read from the ONNX graph."""
+""" "Fill from model": inputs, outputs and max_batch_size read from the ONNX graph, written
+into the config's text in place (the rest of the file, comments included, stays)."""
 
 from __future__ import annotations
 
-from ..modelconfig import io_from_onnx, parse_config, to_text
+from ..modelconfig import io_from_onnx, parse_config
+from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from . import saving
 
 
@@ -42,7 +44,15 @@ def fill_from_model(name: str, text: str) -> tuple[str, str]:
     config.output.extend(filled.output)
     if config.max_batch_size == 0 and filled.max_batch_size > 0:
         config.max_batch_size = filled.max_batch_size
-    return to_text(config), (
+    try:
+        filled_text = edit_in_place(text, config)
+    except CannotEditInPlace as exc:
+        # Refused rather than rewritten: a rewrite would drop comments without asking.
+        raise FillError(
+            f"the model's inputs and outputs cannot be written into this text in place "
+            f"({exc.reason}); nothing was changed: edit them in text mode"
+        ) from None
+    return filled_text, (
         f"Inputs and outputs filled from {versions[-1]}/{filename} "
         f"(max_batch_size {config.max_batch_size}): review, then save."
     )

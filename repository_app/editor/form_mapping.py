@@ -2,11 +2,13 @@
 
 A form save changes only what the user changed: ``apply_forms`` copies the base config
 (the parsed file the form was rendered from) and applies exactly the fields Django reports
-in ``changed_data``. Everything the form does not show (optimization, sequence_batching,
+in ``changed_data``; ``read_form`` then writes that difference into the base *text* in place
+(``modelconfig.text_edit``), so comments, layout and untouched lines stay byte for byte. Everything the form does not show (optimization, sequence_batching,
 ensemble_scheduling, model_warmup, response_cache, an input's allow_ragged_batch, an
 instance group's rate_limiter, ...) is never touched. Table rows are matched by position:
 row i edits the i-th input (output, instance group, parameter in key order); extra rows
-add, ticked "delete" boxes remove.
+add, ticked "delete" boxes remove. A field with a format error ("abc" in dims) keeps its old
+value for validation, so the rest of the config is still checked.
 
 ``place_findings`` maps validator field paths (``input[1].dims``,
 ``dynamic_batching.preferred_batch_size[0]``) onto the bound field that shows them.
@@ -20,10 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from django import forms as djforms
+from django.core.exceptions import NON_FIELD_ERRORS
 from tritonclient.grpc import model_config_pb2 as pb
 
 from ..modelconfig import Finding, parse_config, to_text, validate_config
 from ..modelconfig.findings import sort_findings
+from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from .forms import (
     ConfigForm,
     InputFormSet,
@@ -74,7 +78,7 @@ class EditorForms:
         return all(results)
 
     def has_changed(self) -> bool:
-        if self.config.changed_data and self.config.changed_data != ["drop_comments"]:
+        if [name for name in self.config.changed_data if name != "rewrite"]:
             return True
         return any(_formset_changed(fs) for fs in self.formsets.values())
 
@@ -132,7 +136,7 @@ def initial_data(config: ModelConfig, folder_name: str) -> dict[str, Any]:
         "version_policy": which or "",
         "latest_num_versions": vp.latest.num_versions if which == "latest" else None,
         "specific_versions": list(vp.specific.versions) if which == "specific" else [],
-        "drop_comments": False,
+        "rewrite": False,
     }
     return {
         "config": main,
@@ -224,7 +228,8 @@ def _set_group_field(group: pb.ModelInstanceGroup, name: str, value: Any) -> Non
 
 
 def _changed(form: djforms.Form) -> list[str]:
-    return [n for n in form.changed_data if n != "DELETE"]
+    """Changed fields that could be read (a format error keeps the old value)."""
+    return [n for n in form.changed_data if n != "DELETE" and n not in form.errors]
 
 
 def _apply_list(
@@ -256,7 +261,7 @@ def _apply_list(
 
 
 def _apply_main(config: ModelConfig, form: ConfigForm) -> bool:
-    changed = set(form.changed_data)
+    changed = set(form.changed_data) - set(form.errors)
     data = form.cleaned_data
     ok = True
     if "platform_backend" in changed:
@@ -478,6 +483,18 @@ def place_findings(
     return unplaced
 
 
+def place_on_unbound(editor: EditorForms, text: str, findings: Iterable[Finding]) -> list[Finding]:
+    """``place_findings`` for forms showing ``text`` unchanged (row i is element i)."""
+    config = parse_config(text).config or ModelConfig()
+    rows = {
+        "input": list(range(len(config.input))),
+        "output": list(range(len(config.output))),
+        "instance_group": list(range(len(config.instance_group))),
+    }
+    params = {key: i for i, key in enumerate(sorted(config.parameters))}
+    return place_findings(editor, Applied(config, rows, params), findings)
+
+
 # --- the whole form round: base text + posted data -> candidate ---------------------------
 
 
@@ -511,13 +528,21 @@ class FormRound:
     findings: list[Finding] = field(default_factory=list)
     unplaced: list[Finding] = field(default_factory=list)
     changed: bool = False
-    comments_dropped: bool = False  # the save would drop comments of the base text
+    # Why the change cannot be written into the base text in place ("" when it can); then
+    # ``text`` is the whole file rewritten, which a save may only write when the user ticks
+    # "rewrite".
+    rewrite_reason: str = ""
     applied: Applied | None = None
 
     @property
     def ok(self) -> bool:
         """Forms valid and applicable (validator errors are judged separately)."""
         return self.config is not None
+
+    @property
+    def comments_dropped(self) -> bool:
+        """True when writing ``text`` would lose comments of the base text."""
+        return bool(self.rewrite_reason) and has_comments(self.base_text)
 
 
 def unparsable_base(base_text: str) -> list[Finding]:
@@ -527,24 +552,83 @@ def unparsable_base(base_text: str) -> list[Finding]:
 
 
 def read_form(name: str, base_text: str, data: Mapping[str, Any]) -> FormRound:
-    """Bind the posted form to its base config, apply the changes and validate the result."""
+    """Bind the posted form to its base config, apply the changes and validate the result.
+
+    Findings come back even when some field has a format error (that field keeps its old
+    value for validation); ``config`` and ``text`` only when every field could be read."""
     parsed = parse_config(base_text)
     base = parsed.config if parsed.config is not None else ModelConfig()
     editor = build_forms(base, name, data)
     result = FormRound(editor, base_text)
-    if parsed.config is None or not editor.is_valid():
+    if parsed.config is None:
         return result
+    valid = editor.is_valid()
     applied = apply_forms(base, editor)
     result.applied = applied
-    if not applied.ok:
+    result.findings = sort_findings(validate_config(applied.config, folder_name=name))
+    result.unplaced = place_findings(editor, applied, result.findings)
+    if not valid or not applied.ok:
         return result
     result.config = applied.config
     result.changed = editor.has_changed() and applied.config != base
-    result.text = to_text(applied.config) if result.changed else base_text
-    result.comments_dropped = result.changed and has_comments(base_text)
-    result.findings = sort_findings(validate_config(applied.config, folder_name=name))
-    result.unplaced = place_findings(editor, applied, result.findings)
+    result.text = base_text
+    if result.changed:
+        try:
+            result.text = edit_in_place(base_text, applied.config)
+        except CannotEditInPlace as exc:
+            result.rewrite_reason = exc.reason
+            result.text = to_text(applied.config)
     return result
+
+
+def field_errors(editor: EditorForms) -> dict[str, list[str]]:
+    """Format errors by the html name of their field ("input-0-dims"); a form's non-field
+    errors under its prefix ("input-0"), a formset's under its prefix ("input")."""
+    errors: dict[str, list[str]] = {}
+    forms_ = [editor.config] + [f for fs in editor.formsets.values() for f in fs.forms]
+    for form in forms_:
+        for name, messages in form.errors.items():
+            key = form.add_prefix(name) if name != NON_FIELD_ERRORS else form.prefix
+            errors.setdefault(key or "", []).extend(str(m) for m in messages)
+    for prefix, formset in editor.formsets.items():
+        if formset.is_bound and formset.non_form_errors():
+            errors.setdefault(prefix, []).extend(str(m) for m in formset.non_form_errors())
+    return errors
+
+
+def field_label(key: str) -> str:
+    """A form field's html name as the config path it edits: "cfg-max_batch_size" ->
+    "max_batch_size", "input-0-dims" -> "input[0].dims" (static/js/editor_form.js too)."""
+    m = re.match(r"^(?:cfg-)?(?P<name>[a-z_]+)(?:-(?P<row>\d+))?(?:-(?P<field>\w+))?$", key)
+    if m is None:
+        return key
+    label = m.group("name")
+    if m.group("row") is not None:
+        label += f"[{m.group('row')}]"
+    if m.group("field"):
+        label += f".{m.group('field')}"
+    return label
+
+
+def finding_targets(editor: EditorForms, findings: Iterable[Finding]) -> list[str]:
+    """For each finding (after ``place_findings``), where the form shows it: a field's html
+    name ("cfg-max_batch_size", "input-0-dims"), "row:<form prefix>", "table:<formset
+    prefix>", or "" (only in the summary)."""
+    where: dict[int, str] = {}
+
+    def mark(items: Any, target: str) -> None:
+        for finding in getattr(items, "findings", None) or []:
+            where.setdefault(id(finding), target)
+
+    for bound in editor.config:
+        mark(bound, bound.html_name)
+    for prefix, formset in editor.formsets.items():
+        mark(formset, f"table:{prefix}")
+        for form in formset.forms:
+            mark(form, f"row:{form.prefix}")
+            for bound in form:
+                mark(bound, bound.html_name)
+    return [where.get(id(f), "") for f in findings]
 
 
 def forms_for_text(name: str, text: str) -> tuple[EditorForms | None, list[Finding]]:

@@ -245,9 +245,11 @@ class ConfigForm(forms.Form):
         minimum=0,
         help_text="The version numbers to serve, comma-separated (policy specific).",
     )
-    # Not a config field: a form save rewrites canonical text, which drops comments.
-    drop_comments = forms.BooleanField(
-        label="I understand that saving from the form drops the comments in this file",
+    # Not a config field: a form save edits the text in place; only when that is impossible
+    # (text_edit.CannotEditInPlace) does it ask to rewrite the whole file in canonical form.
+    rewrite = forms.BooleanField(
+        label="Rewrite the whole file in canonical form (comments, blank lines and field "
+        "order are lost)",
         required=False,
     )
 
@@ -333,9 +335,11 @@ class ParameterForm(forms.Form):
     value = forms.CharField(required=False, help_text="Passed to the backend as string_value.")
 
 
-InputFormSet = forms.formset_factory(InputForm, extra=1, can_delete=True)
-OutputFormSet = forms.formset_factory(OutputForm, extra=1, can_delete=True)
-InstanceGroupFormSet = forms.formset_factory(InstanceGroupForm, extra=1, can_delete=True)
-ParameterFormSet = forms.formset_factory(ParameterForm, extra=1, can_delete=True)
+# No blank extra row (an instance group's preset KIND_AUTO looked like real data): the
+# tables' "Add row" button (static/js/editor.js) adds one and bumps TOTAL_FORMS.
+InputFormSet = forms.formset_factory(InputForm, extra=0, can_delete=True)
+OutputFormSet = forms.formset_factory(OutputForm, extra=0, can_delete=True)
+InstanceGroupFormSet = forms.formset_factory(InstanceGroupForm, extra=0, can_delete=True)
+ParameterFormSet = forms.formset_factory(ParameterForm, extra=0, can_delete=True)
 
 FORMSET_PREFIXES = ("input", "output", "instance_group", "parameters")

@@ -3,7 +3,10 @@
 One page (``config_editor``) holds both modes; every button posts to it with an
 ``action``: check, to_text, to_form, save, save_reload, try. The page carries the sha256
 of the file it was opened from (``base_sha``); in form mode also the text the form was
-rendered from (``base_text``), so a form save applies only the changed fields to it.
+rendered from (``base_text``), so a form save applies only the changed fields to it, in
+place (``modelconfig.text_edit``). ``action=check`` with ``Accept: application/json`` is form
+mode's live validation (static/js/editor_form.js): findings, where the form shows them, and
+format errors by field.
 """
 
 from __future__ import annotations
@@ -82,10 +85,24 @@ def _page(
     unplaced: list[Finding] | None = None,
     outcome: dict[str, Any] | None = None,
     message: str = "",
+    rewrite_reason: str = "",
     status: int = 200,
 ) -> HttpResponse:
     findings = findings or []
     latest = saving.latest_revision(name)
+    summary: list[dict[str, Any]] = []
+    format_errors: list[dict[str, str]] = []
+    if mode == "form" and editor is not None:
+        if unplaced is None and not editor.config.is_bound:
+            unplaced = form_mapping.place_on_unbound(editor, text, findings)
+        targets = form_mapping.finding_targets(editor, findings)
+        summary = [{"finding": f, "target": t} for f, t in zip(findings, targets, strict=True)]
+        if editor.config.is_bound:
+            format_errors = [
+                {"target": key, "label": form_mapping.field_label(key), "message": message}
+                for key, messages_ in form_mapping.field_errors(editor).items()
+                for message in messages_
+            ]
     return render(
         request,
         "repository/editor.html",
@@ -99,9 +116,12 @@ def _page(
             "unplaced": findings if unplaced is None else unplaced,
             "findings_json": _finding_dicts(findings),
             "error_count": sum(1 for f in findings if f.is_error),
+            "warning_count": sum(1 for f in findings if not f.is_error),
             "outcome": outcome,
             "message": message,
-            "has_comments": mode == "form" and form_mapping.has_comments(text),
+            "summary": summary,
+            "format_errors": format_errors,
+            "rewrite_reason": rewrite_reason,
             "can_edit": request.user.has_perm(CONTROL_PERMISSION),
             "cannot_edit": CANNOT_EDIT,
             "latest": latest,
@@ -228,11 +248,51 @@ def _text_post(
     return _save(request, name, action, text, base_sha, message, "text", findings, again)
 
 
+def _base_text(name: str, base_sha: str, posted: str) -> str:
+    """The text the form was rendered from. Browsers post a textarea with CRLF line ends
+    and without a leading newline, so when the posted text is the file the page was opened
+    from (same sha256, same text up to those two), the file's exact text is the base: the
+    in-place edit then changes the changed lines and nothing else."""
+    posted = posted.replace("\r\n", "\n")
+    try:
+        current = saving.read_current(name)
+    except (RepositoryError, saving.SaveError):
+        return posted
+    if current.sha256 == base_sha and _loose(current.text) == _loose(posted):
+        return current.text
+    return posted
+
+
+def _loose(text: str) -> str:
+    return text.replace("\r\n", "\n").lstrip("\n")
+
+
+def _form_check(result: form_mapping.FormRound) -> JsonResponse:
+    """The live check of form mode: findings with where the form shows them, format errors
+    by field, and whether the change can be written in place."""
+    findings = result.findings or form_mapping.unparsable_base(result.base_text)
+    targets = form_mapping.finding_targets(result.editor, findings)
+    return JsonResponse(
+        {
+            "ok": result.ok and not has_errors(findings),
+            "findings": [
+                {**f.to_dict(), "target": t} for f, t in zip(findings, targets, strict=True)
+            ],
+            "errors": sum(1 for f in findings if f.is_error),
+            "warnings": sum(1 for f in findings if not f.is_error),
+            "field_errors": form_mapping.field_errors(result.editor),
+            "rewrite_reason": result.rewrite_reason,
+        }
+    )
+
+
 def _form_post(
     request: HttpRequest, name: str, action: str, data: Any, base_sha: str, message: str
 ) -> HttpResponse:
-    base_text = data.get("base_text", "")
+    base_text = _base_text(name, base_sha, data.get("base_text", ""))
     result = form_mapping.read_form(name, base_text, data)
+    if action == "check" and _wants_json(request):
+        return _form_check(result)
 
     def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
         return _page(
@@ -246,6 +306,7 @@ def _form_post(
             unplaced=result.unplaced,
             outcome=outcome,
             message=message,
+            rewrite_reason=result.rewrite_reason,
             status=status,
         )
 
@@ -262,6 +323,20 @@ def _form_post(
                 status=422,
             )
         return again(422 if action in WRITE_ACTIONS else 200)
+    if (
+        result.rewrite_reason
+        and action in ("fill", "to_text", "save", "save_reload")
+        and not result.editor.config.cleaned_data.get("rewrite")
+    ):
+        # Never drop comments or layout without asking.
+        result.editor.config.add_error(
+            "rewrite",
+            f"this change cannot be written into the file in place ({result.rewrite_reason}), "
+            "so it would rewrite the whole file in canonical form: comments, blank lines and "
+            "the order of fields would be lost. Tick the box to rewrite it, or make the "
+            "change in text mode.",
+        )
+        return again(422)
     if action == "fill":
         return _fill(request, name, result.text, base_sha, message, again)
     if action == "to_text":
@@ -283,13 +358,6 @@ def _form_post(
     if not result.changed:
         messages.info(request, "Nothing changed in the form: nothing to save.")
         return again()
-    if result.comments_dropped and not result.editor.config.cleaned_data.get("drop_comments"):
-        result.editor.config.add_error(
-            "drop_comments",
-            "this file has comments; a save from the form rewrites it in canonical form and "
-            "drops them. Tick the box to confirm, or edit in text mode to keep them.",
-        )
-        return again(422)
     return _save(
         request, name, action, result.text, base_sha, message, "form", result.findings, again
     )
@@ -346,18 +414,20 @@ def _save(
     except saving.SaveError as exc:
         messages.error(request, exc.message)
         return again(507)
+    # Back to the mode the user saved from.
+    back = reverse("config_editor", args=[name]) + ("?mode=text" if source == "text" else "")
     if not result.changed:
         messages.info(request, "The file already has exactly this content: nothing to save.")
-        return redirect(reverse("config_editor", args=[name]))
+        return redirect(back)
     assert result.revision is not None
-    saved = f"Saved config.pbtxt as revision #{result.revision.pk}."
+    saved = f"Saved config.pbtxt as revision #{result.revision.number}."
     if action != "save_reload":
         messages.success(request, saved)
-        return redirect(reverse("config_editor", args=[name]))
+        return redirect(back)
     verdict = triton_actions.reload_saved(name, request.user.get_username(), request.user.pk)
     if verdict.ok:
         messages.success(request, f"{saved} {verdict.message}")
-        return redirect(reverse("config_editor", args=[name]))
+        return redirect(back)
     outcome = {
         "kind": "reload_failed",
         "saved": saved,
@@ -485,7 +555,7 @@ def config_raw(request: HttpRequest, name: str) -> JsonResponse:
         {
             "ok": True,
             "changed": result.changed,
-            "revision": result.revision.pk if result.revision else None,
+            "revision": result.revision.number if result.revision else None,  # per model
             "sha256": saving.sha256_hex(text.encode("utf-8")),
             "findings": _finding_dicts(result.findings),
         }
@@ -536,8 +606,8 @@ def config_diff(request: HttpRequest, name: str) -> HttpResponse:
             "left": left,
             "right": right,
             "diff": diffing.side_by_side(left.text, right.text),
-            "left_label": f"revision #{left.pk}",
-            "right_label": f"revision #{right.pk}",
+            "left_label": f"revision #{left.number}",
+            "right_label": f"revision #{right.number}",
             "current_sha": saving.read_current(name).sha256,
             "can_edit": request.user.has_perm(CONTROL_PERMISSION),
         },
@@ -554,6 +624,11 @@ def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpRes
         "config_editor" if request.POST.get("next") == "editor" else "config_history", args=[name]
     )
     try:
+        old = saving.get_revision(name, revision_id)
+    except ConfigRevision.DoesNotExist as exc:
+        raise Http404(f"no revision {revision_id} of {name}") from exc
+    shown = f"revision #{old.number}"
+    try:
         result = saving.restore_revision(
             name,
             revision_id,
@@ -564,12 +639,10 @@ def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpRes
         raise Http404(f"no revision {revision_id} of {name}") from exc
     except saving.InvalidConfig as exc:
         first = next(f for f in exc.findings if f.is_error)
-        messages.error(
-            request, f"Revision #{revision_id} has errors, not restored: {first.message}"
-        )
+        messages.error(request, f"{shown.capitalize()} has errors, not restored: {first.message}")
         return redirect(back)
     except saving.CodeChangeRefused as exc:
-        messages.error(request, f"Revision #{revision_id} not restored: {exc.message}")
+        messages.error(request, f"{shown.capitalize()} not restored: {exc.message}")
         return redirect(back)
     except saving.SaveConflict:
         messages.error(
@@ -582,9 +655,7 @@ def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpRes
         messages.error(request, exc.message)
         return redirect(back)
     if result.revision is None:
-        messages.info(request, f"The file already has the content of revision #{revision_id}.")
+        messages.info(request, f"The file already has the content of {shown}.")
     else:
-        messages.success(
-            request, f"Restored revision #{revision_id} as new revision #{result.revision.pk}."
-        )
+        messages.success(request, f"Restored {shown} as new revision #{result.revision.number}.")
     return redirect(back)

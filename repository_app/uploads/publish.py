@@ -580,7 +580,8 @@ def set_version_policy(
     list or a comma-separated string). ``base_sha256`` defaults to the file as it is now.
     """
     from ..editor import saving
-    from ..modelconfig import parse_config, to_text
+    from ..modelconfig import parse_config
+    from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
 
     current = saving.read_current(model)
     parsed = parse_config(current.data)
@@ -613,9 +614,18 @@ def set_version_policy(
             "latest needs a number of versions of at least 1; specific needs version numbers"
             + detail
         ) from exc
+    try:
+        # Only the version_policy lines change; comments and layout stay.
+        text = edit_in_place(current.text, config)
+    except CannotEditInPlace as exc:
+        raise UploadError(
+            f"the version policy cannot be written into {CONFIG_FILE} in place ({exc.reason}); "
+            "nothing was changed: set it in the config editor",
+            409,
+        ) from None
     return saving.save_config(
         model,
-        to_text(config),
+        text,
         base_sha256=base_sha256 or current.sha256,
         author_id=getattr(user, "pk", None),
         source="api" if base_sha256 is None else "form",

@@ -1,5 +1,6 @@
 // The config.pbtxt editor: CodeMirror with line numbers and server-side validation
-// markers in text mode, "add row" for the form's tables, and a size check before posting.
+// markers in text mode, "Add row" for the form's tables, and a size check before posting.
+// Form mode's live validation is in editor_form.js.
 "use strict";
 
 (function () {
@@ -13,7 +14,8 @@
     return input ? input.value : "";
   }
 
-  // --- form mode: add rows to formsets ------------------------------------------------
+  // --- form mode: "Add row" clones the table's empty row and bumps TOTAL_FORMS --------
+  // (the formsets render no blank row of their own, so nothing looks like data that is not)
   document.querySelectorAll(".formset").forEach(function (box) {
     const prefix = box.dataset.prefix;
     const total = box.querySelector("input[name='" + prefix + "-TOTAL_FORMS']");
@@ -24,8 +26,11 @@
       const html = template.innerHTML.replace(/__prefix__/g, String(index));
       tbody.insertAdjacentHTML("beforeend", html);
       total.value = String(index + 1);
+      const empty = box.querySelector(".empty-note");
+      if (empty) empty.remove();
       const first = tbody.lastElementChild.querySelector("input, select");
       if (first) first.focus();
+      form.dispatchEvent(new CustomEvent("editor:row-added", { detail: { prefix: prefix, index: index } }));
     });
   });
 
