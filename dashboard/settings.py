@@ -198,6 +198,20 @@ LOGGING = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# --- Metrics history (repository_app/history.py) -------------------------------------------
+# The poller keeps 10 s rows for HISTORY_FINE_RETENTION_H hours and 1-, 5- and 30-minute
+# rows for HISTORY_RETENTION_DAYS days; older rows are deleted once a minute by the poller.
+HISTORY_ENABLED = env_bool("HISTORY_ENABLED", True)
+HISTORY_FINE_RETENTION_H = env_int("HISTORY_FINE_RETENTION_H", 24, minimum=1)
+HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 14, minimum=1)
+if HISTORY_RETENTION_DAYS * 24 < HISTORY_FINE_RETENTION_H:
+    from .env import config_error
+
+    config_error(
+        "HISTORY_RETENTION_DAYS",
+        "must cover HISTORY_FINE_RETENTION_H (1-minute rows outlive 10 s rows)",
+    )
+
 # --- REST API (/api/v1/) -----------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -132,3 +132,78 @@ class Upload(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.id} {self.model} {self.filename} {self.state}"
+
+
+# --- Metrics history (repository_app/history.py) -------------------------------------------
+# Times are whole epoch seconds (UTC), the start of each row's interval: bucketing for the
+# charts is then integer division, the same SQL on SQLite and PostgreSQL.
+
+
+class ModelMetricPoint(models.Model):
+    """One model's figures over ``resolution_s`` seconds from ``ts`` (10 s, 1, 5 or 30 min)."""
+
+    ts = models.BigIntegerField()
+    resolution_s = models.PositiveSmallIntegerField()
+    model = models.CharField(max_length=255)
+    requests_per_s = models.FloatField(null=True)
+    failures_per_s = models.FloatField(null=True)
+    # Averages per request (Triton's cumulative µs over its success count); None when idle.
+    request_us = models.FloatField(null=True)
+    queue_us = models.FloatField(null=True)
+    compute_us = models.FloatField(null=True)
+    # From Triton's latency summaries (--metrics-config summary_latencies=true); else None.
+    p50_us = models.FloatField(null=True)
+    p99_us = models.FloatField(null=True)
+    # Inferences per execution, as the model page and Triton's docs define batch size.
+    batch_size = models.FloatField(null=True)
+    pending = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resolution_s", "model", "ts"], name="modelpoint_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["resolution_s", "ts"], name="modelpoint_range")]
+
+    def __str__(self) -> str:
+        return f"{self.model} @{self.ts} ({self.resolution_s} s)"
+
+
+class ServerMetricPoint(models.Model):
+    """Server-wide CPU figures (Triton's nv_cpu_* metrics, Linux only) over one interval."""
+
+    ts = models.BigIntegerField()
+    resolution_s = models.PositiveSmallIntegerField()
+    cpu_utilization = models.FloatField(null=True)  # 0..1
+    cpu_memory_used_bytes = models.FloatField(null=True)
+    cpu_memory_total_bytes = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["resolution_s", "ts"], name="serverpoint_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"server @{self.ts} ({self.resolution_s} s)"
+
+
+class GpuMetricPoint(models.Model):
+    """One GPU's figures (Triton's DCGM nv_gpu_* metrics; absent on CPU-only servers)."""
+
+    ts = models.BigIntegerField()
+    resolution_s = models.PositiveSmallIntegerField()
+    gpu = models.CharField(max_length=128)  # Triton's gpu_uuid label
+    utilization = models.FloatField(null=True)  # 0..1
+    memory_used_bytes = models.FloatField(null=True)
+    memory_total_bytes = models.FloatField(null=True)
+    power_w = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["resolution_s", "gpu", "ts"], name="gpupoint_unique")
+        ]
+        indexes = [models.Index(fields=["resolution_s", "ts"], name="gpupoint_range")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} @{self.ts} ({self.resolution_s} s)"

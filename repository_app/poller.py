@@ -11,13 +11,14 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
-from . import events, reachability
+from . import events, history, reachability
 from .metrics import MetricSample
 from .statistics import derive_server_metrics, summarize_all
 from .status import group_index, state_json
@@ -28,13 +29,21 @@ LOCK_KEY = "dashboard:poller:lock"
 
 
 class Poller:
-    def __init__(self, interval_s: float = 1.0, slow_every: int = 2) -> None:
+    def __init__(
+        self,
+        interval_s: float = 1.0,
+        slow_every: int = 2,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.interval_s = interval_s
         self.slow_every = slow_every  # statistics and metrics every N ticks
+        self.clock = clock  # wall time of scrapes, for the stored history (tests freeze it)
         self.ticks = 0
         self.last_snapshot: dict[str, Any] | None = None
         self.last_stats: dict[str, Any] = {}
         self.last_metrics: tuple[float, list[MetricSample]] | None = None
+        self.history = history.HistoryRecorder()
+        self.last_maintained: float | None = None
 
     def tick(self) -> dict[str, Any]:
         """Poll once; publish the repository snapshot when it changed. Returns it."""
@@ -84,7 +93,22 @@ class Poller:
             previous[1] if previous else None, samples, now - previous[0] if previous else 0
         )
         self.last_metrics = (now, samples)
-        events.publish(events.SERVER_GROUP, "server.metrics", {"time": time.time(), **derived})
+        wall = self.clock()
+        events.publish(events.SERVER_GROUP, "server.metrics", {"time": wall, **derived})
+        if settings.HISTORY_ENABLED:
+            self._record(wall, samples)
+
+    def _record(self, wall: float, samples: list[MetricSample]) -> None:
+        """Store the scrape in the history; a database error skips it, live charts go on."""
+        try:
+            self.history.observe(wall, samples)
+            if self.last_maintained is None or wall - self.last_maintained >= (
+                history.MAINTAIN_EVERY_S
+            ):
+                self.last_maintained = wall
+                history.maintain(wall)
+        except DatabaseError as exc:
+            log.warning("poller: metrics history not stored (%s)", exc)
 
     def run(self, stop: threading.Event) -> None:
         token = uuid.uuid4().hex

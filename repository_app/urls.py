@@ -18,4 +18,5 @@ urlpatterns = [
         name="model_action",
     ),
     path("server/", views.server, name="server"),
+    path("server/history.json", views.server_history_json, name="server_history_json"),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from . import control, events, reachability, repository
+from . import control, events, history, reachability, repository
 from .served import served_config, version_notes
 from .statistics import derive_server_metrics, summarize_all
 from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json, unknown_json
@@ -232,6 +234,9 @@ def server(request: HttpRequest) -> HttpResponse:
             metrics = derive_server_metrics(None, get_client().metrics(), 0)
         except TritonError as exc:
             error = exc.message
+    chosen = request.GET.get("range", "1h")
+    if chosen not in history.RANGES:
+        chosen = "1h"
     return render(
         request,
         "repository/server.html",
@@ -241,5 +246,29 @@ def server(request: HttpRequest) -> HttpResponse:
             "metrics": metrics,
             "triton_url": settings.TRITON_URL,
             "metrics_url": settings.TRITON_METRICS_URL,
+            "ranges": list(history.RANGES),
+            "range": chosen,
+            "history_enabled": settings.HISTORY_ENABLED,
+            "fine_hours": settings.HISTORY_FINE_RETENTION_H,
+            "retention_days": settings.HISTORY_RETENTION_DAYS,
+            "chart_config": {
+                "historyUrl": reverse("server_history_json"),
+                "range": chosen,
+                "spans": history.RANGES,
+            },
         },
     )
+
+
+@login_required
+@require_GET
+def server_history_json(request: HttpRequest) -> JsonResponse:
+    """The stored metrics history of one range (?range=live|1h|6h|24h|7d|14d) with the
+    sweeps and config changes in it, for the Server page's charts."""
+    chosen = request.GET.get("range", "1h")
+    if chosen not in history.RANGES:
+        return JsonResponse(
+            {"message": f"unknown range {chosen!r}; one of {', '.join(history.RANGES)}"},
+            status=400,
+        )
+    return JsonResponse(history.history_json(chosen, time.time()))
