@@ -128,6 +128,11 @@ def main() -> None:
             f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]} {settings.DATABASES['default']['NAME']}"
         )
         call_command("migrate", interactive=False, verbosity=0)
+        if not settings.DEBUG:
+            # With DEBUG off, pages name the content-hashed copies that collectstatic lists
+            # in its manifest (with DEBUG on, the finders serve the plain names).
+            say(f"Static files: collecting into {settings.STATIC_ROOT} (DJANGO_DEBUG is false)")
+            call_command("collectstatic", interactive=False, verbosity=0)
         # Before the web process starts: uploads left half-published by a crash are cleaned.
         call_command("reconcile_uploads", startup=True)
         login = ensure_admin(var_dir)
