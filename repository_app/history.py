@@ -24,6 +24,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -332,8 +333,12 @@ def _columns(
                 column.insert(i, None)
         col: dict[str, list[Any]] = {"t": t}
         for field_name, column in zip(fields, values, strict=True):
-            if any(v is not None for v in column):
-                col[field_name] = column
+            first = next((v for v in column if v is not None), None)
+            if first is None:
+                continue
+            if isinstance(first, Decimal):  # PostgreSQL rounds as numeric
+                column = [None if v is None else float(v) for v in column]
+            col[field_name] = column
         out[name] = col
     return out
 

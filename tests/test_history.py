@@ -259,6 +259,7 @@ def test_a_range_is_read_in_buckets_with_gaps_and_absent_figures_left_out():
     m = data["models"]["m"]
     assert m["t"] == [now - 600, now - 590, now - 580, now - 570, now - 300]
     assert m["requests_per_s"] == [1.0, 1.0, 1.0, None, 3.0]  # a None breaks the line
+    assert {type(v) for v in m["requests_per_s"]} == {float, type(None)}  # not Decimal (PostgreSQL)
     assert "p99_us" not in m and "queue_us" not in m  # never exported: no empty series
     assert data["server"] == {"t": []} and data["cpu_metrics_present"] is False
     assert data["gpus"] == {} and data["gpu_metrics_present"] is False
