@@ -47,6 +47,13 @@ SweepCreateSerializer = inline_serializer(
             '({"data": [{"INPUT0": [...]}, ...]})',
         ),
         "shape": serializers.CharField(required=False, help_text="NAME:d1,d2 ..."),
+        "rounds": serializers.IntegerField(
+            required=False,
+            help_text="measure every level this many times, alternating with the other "
+            "levels (median and spread per level)",
+        ),
+        "name": serializers.CharField(required=False, help_text="optional"),
+        "note": serializers.CharField(required=False, help_text="optional"),
     },
 )
 
@@ -54,6 +61,8 @@ SweepCreateSerializer = inline_serializer(
 class SweepSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     model = serializers.CharField()
+    name = serializers.CharField()
+    note = serializers.CharField()
     state = serializers.CharField()
     engine = serializers.CharField()
     error = serializers.CharField()
@@ -106,9 +115,7 @@ class SweepListView(APIView):
         if not form.is_valid() or form.params is None:
             return form_error_response(form)
         try:
-            sweep = sweeps.create_sweep(
-                form.params, engine=form.cleaned_data["engine"], user=request.user
-            )
+            sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
         except sweeps.QueueUnavailable as exc:
             return Response({"message": str(exc), "field": None}, status=503)
         return Response(sweeps.sweep_json(sweep), status=status.HTTP_201_CREATED)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import sweeps
+from . import repeats, sweeps, verdict
 from .engine import stats
 from .engine.loadgen import LevelResult, ServerBreakdown, SweepResult
 from .engine.perf_analyzer import export_csv
@@ -14,16 +15,14 @@ from .models import Sweep, SweepPoint
 
 
 def _latency(p: SweepPoint) -> stats.LatencySummary | None:
-    if p.avg_us is None or p.p50_us is None:
+    """The level's latencies; an unknown one is NaN (perf_analyzer reports only the chosen
+    percentile of a level that did not settle), None when none is known."""
+    values = [p.avg_us, p.p50_us, p.p90_us, p.p95_us, p.p99_us]
+    if all(v is None for v in values):
         return None
+    avg, p50, p90, p95, p99 = (math.nan if v is None else v for v in values)
     return stats.LatencySummary(
-        count=p.requests,
-        avg_us=p.avg_us,
-        std_us=0.0,
-        p50_us=p.p50_us,
-        p90_us=p.p90_us or 0.0,
-        p95_us=p.p95_us or 0.0,
-        p99_us=p.p99_us or 0.0,
+        count=p.requests, avg_us=avg, std_us=0.0, p50_us=p50, p90_us=p90, p95_us=p95, p99_us=p99
     )
 
 
@@ -89,21 +88,117 @@ def config_diff(base: Sweep, other: Sweep) -> str:
     )
 
 
+def _chosen_key(sweep: Sweep) -> str:
+    pct = sweeps.params_of(sweep).percentile
+    return "avg_us" if pct == "avg" else f"p{int(pct)}_us"
+
+
+def level_deltas(
+    base: Sweep, other: Sweep, base_levels: list[dict[str, Any]], other_levels: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per level both sweeps measured: each one's median and spread of throughput and of
+    its chosen latency, and the difference in words (`repeats.difference`)."""
+    key_a, key_b = _chosen_key(base), _chosen_key(other)
+    theirs = {p["level"]: p for p in other_levels if verdict.measured(p)}
+    rows = []
+    for a in base_levels:
+        b = theirs.get(a["level"])
+        if b is None or not verdict.measured(a):
+            continue
+        tput_a, tput_b = repeats.Spread.of_level(a), repeats.Spread.of_level(b)
+        lat_a, lat_b = repeats.Spread.of_level(a, key_a), repeats.Spread.of_level(b, key_b)
+        rows.append(
+            {
+                "level": a["level"],
+                "base": {"throughput": tput_a.to_json(), "latency": lat_a.to_json(1000, 2)},
+                "other": {"throughput": tput_b.to_json(), "latency": lat_b.to_json(1000, 2)},
+                "stable": a.get("stable") is not False and b.get("stable") is not False,
+                "throughput": repeats.difference(tput_a, tput_b),
+                "latency": repeats.difference(lat_a, lat_b)
+                if key_a == key_b
+                else {"text": "different percentiles", "delta": None, "real": None},
+            }
+        )
+    return rows
+
+
+def _same_setup(a: Sweep, b: Sweep) -> bool:
+    """The same model, config.pbtxt and load (mode, batch, protocol, window settings)."""
+    pa, pb = sweeps.params_of(a), sweeps.params_of(b)
+    return (
+        a.model == b.model
+        and a.config_sha256 == b.config_sha256
+        and (pa.mode, pa.batch_size, pa.protocol, pa.percentile, pa.version)
+        == (pb.mode, pb.batch_size, pb.protocol, pb.percentile, pb.version)
+    )
+
+
+def engine_ratios(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Built-in engine / perf_analyzer, per common level, for each pair of compared sweeps
+    that measured the same model and config with the same load."""
+    pairs = []
+    for ours in items:
+        for ref in items:
+            a, b = ours["row"], ref["row"]
+            if a.engine != Sweep.Engine.BUILTIN or b.engine != Sweep.Engine.PERF_ANALYZER:
+                continue
+            if not _same_setup(a, b):
+                continue
+            key = _chosen_key(a)
+            theirs = {p["level"]: p for p in ref["levels"] if verdict.measured(p)}
+            levels = []
+            for p in ours["levels"]:
+                q = theirs.get(p["level"])
+                if q is None or not verdict.measured(p):
+                    continue
+                lat_p, lat_q = p.get(key), q.get(key)
+                levels.append(
+                    {
+                        "level": p["level"],
+                        "throughput_ratio": p["throughput"] / q["throughput"]
+                        if q["throughput"]
+                        else None,
+                        "latency_ratio": lat_p / lat_q if lat_p and lat_q else None,
+                        "stable": p.get("stable") is not False and q.get("stable") is not False,
+                    }
+                )
+            if levels:
+                pairs.append({"builtin": a.pk, "perf_analyzer": b.pk, "levels": levels})
+    return pairs
+
+
 def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
-    """Level rows of each sweep plus the config diff of each against the first."""
-    base = sweep_list[0]
+    """The sweeps old → new (by creation), each with its level rows, the config diff and
+    the per-level differences against the oldest, and the engines' ratio where a built-in
+    and a perf_analyzer sweep measured the same model and config."""
+    ordered = sorted(sweep_list, key=lambda s: (s.created_at, s.pk))
+    base = ordered[0]
+    items: list[dict[str, Any]] = [
+        {
+            "row": s,
+            "levels": [
+                sweeps.point_json(p)
+                for p in SweepPoint.objects.filter(sweep=s, window=SweepPoint.LEVEL)
+            ],
+        }
+        for s in ordered
+    ]
+    base_levels = items[0]["levels"]
     return {
         "sweeps": [
             {
-                "sweep": sweeps.sweep_json(s),
-                "levels": [
-                    sweeps.point_json(p)
-                    for p in SweepPoint.objects.filter(sweep=s, window=SweepPoint.LEVEL)
-                ],
-                "diff": config_diff(base, s) if s.pk != base.pk else "",
+                "sweep": sweeps.sweep_json(item["row"]),
+                "title": item["row"].title,
+                "range_text": item["row"].range_text,
+                "levels": item["levels"],
+                "diff": config_diff(base, item["row"]) if item["row"].pk != base.pk else "",
+                "deltas": level_deltas(base, item["row"], base_levels, item["levels"])
+                if item["row"].pk != base.pk
+                else [],
             }
-            for s in sweep_list
-        ]
+            for item in items
+        ],
+        "engine_ratios": engine_ratios(items),
     }
 
 
@@ -124,6 +219,12 @@ def summary_text(sweep: Sweep) -> str:
         lines.append("  Client: ")
         lines.append(f"    Request count: {p.requests}")
         lines.append(f"    Throughput: {p.throughput:.2f} infer/sec")
+        spread = repeats.Spread.of_level(sweeps.point_json(p))
+        if spread.rounds > 1:
+            lines.append(
+                f"    Rounds: {spread.rounds} (median shown; throughput "
+                f"{spread.low:.2f}..{spread.high:.2f}, ± {(spread.half_range or 0) * 100:.0f}%)"
+            )
         if (p.extra or {}).get("behind_schedule"):
             # perf_analyzer's wording for the same condition ("delayed" requests).
             lines.append(
@@ -158,4 +259,6 @@ def summary_text(sweep: Sweep) -> str:
     summary = sweep.summary or sweeps.knee_summary(sweep)
     lines.append("")
     lines.append(summary.get("recommendation", ""))
+    if summary.get("caveat"):
+        lines.append(summary["caveat"])
     return "\n".join(lines) + "\n"

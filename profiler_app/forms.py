@@ -11,6 +11,7 @@ from . import sweeps
 from .engine.inputs import InputError, load_input_data, parse_input_json, shape_elements
 from .engine.loadgen import (
     DEFAULT_MAX_THREADS,
+    MAX_ROUNDS,
     MAX_THREADS_LIMIT,
     MAX_WINDOW_MS,
     SweepError,
@@ -23,6 +24,7 @@ from .models import Sweep
 PERCENTILES = [("95", "p95"), ("50", "p50"), ("90", "p90"), ("99", "p99"), ("avg", "average")]
 INPUT_DATA = [("random", "random"), ("zeros", "zeros"), ("json", "JSON file (below)")]
 MAX_INPUT_DATA_BYTES = 8 * 1024 * 1024  # stored with the sweep, so a re-run has the same data
+MAX_NOTE_CHARS = 4000
 
 
 def input_data_document(raw: bytes) -> dict[str, Any]:
@@ -89,6 +91,19 @@ def _range(text: str, mode: str) -> tuple[float, float, float]:
     return start, end, step
 
 
+class SweepLabelForm(forms.Form):
+    """A sweep's name and note, set after the fact."""
+
+    name = forms.CharField(required=False, max_length=120)
+    note = forms.CharField(required=False, max_length=MAX_NOTE_CHARS)
+
+    def clean_name(self) -> str:
+        return (self.cleaned_data.get("name") or "").strip()
+
+    def clean_note(self) -> str:
+        return (self.cleaned_data.get("note") or "").strip()
+
+
 class SweepForm(forms.Form):
     mode = forms.ChoiceField(
         choices=[("concurrency", "concurrency range"), ("request_rate", "request-rate range")],
@@ -121,6 +136,14 @@ class SweepForm(forms.Form):
     latency_threshold = forms.FloatField(
         required=False, label="--latency-threshold (ms)", help_text="also the latency budget"
     )
+    rounds = forms.IntegerField(
+        initial=1,
+        required=False,
+        label="Rounds",
+        help_text="measure every level this many times, one round over all levels after "
+        "another; the levels show the median and the spread, and Compare tells a real "
+        "difference from noise (2 or more)",
+    )
     shape = forms.CharField(
         required=False, label="--shape", help_text="NAME:d1,d2 for variable dims, space-separated"
     )
@@ -140,11 +163,33 @@ class SweepForm(forms.Form):
         choices=[("grpc", "gRPC"), ("http", "HTTP")], initial="grpc", label="-i (protocol)"
     )
     version = forms.CharField(required=False, max_length=32, label="-x (version)")
+    name = forms.CharField(
+        required=False,
+        max_length=120,
+        label="Name",
+        help_text="optional, e.g. after the fp16 change",
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=MAX_NOTE_CHARS,
+        label="Note",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+    )
 
     def __init__(self, *args: Any, model: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
         self.params: SweepParams | None = None
+
+    @property
+    def create_kwargs(self) -> dict[str, Any]:
+        """What `sweeps.create_sweep` takes from the form besides the parameters."""
+        data = self.cleaned_data
+        return {
+            "engine": data["engine"],
+            "name": (data.get("name") or "").strip(),
+            "note": (data.get("note") or "").strip(),
+        }
 
     @classmethod
     def preset_initial(cls, preset: str) -> dict[str, Any]:
@@ -197,6 +242,14 @@ class SweepForm(forms.Form):
 
     def clean_shape(self) -> dict[str, list[int]]:
         return parse_shapes(self.cleaned_data.get("shape") or "")
+
+    def clean_rounds(self) -> int:
+        value = self.cleaned_data.get("rounds")
+        if value is None:
+            return 1
+        if not 1 <= value <= MAX_ROUNDS:
+            raise forms.ValidationError(f"Rounds must be between 1 and {MAX_ROUNDS}.")
+        return value
 
     def clean_max_threads(self) -> int:
         value = self.cleaned_data.get("max_threads")
@@ -255,6 +308,7 @@ class SweepForm(forms.Form):
             latency_threshold_ms=data.get("latency_threshold"),
             arrival=data.get("request_distribution") or "constant",
             max_threads=data["max_threads"],
+            rounds=data["rounds"],
         )
         try:
             sweeps.preflight(params, data["engine"])

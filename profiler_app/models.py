@@ -53,6 +53,8 @@ class Sweep(models.Model):
     levels_total = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+    name = models.CharField(max_length=120, blank=True)  # optional, e.g. "after the fp16 change"
+    note = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -78,6 +80,20 @@ class Sweep(models.Model):
     def range_text(self) -> str:
         p: dict[str, Any] = self.params
         return f"{p.get('start', 1):g}:{p.get('end', 1):g}:{p.get('step', 1):g}"
+
+    @property
+    def level_label(self) -> str:
+        """What a level is, for axes and table heads."""
+        return "request rate (infer/s)" if self.mode == "request_rate" else "concurrency"
+
+    @property
+    def rounds(self) -> int:
+        return max(1, int(self.params.get("rounds") or 1))
+
+    @property
+    def title(self) -> str:
+        """'#12 after the fp16 change' or '#12'."""
+        return f"#{self.pk} {self.name}" if self.name else f"#{self.pk}"
 
     @property
     def input_data_text(self) -> str:
@@ -168,6 +184,8 @@ class Search(models.Model):
     restore_pending = models.BooleanField(default=False)
     restore_message = models.TextField(blank=True)
     result = models.JSONField(default=dict, blank=True)  # ranking and recommendation
+    # The Triton that ran it (version, address, GPUs), recorded when the search starts.
+    environment = models.JSONField(default=dict, blank=True)
     applied_key = models.CharField(max_length=255, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -194,6 +212,9 @@ class SearchCandidate(models.Model):
     baseline = models.BooleanField(default=False)
     state = models.CharField(max_length=10, choices=State.choices, default=State.MEASURING)
     levels = models.JSONField(default=list)  # per concurrency: throughput, latencies
+    # Re-measurements side by side with the other top candidates, one entry per round:
+    # {"round": n, "levels": [...], "gpu_memory_bytes": ...} (see runner.confirm).
+    rounds = models.JSONField(default=list, blank=True)
     gpu_memory_bytes = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
     measured_at = models.DateTimeField(null=True, blank=True)

@@ -21,6 +21,13 @@ The lifecycle, and why it is built this way:
 - `resume` re-queues a failed/cancelled/interrupted sweep; the run then measures only the
   levels without a complete summary row (partial windows of the others are dropped first).
   `rerun` copies the parameters into a new sweep.
+- With `rounds` R > 1 the run is R rounds over the levels, one after another (`round_levels`,
+  `repeats`): each level row holds the median of its rounds; a resume measures the rounds
+  that are missing.
+- perf_analyzer exits at the first level that does not settle: the run goes on after it with
+  a new invocation (`_run_perf_analyzer`), so every level is kept, marked unstable like the
+  built-in engine's; each invocation's exact command is stored, one per line.
+- The verdict (knee, recommendation, caveat) is `verdict.summarize`: from settled levels only.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from repository_app import events
 from repository_app.naming import InvalidModelName, check_model_name
 from repository_app.triton_client import TritonError, get_client
 
+from . import repeats, verdict
 from .engine import stats
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
@@ -107,8 +115,9 @@ def config_snapshot(model: str) -> tuple[str, str]:
 
 
 def time_limits(params: SweepParams) -> tuple[int, int]:
-    """(soft, hard) seconds for one task: every level at max windows, plus margins."""
-    levels = params.level_count()
+    """(soft, hard) seconds for one task: every level at max windows in every round, plus
+    margins."""
+    levels = params.level_count() * max(1, params.rounds)
     window_s = params.measurement_window_ms / 1000
     soft = int(levels * (params.max_windows * window_s * 1.25 + 5) + 120)
     return soft, soft + 60
@@ -195,6 +204,8 @@ def create_sweep(
     user: Any = None,
     enqueue: bool = True,
     rerun_of: Sweep | None = None,
+    name: str = "",
+    note: str = "",
 ) -> Sweep:
     """A QUEUED sweep row; its task is sent once the row is committed (when `enqueue`).
     Raises QueueUnavailable, with nothing stored, when the queue cannot take it."""
@@ -216,6 +227,8 @@ def create_sweep(
             queued_at=now,
             levels_total=params.level_count(),
             rerun_of=rerun_of,
+            name=name,
+            note=note,
         )
         if enqueue:
             transaction.on_commit(lambda: dispatch(sweep.pk))
@@ -226,7 +239,8 @@ def create_sweep(
         "sweep.start",
         model_name=sweep.model,
         target=f"sweep #{sweep.pk}",
-        detail=f"{engine} {params.mode} {params.start:g}:{params.end:g}:{params.step:g}",
+        detail=f"{engine} {params.mode} {params.range_text}"
+        + (f" × {params.rounds} rounds" if params.rounds > 1 else ""),
         after_sha256=sha,
     )
     publish_state(sweep)
@@ -372,7 +386,14 @@ def rerun(sweep_id: int, user: Any = None) -> Sweep:
     original = Sweep.objects.get(pk=sweep_id)
     params = params_of(original)
     params.validate()
-    return create_sweep(params, engine=original.engine, user=user, rerun_of=original)
+    return create_sweep(
+        params, engine=original.engine, user=user, rerun_of=original, name=original.name
+    )
+
+
+def set_label(sweep_id: int, name: str, note: str) -> None:
+    """A sweep's name and note (any state: they describe it, they change no measurement)."""
+    Sweep.objects.filter(pk=sweep_id).update(name=name[:120], note=note)
 
 
 # --- running a claimed sweep ------------------------------------------------------------------
@@ -468,14 +489,21 @@ def point_json(p: SweepPoint) -> dict[str, Any]:
 
 
 class _Recorder:
-    """Upserts points and publishes them, in order, on one thread of its own."""
+    """Upserts points and publishes them, in order, on one thread of its own.
+
+    With `params.rounds` > 1 a level's windows of round r are stored at window numbers
+    (r - 1) x max_windows + i, and its summary row is the median of its rounds so far
+    (`repeats.merge_rounds`), each round kept in `extra["rounds"]`.
+    """
 
     def __init__(self, sweep: Sweep, params: SweepParams) -> None:
         self.sweep = sweep
         self.params = params
         self.group = sweep.group
         self.abort = ""  # set when requests fail: the sweep stops and fails
-        self.completed = set(completed_levels(sweep))
+        self.round = 1
+        self.done = rounds_done(sweep)  # level -> rounds measured
+        self.commands: list[str] = []  # perf_analyzer's invocations, in order
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-recorder")
 
     def close(self) -> None:
@@ -484,6 +512,17 @@ class _Recorder:
 
     async def call(self, fn: Any, *args: Any) -> None:
         await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """`fn` on the recorder's thread, from synchronous code (between engine runs)."""
+        return self.executor.submit(fn, *args).result()
+
+    @property
+    def chosen_key(self) -> str:
+        return "avg_us" if self.params.percentile == "avg" else f"p{int(self.params.percentile)}_us"
+
+    def _window_number(self, index: int) -> int:
+        return (self.round - 1) * self.params.max_windows + index
 
     def _upsert(self, level: float, window: int, fields: dict[str, Any]) -> SweepPoint:
         point, _ = SweepPoint.objects.update_or_create(
@@ -497,10 +536,55 @@ class _Recorder:
             first = messages[0] if messages else "no message"
             self.abort = f"{errors} request(s) failed at {label} {level:g}: {first}"
 
+    def _store_level(self, level: float, fields: dict[str, Any], cancelled: bool) -> None:
+        """This round's summary of a level: the row itself with one round, else merged
+        into the row's rounds (a round cut short leaves the earlier rounds' median)."""
+        key = level_key(level)
+        point: SweepPoint | None
+        if self.params.rounds <= 1:
+            point = self._upsert(level, SweepPoint.LEVEL, fields)
+        else:
+            existing = SweepPoint.objects.filter(
+                sweep_id=self.sweep.pk, level=key, window=SweepPoint.LEVEL
+            ).first()
+            earlier = (
+                list(existing.extra.get("rounds") or [])
+                if existing is not None and verdict.measured(existing)
+                else []
+            )
+            if cancelled and earlier:
+                point = existing
+            elif cancelled:
+                point = self._upsert(level, SweepPoint.LEVEL, fields)
+            else:
+                kept = [r for r in earlier if r.get("round") != self.round]
+                rounds = sorted(
+                    [*kept, repeats.round_record(self.round, fields)], key=lambda r: r["round"]
+                )
+                merged = repeats.merge_rounds(rounds, self.chosen_key, fields.get("extra"))
+                point = self._upsert(level, SweepPoint.LEVEL, merged)
+        if not cancelled:
+            self.done[key] = max(self.done.get(key, 0), self.round)
+        if point is not None:
+            self._publish_level(point)
+
+    def _publish_level(self, point: SweepPoint) -> None:
+        events.publish(
+            self.group,
+            "sweep.level",
+            {
+                "sweep": self.sweep.pk,
+                "point": point_json(point),
+                "levels_done": sum(1 for n in self.done.values() if n >= 1),
+                "levels_total": self.sweep.levels_total,
+                "round": self.round,
+            },
+        )
+
     def window(self, w: WindowResult) -> None:
         point = self._upsert(
             w.level,
-            w.index,
+            self._window_number(w.index),
             {
                 "throughput": w.throughput,
                 "requests": w.requests,
@@ -514,6 +598,7 @@ class _Recorder:
                     "send_rate": w.send_rate,
                     "error_messages": w.error_messages,
                     "avg_batch": w.server.avg_batch_size if w.server else None,
+                    "round": self.round,
                     **_gpu_fields(w.gpu),
                 },
             },
@@ -528,59 +613,38 @@ class _Recorder:
 
     def level(self, lv: LevelResult) -> None:
         cancelled = lv.cancelled or bool(self.abort)
-        point = self._upsert(
-            lv.level,
-            SweepPoint.LEVEL,
-            {
-                "throughput": lv.throughput,
-                "requests": lv.latency.count if lv.latency else 0,
-                "errors": lv.errors,
-                "duration_s": sum(w.duration_s for w in lv.windows),
-                **latency_fields(lv.latency),
-                **_server_fields(lv.server),
-                "stable": lv.stable,
-                "extra": {
-                    "windows": len(lv.windows),
-                    "throughput_spread": _finite(lv.throughput_spread),
-                    "latency_spread": _finite(lv.latency_spread),
-                    "over_threshold": lv.over_threshold,
-                    "cancelled": cancelled,
-                    "client_cpu_us": lv.client_cpu_us,
-                    "avg_batch": lv.server.avg_batch_size if lv.server else None,
-                    "send_rate": lv.send_rate,
-                    "behind_schedule": lv.behind_schedule,
-                    **_gpu_fields(lv.gpu),
-                },
+        fields = {
+            "throughput": lv.throughput,
+            "requests": lv.latency.count if lv.latency else 0,
+            "errors": lv.errors,
+            "duration_s": sum(w.duration_s for w in lv.windows),
+            **latency_fields(lv.latency),
+            **_server_fields(lv.server),
+            "stable": lv.stable,
+            "extra": {
+                "windows": len(lv.windows),
+                "throughput_spread": _finite(lv.throughput_spread),
+                "latency_spread": _finite(lv.latency_spread),
+                "over_threshold": lv.over_threshold,
+                "cancelled": cancelled,
+                "client_cpu_us": lv.client_cpu_us,
+                "avg_batch": lv.server.avg_batch_size if lv.server else None,
+                "send_rate": lv.send_rate,
+                "behind_schedule": lv.behind_schedule,
+                **_gpu_fields(lv.gpu),
             },
-        )
-        if not cancelled:
-            self.completed.add(level_key(lv.level))
-        self._publish_level(point)
-
-    def _publish_level(self, point: SweepPoint) -> None:
-        events.publish(
-            self.group,
-            "sweep.level",
-            {
-                "sweep": self.sweep.pk,
-                "point": point_json(point),
-                "levels_done": len(self.completed),
-                "levels_total": self.sweep.levels_total,
-            },
-        )
+        }
+        self._store_level(lv.level, fields, cancelled)
 
     # perf_analyzer's streamed output
     def pa_window(self, w: Any) -> None:
-        column = (
-            "avg_us" if self.params.percentile == "avg" else f"p{int(self.params.percentile)}_us"
-        )
         point = self._upsert(
             w.level,
-            w.index,
+            self._window_number(w.index),
             {
                 "throughput": w.throughput,
-                column: w.latency_us,
-                "extra": {"engine": "perf_analyzer"},
+                self.chosen_key: w.latency_us,
+                "extra": {"engine": "perf_analyzer", "round": self.round},
             },
         )
         events.publish(
@@ -590,68 +654,143 @@ class _Recorder:
     def pa_level(self, lv: Any) -> None:
         pct = lv.percentiles_us
         server = lv.server
-        point = self._upsert(
-            lv.level,
-            SweepPoint.LEVEL,
-            {
-                "throughput": lv.throughput,
-                "requests": lv.request_count,
-                "avg_us": lv.avg_latency_us,
-                "p50_us": pct.get(50),
-                "p90_us": pct.get(90),
-                "p95_us": pct.get(95),
-                "p99_us": pct.get(99),
-                "server_request_us": server.get("request_us"),
-                "queue_us": server.get("queue_us"),
-                "compute_input_us": server.get("compute_input_us"),
-                "compute_infer_us": server.get("compute_infer_us"),
-                "compute_output_us": server.get("compute_output_us"),
-                "stable": lv.stable,
-                "extra": {
-                    "windows": len(lv.windows),
-                    "over_threshold": lv.over_threshold,
-                    "cancelled": False,
-                    "engine": "perf_analyzer",
-                },
+        fields: dict[str, Any] = {
+            "throughput": lv.throughput,
+            "requests": lv.request_count,
+            "avg_us": lv.avg_latency_us,
+            "p50_us": pct.get(50),
+            "p90_us": pct.get(90),
+            "p95_us": pct.get(95),
+            "p99_us": pct.get(99),
+            "server_request_us": server.get("request_us"),
+            "queue_us": server.get("queue_us"),
+            "compute_input_us": server.get("compute_input_us"),
+            "compute_infer_us": server.get("compute_infer_us"),
+            "compute_output_us": server.get("compute_output_us"),
+            "stable": lv.stable,
+            "extra": {
+                "windows": len(lv.windows),
+                "over_threshold": lv.over_threshold,
+                "cancelled": False,
+                "engine": "perf_analyzer",
             },
+        }
+        # perf_analyzer prints no summary for a level that did not settle, nor for the one
+        # that went over the latency threshold: their last 3 windows (as they would have
+        # been merged) stand for them. A level with neither was cut short (cancelled).
+        from_windows = (
+            not lv.request_count and bool(lv.windows) and (not lv.stable or lv.over_threshold)
         )
-        if lv.stable and lv.request_count:
-            self.completed.add(level_key(lv.level))
-        self._publish_level(point)
+        cancelled = not lv.request_count and not from_windows
+        if from_windows:
+            last = lv.windows[-stats.STABILITY_WINDOWS :]
+            tputs = [w.throughput for w in last]
+            lats = [w.latency_us for w in last]
+            fields["throughput"] = sum(tputs) / len(tputs)
+            fields[self.chosen_key] = sum(lats) / len(lats)
+            fields["extra"].update(
+                throughput_spread=_finite(stats.spread(tputs)),
+                latency_spread=_finite(stats.spread(lats)),
+                from_windows=True,
+            )
+        fields["extra"]["cancelled"] = cancelled
+        self._store_level(lv.level, fields, cancelled)
+
+    def set_average(self, level: float, avg_us: float) -> None:
+        """perf_analyzer's average latency of this round, read from its CSV afterwards."""
+        row = SweepPoint.objects.filter(
+            sweep_id=self.sweep.pk, level=level_key(level), window=SweepPoint.LEVEL
+        ).first()
+        if row is None:
+            return
+        rounds = row.extra.get("rounds")
+        if not rounds:
+            if row.avg_us is None:
+                SweepPoint.objects.filter(pk=row.pk).update(avg_us=avg_us)
+            return
+        for record in rounds:
+            if record.get("round") == self.round and record.get("avg_us") is None:
+                record["avg_us"] = avg_us
+        merged = repeats.merge_rounds(rounds, self.chosen_key, row.extra)
+        self._upsert(level, SweepPoint.LEVEL, merged)
+
+
+def rounds_done(sweep: Sweep) -> dict[float, int]:
+    """Per level, how many rounds its summary row holds (a measured row without rounds is
+    one); levels cut short (cancelled, aborted) are absent."""
+    done: dict[float, int] = {}
+    for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL):
+        if verdict.measured(p):
+            done[level_key(p.level)] = len(p.extra.get("rounds") or []) or 1
+    return done
 
 
 def completed_levels(sweep: Sweep) -> list[float]:
     """Levels with a summary row that was not cut short (cancelled or aborted)."""
-    rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-    return [p.level for p in rows if not p.extra.get("cancelled") and p.requests > 0]
+    return sorted(rounds_done(sweep))
 
 
-def _drop_incomplete(sweep: Sweep, done: Iterable[float]) -> None:
+def _drop_incomplete(sweep: Sweep, done: dict[float, int], params: SweepParams) -> None:
+    """Before a (resumed) run: drop levels without a complete round, and the windows of a
+    round that was cut short."""
     SweepPoint.objects.filter(sweep=sweep).exclude(level__in=list(done)).delete()
+    for level, rounds in done.items():
+        SweepPoint.objects.filter(
+            sweep=sweep, level=level, window__gte=rounds * params.max_windows
+        ).delete()
+
+
+def round_levels(sweep: Sweep, params: SweepParams, round_no: int) -> list[float]:
+    """The levels round `round_no` still has to measure. Round 1: those never measured, up
+    to a level that went over the latency threshold (the sweep stopped there); later
+    rounds: the levels round 1 measured, each once more."""
+    rows = [
+        p
+        for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
+        if verdict.measured(p)
+    ]
+    done = {level_key(p.level): len(p.extra.get("rounds") or []) or 1 for p in rows}
+    levels = params.levels()
+    over = [p.level for p in rows if p.extra.get("over_threshold")]
+    if over:
+        levels = [lv for lv in levels if level_key(lv) <= min(over)]
+    if round_no == 1:
+        return [lv for lv in levels if done.get(level_key(lv), 0) < 1]
+    return [lv for lv in levels if 1 <= done.get(level_key(lv), 0) < round_no]
 
 
 def execute(sweep_id: int) -> str:
     """Run a sweep this process has claimed, to its end; returns the final state.
 
-    Never leaves the sweep RUNNING: every way out goes through `finish`.
+    Never leaves the sweep RUNNING: every way out goes through `finish`. Rounds run one
+    after another, each over every level it still needs (`round_levels`), so a resumed
+    sweep measures only what is missing.
     """
     sweep = Sweep.objects.get(pk=sweep_id)
     params = params_of(sweep)
-    done = completed_levels(sweep)
-    _drop_incomplete(sweep, done)
-    remaining = [lv for lv in params.levels() if level_key(lv) not in set(done)]
+    _drop_incomplete(sweep, rounds_done(sweep), params)
     publish_state(sweep)
     monitor = _Monitor(sweep_id)
     recorder = _Recorder(sweep, params)
+    recorder.commands = [line for line in sweep.command.splitlines() if line]
     monitor.start()
     state, error = State.SUCCEEDED, ""
     try:
-        if remaining:
-            run_params = dataclasses.replace(params, start=remaining[0])
+        for round_no in range(1, max(1, params.rounds) + 1):
+            todo = round_levels(sweep, params, round_no)
+            if not todo:
+                continue
+            recorder.round = round_no
+            # Later rounds measure the same levels as the first: no threshold stop there.
+            run_params = (
+                params if round_no == 1 else dataclasses.replace(params, latency_threshold_ms=None)
+            )
             if sweep.engine == Sweep.Engine.PERF_ANALYZER:
-                state, error = _run_perf_analyzer(sweep, run_params, monitor, recorder)
+                state, error = _run_perf_analyzer(sweep, run_params, todo, monitor, recorder)
             else:
-                state, error = _run_builtin(run_params, monitor, recorder)
+                state, error = _run_builtin(run_params, todo, monitor, recorder)
+            if state != State.SUCCEEDED or _should_cancel(monitor, recorder):
+                break
     except SweepError as exc:
         state, error = State.FAILED, str(exc)
     except Exception as exc:  # noqa: BLE001 - whatever happened, the sweep must not stay running
@@ -665,6 +804,8 @@ def execute(sweep_id: int) -> str:
     finally:
         monitor.stop()
         recorder.close()
+    if state == State.SUCCEEDED and recorder.abort:
+        state, error = State.FAILED, recorder.abort
     if state == State.SUCCEEDED and monitor.cancel:
         state = State.CANCELLED
     return finish(sweep_id, state, error)
@@ -674,7 +815,9 @@ def _should_cancel(monitor: _Monitor, recorder: _Recorder) -> bool:
     return monitor.cancel or monitor.lost or bool(recorder.abort)
 
 
-def _run_builtin(params: SweepParams, monitor: _Monitor, recorder: _Recorder) -> tuple[str, str]:
+def _run_builtin(
+    params: SweepParams, levels: list[float], monitor: _Monitor, recorder: _Recorder
+) -> tuple[str, str]:
     async def main() -> Any:
         return await run_sweep(
             params,
@@ -683,6 +826,7 @@ def _run_builtin(params: SweepParams, monitor: _Monitor, recorder: _Recorder) ->
             on_level=lambda lv: recorder.call(recorder.level, lv),
             should_cancel=lambda: _should_cancel(monitor, recorder),
             metrics_url=settings.TRITON_METRICS_URL or None,
+            levels=levels,
         )
 
     result = asyncio.run(main())
@@ -693,12 +837,30 @@ def _run_builtin(params: SweepParams, monitor: _Monitor, recorder: _Recorder) ->
     return State.SUCCEEDED, ""
 
 
+def contiguous_runs(levels: list[float], step: float) -> list[list[float]]:
+    """[1, 2, 3, 6, 7] with step 1 -> [[1, 2, 3], [6, 7]]: what one start:end:step covers."""
+    runs: list[list[float]] = []
+    for level in levels:
+        if runs and math.isclose(level - runs[-1][-1], step, rel_tol=1e-6, abs_tol=1e-9):
+            runs[-1].append(level)
+        else:
+            runs.append([level])
+    return runs
+
+
 def _run_perf_analyzer(
-    sweep: Sweep, params: SweepParams, monitor: _Monitor, recorder: _Recorder
+    sweep: Sweep,
+    params: SweepParams,
+    levels: list[float],
+    monitor: _Monitor,
+    recorder: _Recorder,
 ) -> tuple[str, str]:
+    """perf_analyzer over `levels`. It exits (2) at the first level that does not settle
+    within max windows, so the run goes on after that level with a new invocation: every
+    level is kept (the unstable one from the windows it printed) and every invocation's
+    exact command is stored, one per line."""
     from .engine.perf_analyzer import (
         PerfAnalyzerNotFound,
-        build_command,
         locate_perf_analyzer,
         run_perf_analyzer,
     )
@@ -708,43 +870,55 @@ def _run_perf_analyzer(
         binary = locate_perf_analyzer()
     except PerfAnalyzerNotFound as exc:
         return State.FAILED, str(exc)
-    preview = build_command(params, url, binary=binary, csv_path="result.csv")
-    Sweep.objects.filter(pk=sweep.pk).update(command=_shell_join(preview))
 
-    async def main() -> Any:
-        return await run_perf_analyzer(
-            params,
-            url,
-            binary=binary,
-            on_window=lambda w: recorder.call(recorder.pa_window, w),
-            on_level=lambda lv: recorder.call(recorder.pa_level, lv),
-            should_cancel=lambda: _should_cancel(monitor, recorder),
-        )
+    def store_command(command: list[str]) -> None:
+        recorder.commands.append(_shell_join(command))
+        Sweep.objects.filter(pk=sweep.pk).update(command="\n".join(recorder.commands))
 
-    result = asyncio.run(main())
-    Sweep.objects.filter(pk=sweep.pk).update(command=_shell_join(result.command))
-    # With --percentile, stdout has no average: take it from perf_analyzer's own CSV
-    # ("Avg latency", or without it the average gRPC/HTTP time it splits in two columns).
-    for row in result.csv_rows:
-        level = row.get("Concurrency", row.get("Request Rate"))
-        avg = row.get("Avg latency")
-        if avg is None and "response wait" in row:
-            avg = row["response wait"] + row.get("request/response", 0.0)
-        if level is not None and avg is not None:
-            SweepPoint.objects.filter(
-                sweep_id=sweep.pk, level=level_key(level), window=SweepPoint.LEVEL, avg_us=None
-            ).update(avg_us=avg)
-    if result.cancelled:
-        return State.CANCELLED, ""
-    if not result.ok:
-        message = "; ".join(result.errors) or f"perf_analyzer exited with {result.returncode}"
-        return State.FAILED, message
-    unstable = [lv.level for lv in result.levels if not lv.stable]
-    if unstable:
-        return State.FAILED, (
-            f"perf_analyzer could not get a stable measurement at level {unstable[0]:g} within "
-            f"{params.max_windows} windows: raise max windows or the stability percentage"
-        )
+    for run in contiguous_runs(levels, params.step):
+        queue = list(run)
+        while queue:
+            run_params = dataclasses.replace(params, start=queue[0], end=queue[-1])
+
+            async def main(p: SweepParams = run_params) -> Any:
+                return await run_perf_analyzer(
+                    p,
+                    url,
+                    binary=binary,
+                    on_window=lambda w: recorder.call(recorder.pa_window, w),
+                    on_level=lambda done: recorder.call(recorder.pa_level, done),
+                    should_cancel=lambda: _should_cancel(monitor, recorder),
+                )
+
+            result = asyncio.run(main())
+            recorder.run(store_command, result.command)
+            # With --percentile, stdout has no average: take it from perf_analyzer's own
+            # CSV ("Avg latency", or without it the average gRPC/HTTP time it splits in two).
+            for row in result.csv_rows:
+                level = row.get("Concurrency", row.get("Request Rate"))
+                avg = row.get("Avg latency")
+                if avg is None and "response wait" in row:
+                    avg = row["response wait"] + row.get("request/response", 0.0)
+                if level is not None and avg is not None:
+                    recorder.run(recorder.set_average, level, avg)
+            if result.cancelled:
+                return State.CANCELLED, ""
+            if not result.ok:
+                message = (
+                    "; ".join(result.errors) or f"perf_analyzer exited with {result.returncode}"
+                )
+                return State.FAILED, message
+            last = result.levels[-1] if result.levels else None
+            if last is not None and last.over_threshold:
+                return State.SUCCEEDED, ""  # over the latency threshold: the sweep ends here
+            if last is None and result.returncode != 0:
+                return State.FAILED, (
+                    f"perf_analyzer exited with {result.returncode} before reporting a level"
+                )
+            if result.returncode == 0 or last is None or last.stable:
+                break
+            # It stopped at `last`, which did not settle: go on with the levels after it.
+            queue = [q for q in queue if level_key(q) > level_key(last.level)]
     return State.SUCCEEDED, ""
 
 
@@ -786,37 +960,11 @@ def latency_value(point: SweepPoint | dict[str, Any], percentile: int | str) -> 
 
 
 def knee_summary(sweep: Sweep, level_points: Iterable[SweepPoint] | None = None) -> dict[str, Any]:
-    """The knee, the best level within the budget, and the recommendation sentence."""
-    params = params_of(sweep)
+    """The verdict (`verdict.summarize`): knee, best level within the budget, the
+    recommendation and the caveat, from the levels that settled, for the sweep's state."""
     if level_points is None:
         level_points = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-    curve = []
-    for p in sorted(level_points, key=lambda p: p.level):
-        latency = latency_value(p, params.percentile)
-        if p.extra.get("cancelled") or latency is None or p.requests <= 0:
-            continue
-        curve.append(stats.CurvePoint(p.level, p.throughput, latency))
-    budget = params.latency_threshold_ms
-    knee = stats.find_knee(curve, latency_budget_ms=budget)
-    sentence = stats.recommendation(
-        curve, mode=params.mode, latency_label=params.latency_label, latency_budget_ms=budget
-    )
-    best = stats.best_within_budget(curve, budget) if budget else None
-    if best is not None:
-        label = "concurrency" if params.mode == "concurrency" else "request rate"
-        sentence += (
-            f" Best within the {budget:g} ms budget: {label} {best.level:g} with "
-            f"{best.throughput:,.0f} infer/s at {params.latency_label} "
-            f"{best.latency_us / 1000:.2f} ms."
-        )
-    return {
-        "recommendation": sentence,
-        "knee_level": curve[knee.index].level if knee else None,
-        "knee_reason": knee.reason if knee else None,
-        "best_level": best.level if best else None,
-        "latency_label": params.latency_label,
-        "budget_ms": budget,
-    }
+    return verdict.summarize(level_points, params_of(sweep), sweep.state)
 
 
 def sweep_json(sweep: Sweep) -> dict[str, Any]:
@@ -840,6 +988,19 @@ def sweep_json(sweep: Sweep) -> dict[str, Any]:
         "levels_total": sweep.levels_total,
         "queue_position": queue_position(sweep),
         "summary": sweep.summary if sweep.finished else knee_summary(sweep),
+        "name": sweep.name,
+        "note": sweep.note,
+        "rounds": max(1, int(sweep.params.get("rounds") or 1)),
+        # For the page's ETA: the server's clock, and the windows an earlier attempt left
+        # (a resumed sweep's pace is measured on its own windows only).
+        "server_now": timezone.now().isoformat(),
+        "windows_before_start": (
+            SweepPoint.objects.filter(
+                sweep=sweep, window__gte=0, recorded_at__lt=sweep.started_at
+            ).count()
+            if sweep.state == State.RUNNING and sweep.started_at
+            else 0
+        ),
     }
 
 

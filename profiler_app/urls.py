@@ -10,6 +10,7 @@ urlpatterns = [
     path("sweeps/<int:pk>/cancel", views.sweep_cancel, name="sweep_cancel"),
     path("sweeps/<int:pk>/resume", views.sweep_resume, name="sweep_resume"),
     path("sweeps/<int:pk>/rerun", views.sweep_rerun, name="sweep_rerun"),
+    path("sweeps/<int:pk>/label", views.sweep_label, name="sweep_label"),
     path("sweeps/<int:pk>/export.csv", views.sweep_csv, name="sweep_csv"),
     path("sweeps/<int:pk>/export.json", views.sweep_json_export, name="sweep_json_export"),
     path("models/<str:name>/benchmark/", views.sweep_new, name="sweep_new"),

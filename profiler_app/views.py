@@ -16,7 +16,7 @@ from dashboard.team import audit
 
 from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError
-from .forms import SweepForm
+from .forms import SweepForm, SweepLabelForm
 from .models import Sweep
 from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 
@@ -69,9 +69,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         form = SweepForm(request.POST, request.FILES, model=name)
         if form.is_valid() and form.params is not None:
             try:
-                sweep = sweeps.create_sweep(
-                    form.params, engine=form.cleaned_data["engine"], user=request.user
-                )
+                sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
             except sweeps.QueueUnavailable as exc:
                 form.add_error(None, str(exc))
                 status = 503
@@ -185,6 +183,28 @@ def sweep_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def sweep_label(request: HttpRequest, pk: int) -> HttpResponse:
+    """Set a sweep's name and note: its owner or an admin (a label changes no measurement,
+    so it is not audited)."""
+    sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+    if not can_manage_sweep(request.user, sweep):
+        return JsonResponse({"message": "only the sweep's owner or an admin can"}, status=403)
+    form = SweepLabelForm(request.POST)
+    if not form.is_valid():
+        text = "; ".join(m for errors in form.errors.values() for m in errors)
+        if _wants_json(request):
+            return JsonResponse({"message": text}, status=400)
+        messages.error(request, text)
+        return redirect("sweep_detail", pk=pk)
+    sweeps.set_label(pk, form.cleaned_data["name"], form.cleaned_data["note"])
+    if _wants_json(request):
+        return JsonResponse({"message": "Name and note saved.", "sweep": pk})
+    messages.success(request, "Name and note saved.")
+    return redirect("sweep_detail", pk=pk)
+
+
+@login_required
 @require_GET
 def sweep_csv(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = get_object_or_404(Sweep, pk=pk)
@@ -212,4 +232,5 @@ def sweep_compare(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Pick two or more sweeps to compare.")
         return redirect("sweep_list")
     data = export.compare(chosen)
-    return render(request, "profiler/sweep_compare.html", {"data": data, "chosen": chosen})
+    ordered = sorted(chosen, key=lambda s: (s.created_at, s.pk))  # old -> new, as `data`
+    return render(request, "profiler/sweep_compare.html", {"data": data, "chosen": ordered})

@@ -55,6 +55,7 @@ MAX_LEVELS = 200
 MAX_CONCURRENCY = 4096  # requests outstanding at once
 MAX_REQUEST_RATE = 1_000_000  # requests/s
 MAX_WINDOW_MS = 600_000  # --measurement-interval
+MAX_ROUNDS = 10  # repeats of every level (see profiler_app.repeats)
 
 
 class SweepError(RuntimeError):
@@ -85,6 +86,9 @@ class SweepParams:
     workers: int = 1  # load processes; more only helps when one cannot keep up
     max_threads: int = DEFAULT_MAX_THREADS  # request-rate mode: perf_analyzer's --max-threads
     client: str = "auto"  # "aio" | "threads" | "auto" (see _client_plan)
+    # Rounds over all the levels, each level measured once per round (profiler_app.repeats);
+    # run_sweep itself measures one round: the caller repeats it.
+    rounds: int = 1
 
     @property
     def range_text(self) -> str:
@@ -117,6 +121,8 @@ class SweepParams:
             raise SweepError("need batch size >= 1, windows >= 50 ms and max windows >= 3")
         if self.measurement_window_ms > MAX_WINDOW_MS:
             raise SweepError(f"the measurement window can be at most {MAX_WINDOW_MS} ms")
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise SweepError(f"rounds must be between 1 and {MAX_ROUNDS}")
         if not 1 <= self.max_threads <= MAX_THREADS_LIMIT:
             raise SweepError(f"max threads must be between 1 and {MAX_THREADS_LIMIT}")
         if self.client not in ("auto", "aio", "threads") or self.arrival not in (
@@ -527,8 +533,12 @@ async def run_sweep(
     on_level: Callable[[LevelResult], Any] | None = None,
     should_cancel: Callable[[], Any] | None = None,
     metrics_url: str | None = None,
+    levels: Sequence[float] | None = None,
 ) -> SweepResult:
     """Run the sweep against Triton at `url` (host:port of the protocol's endpoint).
+
+    `levels` (default: every level of the range) measures only those, in that order, with
+    the client plan of the whole range (a resumed sweep, or one round of several).
 
     With `metrics_url` (Triton's /metrics), each window also records GPU utilisation and
     memory where the server has GPUs.
@@ -539,7 +549,7 @@ async def run_sweep(
     model, bad shapes, Triton unreachable).
     """
     params.validate()
-    levels = params.levels()
+    levels = list(levels) if levels is not None else params.levels()
     control = _Control(params.protocol, url)
     try:
         metadata, config = await control.describe(params.model, params.version)

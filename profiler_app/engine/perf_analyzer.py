@@ -22,6 +22,7 @@ import csv
 import inspect
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -311,7 +312,13 @@ def export_csv(result: SweepResult) -> str:
     "Client Send"/"Client Recv" are 0: the built-in engine sends pre-serialised requests
     and does not decode responses. "Network+Server Send/Recv" is what perf_analyzer makes
     it: avg client latency minus server request time (plus client send/recv, here 0).
+    A latency that is not known (NaN: a level perf_analyzer reported only from its windows,
+    because it did not settle) is an empty cell: the level is kept, as it is on the page.
     """
+
+    def us(value: float) -> int | str:
+        return "" if math.isnan(value) else round(value)
+
     columns = list(CSV_COLUMNS)
     if result.params.mode == "request_rate":
         columns[0] = "Request Rate"
@@ -329,24 +336,26 @@ def export_csv(result: SweepResult) -> str:
         c_out = server.compute_output_us if server else 0.0
         server_total = server.request_us if server else 0.0
         network = max(0.0, lat.avg_us - server_total) if server else 0.0
+        if math.isnan(lat.avg_us):
+            network = math.nan
         writer.writerow(
             [
                 f"{level.level:g}",
                 f"{level.throughput:g}",
                 0,
-                round(network),
+                us(network),
                 round(queue),
                 round(c_in),
                 round(c_inf),
                 round(c_out),
                 0,
-                round(lat.p50_us),
-                round(lat.p90_us),
-                round(lat.p95_us),
-                round(lat.p99_us),
-                round(lat.avg_us),
+                us(lat.p50_us),
+                us(lat.p90_us),
+                us(lat.p95_us),
+                us(lat.p99_us),
+                us(lat.avg_us),
                 0,
-                round(lat.avg_us),
+                us(lat.avg_us),
             ]
         )
     return out.getvalue()

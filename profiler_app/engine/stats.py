@@ -174,6 +174,16 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.2f} ms"
 
 
+END_NOTE = "throughput was still rising at the last level, so try higher loads"
+
+
+def change_text(pct: float) -> str:
+    """'rises 2%', 'falls 16%' or 'stays flat' (never 'rises -16%')."""
+    if abs(pct) < 0.5:
+        return "stays flat"
+    return f"rises {pct:.0f}%" if pct > 0 else f"falls {-pct:.0f}%"
+
+
 def recommendation(
     points: Sequence[CurvePoint],
     *,
@@ -181,9 +191,14 @@ def recommendation(
     latency_label: str = "p95",
     min_gain_pct: float = 5.0,
     latency_budget_ms: float | None = None,
+    end_note: str = END_NOTE,
 ) -> str:
     """One sentence naming the knee, e.g. "Concurrency 4 gives 3,488 infer/s at p95 1.45 ms;
-    beyond it throughput rises 2% while p95 rises 20%"."""
+    beyond it throughput rises 2% while p95 rises 20%".
+
+    `end_note` ends the sentence when throughput still rose at the last point: a sweep that
+    stopped early, or whose later levels did not settle, says so instead of "try higher
+    loads" (see `profiler_app.verdict`)."""
     if not points:
         return "No level completed, so there is nothing to recommend."
     knee = find_knee(points, min_gain_pct=min_gain_pct, latency_budget_ms=latency_budget_ms)
@@ -197,7 +212,7 @@ def recommendation(
     p = points[knee.index]
     head = f"{label} {p.level:g} gives {p.throughput:,.0f} infer/s at {latency_label} {_ms(p.latency_us)}"
     if knee.reason == "end":
-        return f"{head}; throughput was still rising at the last level, so try higher loads."
+        return f"{head}; {end_note}."
     nxt = points[knee.index + 1]
     gain = (nxt.throughput - p.throughput) / p.throughput * 100 if p.throughput else 0.0
     lat_rise = (nxt.latency_us - p.latency_us) / p.latency_us * 100 if p.latency_us else 0.0
@@ -207,6 +222,6 @@ def recommendation(
             f"budget at {latency_label} {_ms(nxt.latency_us)}."
         )
     return (
-        f"{head}; beyond it throughput rises {gain:.0f}% while {latency_label} rises "
-        f"{lat_rise:.0f}%."
+        f"{head}; beyond it throughput {change_text(gain)} while {latency_label} "
+        f"{change_text(lat_rise)}."
     )

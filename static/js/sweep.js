@@ -8,6 +8,7 @@ window.SweepPage = (function () {
   let dataUrl = "";
   let renderQueued = false;
   let resyncTimer = null;
+  let clockOffset = 0;  // server clock - this browser's clock, ms (for the ETA)
   const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
   const COLORS = { p50: "#12b76a", p95: "#f79009", p99: "#d92d20", avg: "#667085" };
 
@@ -32,7 +33,21 @@ window.SweepPage = (function () {
 
   function applySweep(s) {
     if (!s) return;
+    if (s.server_now) clockOffset = Date.parse(s.server_now) - Date.now();
     sweep = Object.assign(sweep || {}, s);
+  }
+  function measured(p) { return (p.requests > 0 || p.throughput > 0) && !(p.extra && p.extra.cancelled); }
+  function roundsOf(p) {
+    if (!measured(p)) return 0;
+    return (p.extra && p.extra.rounds && p.extra.rounds.length) || 1;
+  }
+  function roundOf(w) { return (w.extra && w.extra.round) || 1; }
+  // A level that did not settle is drawn hollow: it stays on the chart, out of the verdict.
+  function symbols(list) { return list.map(function (p) { return p.stable === false ? "circle-open" : "circle"; }); }
+  function spreadText(p) {
+    const e = p.extra || {};
+    const v = [e.throughput_spread, e.latency_spread].filter(function (x) { return x !== null && x !== undefined; });
+    return v.length ? " (spread " + Math.round(100 * Math.max.apply(null, v)) + "%)" : "";
   }
 
   function schedule() {
@@ -61,26 +76,37 @@ window.SweepPage = (function () {
       rec.innerHTML = ""; const strong = document.createElement("strong");
       strong.textContent = sweep.summary.recommendation; rec.appendChild(strong);
     }
+    const caveat = document.getElementById("verdict-caveat");
+    if (caveat && sweep.summary) {
+      caveat.textContent = sweep.summary.caveat || "";
+      caveat.hidden = !sweep.summary.caveat;
+    }
   }
 
+  // The ETA from what this run actually needed: seconds per window (wall clock, so the
+  // time between windows and between levels counts) and windows per level so far.
   function renderProgress(levels, windows) {
-    const total = sweep.levels_total || 1;
-    const done = levels.filter(function (p) { return !(p.extra && p.extra.cancelled); }).length;
+    const rounds = Math.max(1, sweep.rounds || (sweep.params && sweep.params.rounds) || 1);
+    const total = (sweep.levels_total || 1) * rounds;
+    const roundsDone = {};
+    levels.forEach(function (p) { roundsDone[p.level] = roundsOf(p); });
+    const done = levels.reduce(function (a, p) { return a + roundsOf(p); }, 0);
     const bar = document.getElementById("progress-bar");
     bar.style.width = Math.min(100, 100 * done / total) + "%";
-    const levelsDone = new Set(levels.map(function (p) { return p.level; }));
-    const open = windows.filter(function (w) { return !levelsDone.has(w.level); });
-    const current = open.length ? Math.max.apply(null, open.map(function (w) { return w.level; })) : null;
+    const open = windows.filter(function (w) { return roundOf(w) > (roundsDone[w.level] || 0); });
+    const current = open.length ? open.reduce(function (a, w) { return roundOf(w) > roundOf(a) || (roundOf(w) === roundOf(a) && w.level > a.level) ? w : a; }) : null;
+    const currentLevel = current ? current.level : null;
+    const inCurrent = current ? open.filter(function (w) { return w.level === current.level && roundOf(w) === roundOf(current); }).length : 0;
     const windowS = (sweep.params.measurement_window_ms || 1000) / 1000;
-    let perLevel = 3 * windowS;
-    if (done) {
-      perLevel = levels.reduce(function (a, p) { return a + (p.duration_s || 0); }, 0) / levels.length;
-    }
-    const inCurrent = open.filter(function (w) { return w.level === current; }).length * windowS;
-    const left = Math.max(0, (total - done) * perLevel - inCurrent);
-    let text = done + " / " + total + " levels";
+    const finishedWindows = levels.reduce(function (a, p) { return a + (measured(p) ? ((p.extra && p.extra.windows) || 0) : 0); }, 0);
+    const perLevel = done ? finishedWindows / done : Math.max(3, inCurrent);
+    const thisRun = windows.length - (sweep.windows_before_start || 0);
+    const elapsed = sweep.started_at ? (Date.now() + clockOffset - Date.parse(sweep.started_at)) / 1000 : 0;
+    const perWindow = thisRun > 0 && elapsed > 0 ? elapsed / thisRun : windowS * 1.2;
+    const left = Math.max(0, (total - done) * perLevel - inCurrent) * perWindow;
+    let text = done + " / " + total + (rounds > 1 ? " level rounds" : " levels");
     if (sweep.state === "running") {
-      if (current !== null) text += " · measuring level " + current + " (window " + open.filter(function (w) { return w.level === current; }).length + ")";
+      if (current !== null) text += " · measuring level " + currentLevel + (rounds > 1 ? " (round " + roundOf(current) + ")" : "") + " (window " + inCurrent + ")";
       text += " · about " + Math.round(left) + " s left";
     } else {
       text += " · " + sweep.state;
@@ -95,32 +121,44 @@ window.SweepPage = (function () {
     const levels = levelRows();
     const windows = windowRows();
     const current = renderProgress(levels, windows);
-    const good = levels.filter(function (p) { return p.requests > 0; });
+    const good = levels.filter(measured);
     const x = good.map(function (p) { return p.level; });
-    const xTitle = sweep.params.mode === "request_rate" ? "request rate (req/s)" : "concurrency";
+    const xTitle = sweep.params.mode === "request_rate" ? "request rate (infer/s)" : "concurrency";
     const summary = sweep.summary || {};
     const knee = good.filter(function (p) { return p.level === summary.knee_level; });
     const best = good.filter(function (p) { return p.level === summary.best_level; });
-    const base = { margin: { l: 55, r: 15, t: 10, b: 45 }, showlegend: true, legend: { orientation: "h" } };
+    const hover = good.map(function (p) { return p.stable === false ? "did not settle" + spreadText(p) : ""; });
+    // The legend above the plot area: at the bottom (Plotly's place for a horizontal
+    // legend) it sat on the x axis title.
+    const base = { margin: { l: 55, r: 15, t: 40, b: 45 }, showlegend: true, legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" } };
     const cfg = { displayModeBar: false, responsive: true };
+    const unsettled = good.some(function (p) { return p.stable === false; })
+      ? [{ x: [null], y: [null], name: "hollow: did not settle", mode: "markers", marker: { symbol: "circle-open", size: 9, color: "#667085" } }] : [];
+    const errorBars = good.map(function (p) {
+      const r = (p.extra && p.extra.rounds) || [];
+      if (r.length < 2) return 0;
+      const v = r.map(function (q) { return q.throughput; });
+      return (Math.max.apply(null, v) - Math.min.apply(null, v)) / 2;
+    });
 
     Plotly.react("chart-throughput", [
-      { x: x, y: good.map(function (p) { return p.throughput; }), name: "throughput", mode: "lines+markers" },
+      { x: x, y: good.map(function (p) { return p.throughput; }), text: hover, name: "throughput", mode: "lines+markers", marker: { symbol: symbols(good), size: 9 },
+        error_y: { type: "data", array: errorBars, visible: errorBars.some(function (v) { return v > 0; }) } },
       { x: knee.map(function (p) { return p.level; }), y: knee.map(function (p) { return p.throughput; }), name: "knee", mode: "markers", marker: { size: 14, symbol: "star", color: "#d92d20" } },
       { x: best.map(function (p) { return p.level; }), y: best.map(function (p) { return p.throughput; }), name: "best within budget", mode: "markers", marker: { size: 12, symbol: "diamond-open", color: "#12b76a" } },
-    ], Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
+    ].concat(unsettled), Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
 
     const budget = sweep.params.latency_threshold_ms;
     const latTraces = ["p50", "p95", "p99"].map(function (name) {
-      return { x: x, y: good.map(function (p) { return ms(p[name + "_us"]); }), name: name, mode: "lines+markers", line: { color: COLORS[name] } };
+      return { x: x, y: good.map(function (p) { return ms(p[name + "_us"]); }), text: hover, name: name, mode: "lines+markers", line: { color: COLORS[name] }, marker: { symbol: symbols(good), size: 8, color: COLORS[name] } };
     });
     const shapes = budget ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: budget, y1: budget, line: { dash: "dash", color: "#d92d20" } }] : [];
-    Plotly.react("chart-latency", latTraces.concat(knee.length ? [{ x: [knee[0].level], y: [ms(knee[0][chosenKey()])], name: "knee", mode: "markers", marker: { size: 14, symbol: "star", color: "#d92d20" } }] : []),
+    Plotly.react("chart-latency", latTraces.concat(knee.length ? [{ x: [knee[0].level], y: [ms(knee[0][chosenKey()])], name: "knee", mode: "markers", marker: { size: 14, symbol: "star", color: "#d92d20" } }] : []).concat(unsettled),
       Object.assign({}, base, { shapes: shapes, xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "ms" + (budget ? " (budget " + budget + " ms)" : "") }, rangemode: "tozero" } }), cfg);
 
     Plotly.react("chart-tput-latency", [
-      { x: good.map(function (p) { return ms(p[chosenKey()]); }), y: good.map(function (p) { return p.throughput; }), text: x.map(String), name: chosenLabel(), mode: "lines+markers+text", textposition: "top center" },
-    ], Object.assign({}, base, { xaxis: { title: { text: chosenLabel() + " latency (ms)" } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
+      { x: good.map(function (p) { return ms(p[chosenKey()]); }), y: good.map(function (p) { return p.throughput; }), text: x.map(String), hovertext: hover, name: chosenLabel(), mode: "lines+markers+text", textposition: "top center", marker: { symbol: symbols(good), size: 9 } },
+    ].concat(unsettled), Object.assign({}, base, { xaxis: { title: { text: chosenLabel() + " latency (ms)" } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
 
     const parts = [["queue", "queue_us"], ["compute input", "compute_input_us"], ["compute infer", "compute_infer_us"], ["compute output", "compute_output_us"]];
     const bars = parts.map(function (pair) {
@@ -131,10 +169,15 @@ window.SweepPage = (function () {
     }) });
     Plotly.react("chart-breakdown", bars, Object.assign({}, base, { barmode: "stack", xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "avg ms" } } }), cfg);
 
-    const shownLevel = current !== null ? current : (windows.length ? Math.max.apply(null, windows.map(function (w) { return w.level; })) : null);
-    const trace = windows.filter(function (w) { return w.level === shownLevel; }).sort(function (a, b) { return a.window - b.window; });
+    // The level being measured (its current round), else the last one measured.
+    let shown = current;
+    if (shown === null && windows.length) {
+      shown = windows.reduce(function (a, w) { return roundOf(w) > roundOf(a) || (roundOf(w) === roundOf(a) && w.level > a.level) ? w : a; });
+    }
+    const trace = shown === null ? [] : windows.filter(function (w) { return w.level === shown.level && roundOf(w) === roundOf(shown); }).sort(function (a, b) { return a.window - b.window; });
+    const first = trace.length ? trace[0].window : 0;
     Plotly.react("chart-windows", [
-      { x: trace.map(function (w) { return w.window + 1; }), y: trace.map(function (w) { return w.throughput; }), name: "level " + shownLevel, mode: "lines+markers" },
+      { x: trace.map(function (w) { return w.window - first + 1; }), y: trace.map(function (w) { return w.throughput; }), name: shown === null ? "no window yet" : xTitle + " " + shown.level + (roundOf(shown) > 1 ? ", round " + roundOf(shown) : ""), mode: "lines+markers" },
     ], Object.assign({}, base, { xaxis: { title: { text: "window" }, dtick: 1 }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
 
     renderTable(levels);
@@ -162,7 +205,13 @@ window.SweepPage = (function () {
       const behind = p.extra && p.extra.behind_schedule
         ? " <span class=\"warning\" title=\"every load thread was waiting for a reply: fewer requests were sent than the level asks\">(sent " + cell(p.extra.send_rate, 0) + "/s)</span>"
         : "";
-      return "<tr data-level=\"" + p.level + "\"><td>" + p.level + partial + behind + "</td><td>" + cell(p.throughput, 1) + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + (p.stable ? "yes" : "no") + "</td><td>" + p.errors + "</td></tr>";
+      const rounds = (p.extra && p.extra.rounds) || [];
+      let tput = cell(p.throughput, 1);
+      if (rounds.length > 1 && p.extra.round_spread !== null && p.extra.round_spread !== undefined) {
+        tput += " ± " + Math.round(100 * p.extra.round_spread) + "% (" + rounds.length + " rounds)";
+      }
+      const stable = p.stable === false ? "<span class=\"warning\">no" + spreadText(p) + "</span>" : (p.stable ? "yes" : "—");
+      return "<tr data-level=\"" + p.level + "\"" + (p.stable === false ? " class=\"unsettled\"" : "") + "><td>" + p.level + partial + behind + "</td><td>" + tput + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + stable + "</td><td>" + p.errors + "</td></tr>";
     }).join("");
   }
 

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from profiler_app import export, sweeps
 from profiler_app.engine.loadgen import (
     DEFAULT_MAX_THREADS,
+    MAX_ROUNDS,
     MAX_WINDOW_MS,
     SweepError,
     SweepParams,
@@ -58,6 +59,15 @@ class Command(BaseCommand):
             default=DEFAULT_MAX_THREADS,
             help="request-rate mode: most requests outstanding at once",
         )
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=1,
+            help="measure every level this many times, one round over all levels after "
+            "another (median and spread per level)",
+        )
+        parser.add_argument("--name", default="", help="a name for the sweep")
+        parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
         parser.add_argument("--engine", choices=["builtin", "perf_analyzer"], default="builtin")
         parser.add_argument("--as-user", default=None, help="store the sweep as this user")
@@ -77,6 +87,8 @@ class Command(BaseCommand):
             check_range(mode, start, end, step)
         except SweepError as exc:
             raise CommandError(f"bad range {span!r} ({flag}): {exc}") from None
+        if not 1 <= opts["rounds"] <= MAX_ROUNDS:
+            raise CommandError(f"--rounds must be between 1 and {MAX_ROUNDS}")
         if not 50 <= opts["measurement_interval"] <= MAX_WINDOW_MS:
             raise CommandError(f"--measurement-interval must be between 50 and {MAX_WINDOW_MS} ms")
         percentile: int | str = opts["percentile"]
@@ -108,12 +120,20 @@ class Command(BaseCommand):
             latency_threshold_ms=opts["latency_threshold"],
             arrival=opts["request_distribution"],
             max_threads=opts["max_threads"],
+            rounds=opts["rounds"],
         )
         try:
             sweeps.preflight(params, opts["engine"])
         except SweepError as exc:
             raise CommandError(str(exc)) from None
-        sweep = sweeps.create_sweep(params, engine=opts["engine"], user=user, enqueue=False)
+        sweep = sweeps.create_sweep(
+            params,
+            engine=opts["engine"],
+            user=user,
+            enqueue=False,
+            name=opts["name"][:120],
+            note=opts["note"],
+        )
         if not sweeps.claim(sweep.pk):
             busy = sweeps.running_on(sweep.server)
             reason = f"sweep #{busy.pk} is running there" if busy else "other sweeps are queued"
@@ -121,7 +141,8 @@ class Command(BaseCommand):
                 state=Sweep.State.FAILED, error=f"Triton at {sweep.server} is busy: {reason}"
             )
             raise CommandError(f"Triton at {sweep.server} is busy ({reason}); try again later")
-        self.stderr.write(f"sweep #{sweep.pk}: {params.model} {mode} {params.range_text}")
+        rounds = f" × {params.rounds} rounds" if params.rounds > 1 else ""
+        self.stderr.write(f"sweep #{sweep.pk}: {params.model} {mode} {params.range_text}{rounds}")
         state = sweeps.execute(sweep.pk)
         sweep.refresh_from_db()
         self.stdout.write(export.summary_text(sweep))

@@ -1,0 +1,178 @@
+"""Repeated rounds of a level: the median, the spread, and whether two sweeps differ.
+
+A sweep with `rounds` R > 1 measures every level R times, one round over all the levels
+after another (level 1, 2, ..., 8, then 1, 2, ..., 8 again), so that a drift of the
+machine (a neighbour's job, thermal throttling) lands on every level alike instead of on
+the last ones. Each level's summary row then holds the median of its rounds, and in
+`extra["rounds"]` each round's own figures.
+
+The spread of a level is the half range of its rounds relative to their median
+((max - min) / 2 / median): "1,000 infer/s ± 4%". Two levels differ beyond noise when
+their ranges [min, max] do not overlap; then the difference reads "+18% ± 4%, 3 rounds
+each", where ± is the sum of both spreads. A level measured once has no spread: its
+difference is stated with "one round: noise unknown".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The level-row fields a round contributes, merged as medians over the rounds.
+MEDIAN_FIELDS = (
+    "throughput",
+    "avg_us",
+    "p50_us",
+    "p90_us",
+    "p95_us",
+    "p99_us",
+    "server_request_us",
+    "queue_us",
+    "compute_input_us",
+    "compute_infer_us",
+    "compute_output_us",
+)
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(known) if known else None
+
+
+def _widest(values: Sequence[float | None]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return max(known) if known else None
+
+
+def round_record(round_no: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """What one round of a level keeps in `extra["rounds"]`."""
+    extra = fields.get("extra") or {}
+    return {
+        "round": round_no,
+        **{name: fields.get(name) for name in MEDIAN_FIELDS},
+        "requests": fields.get("requests", 0),
+        "errors": fields.get("errors", 0),
+        "duration_s": fields.get("duration_s", 0.0),
+        "stable": fields.get("stable"),
+        "windows": extra.get("windows", 0),
+        "throughput_spread": extra.get("throughput_spread"),
+        "latency_spread": extra.get("latency_spread"),
+        "over_threshold": bool(extra.get("over_threshold")),
+    }
+
+
+def merge_rounds(
+    rounds: Sequence[Mapping[str, Any]],
+    chosen_key: str,
+    latest_extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A level row's fields from its rounds (`round_record`s): medians of every figure,
+    stable only when every round settled, windows and requests summed, and the spread
+    across rounds of the throughput and of the chosen latency (`chosen_key`, e.g. p95_us).
+    The other `extra` entries (client CPU, GPU, send rate) are the latest round's."""
+    merged: dict[str, Any] = {
+        name: _median([r.get(name) for r in rounds]) for name in MEDIAN_FIELDS
+    }
+    merged["throughput"] = merged["throughput"] or 0.0
+    merged["requests"] = sum(int(r.get("requests") or 0) for r in rounds)
+    merged["errors"] = sum(int(r.get("errors") or 0) for r in rounds)
+    merged["duration_s"] = sum(float(r.get("duration_s") or 0.0) for r in rounds)
+    merged["stable"] = all(bool(r.get("stable")) for r in rounds)
+    merged["extra"] = {
+        **(latest_extra or {}),
+        "rounds": [dict(r) for r in rounds],
+        "windows": sum(int(r.get("windows") or 0) for r in rounds),
+        # The widest within-round spreads (last 3 windows), as a single round reports them.
+        "throughput_spread": _widest([r.get("throughput_spread") for r in rounds]),
+        "latency_spread": _widest([r.get("latency_spread") for r in rounds]),
+        "round_spread": Spread.of([r.get("throughput") for r in rounds]).half_range,
+        "round_latency_spread": Spread.of([r.get(chosen_key) for r in rounds]).half_range,
+        "over_threshold": any(r.get("over_threshold") for r in rounds),
+        "cancelled": False,
+    }
+    return merged
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure measured in one or more rounds."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+
+    @classmethod
+    def of(cls, values: Sequence[float | None]) -> Spread:
+        known = [float(v) for v in values if v is not None and math.isfinite(v)]
+        if not known:
+            return cls(0.0, 0.0, 0.0, 0)
+        return cls(statistics.median(known), min(known), max(known), len(known))
+
+    @classmethod
+    def of_level(cls, point: Mapping[str, Any], key: str = "throughput") -> Spread:
+        """A level row (`sweeps.point_json`): its rounds, or the row itself as one round."""
+        rounds = (point.get("extra") or {}).get("rounds") or []
+        if rounds:
+            return cls.of([r.get(key) for r in rounds])
+        value = point.get(key)
+        return cls.of([value])
+
+    def to_json(self, scale: float = 1.0, digits: int = 1) -> dict[str, Any]:
+        """The figures, and `text` ("1,234.5 ± 3%", or "1,234.5" from one round) with the
+        median divided by `scale` (1000 for µs -> ms)."""
+        spread = self.half_range
+        value = f"{self.median / scale:,.{digits}f}" if self.rounds else "—"
+        return {
+            "median": self.median,
+            "low": self.low,
+            "high": self.high,
+            "rounds": self.rounds,
+            "half_range": spread,
+            "text": value + (f" ± {spread * 100:.0f}%" if spread is not None else ""),
+        }
+
+    @property
+    def half_range(self) -> float | None:
+        """(max - min) / 2 / median; None with fewer than two rounds."""
+        if self.rounds < 2 or self.median <= 0:
+            return None
+        return (self.high - self.low) / 2 / self.median
+
+    def overlaps(self, other: Spread) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:+.0f}%"
+
+
+def _rounds_text(a: int, b: int) -> str:
+    return f"{a} rounds each" if a == b else f"{a} and {b} rounds"
+
+
+def difference(base: Spread, other: Spread) -> dict[str, Any]:
+    """How `other` differs from `base`: the relative change of the medians, the noise (sum
+    of both spreads), whether it is real (ranges apart), and the words for it."""
+    if base.rounds == 0 or other.rounds == 0 or base.median <= 0:
+        return {"delta": None, "noise": None, "real": None, "text": "not comparable"}
+    delta = other.median / base.median - 1
+    if base.rounds < 2 or other.rounds < 2:
+        return {
+            "delta": delta,
+            "noise": None,
+            "real": None,
+            "text": f"{_pct(delta)} (one round: noise unknown; measure with rounds ≥ 2)",
+        }
+    noise = (base.half_range or 0.0) + (other.half_range or 0.0)
+    real = not base.overlaps(other)
+    detail = f"{_pct(delta)} ± {noise * 100:.0f}%, {_rounds_text(base.rounds, other.rounds)}"
+    return {
+        "delta": delta,
+        "noise": noise,
+        "real": real,
+        "text": detail if real else f"within noise ({detail})",
+    }
