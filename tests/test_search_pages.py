@@ -164,7 +164,9 @@ def test_the_form_queues_a_search_and_the_detail_page_shows_it(busy, admin_clien
     search = Search.objects.get()
     assert response["Location"] == f"/searches/{search.pk}/"
     # Queued, or already running when a worker from another test is up.
-    assert search.sweep.state in ("queued", "running") and search.sweep.levels_total == 2
+    # 2 candidates, then both re-measured in 3 rounds (the form's defaults: top 3 and the
+    # current config, side by side before ranking).
+    assert search.sweep.state in ("queued", "running") and search.sweep.levels_total == 2 + 2 * 3
     runner.cancel(search)  # queued: cancelled at once; running (a worker took it): stops
     _wait_for(lambda: Sweep.objects.get(pk=search.sweep_id).state == "cancelled", 60, "cancel")
     page = admin_client.get(f"/searches/{search.pk}/").content.decode()

@@ -17,7 +17,7 @@ from repository_app.views import CONTROL_PERMISSION
 
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
-from . import runner
+from . import confirm, runner
 from .forms import SearchForm
 from .space import knobs_of
 
@@ -43,6 +43,12 @@ SearchCreateSerializer = inline_serializer(
         "min_throughput": serializers.FloatField(required=False),
         "gpu_memory_limit": serializers.FloatField(required=False),
         "max_runs": serializers.IntegerField(required=False),
+        "confirm_top": serializers.IntegerField(
+            required=False, help_text="re-measure this many top candidates (0: off)"
+        ),
+        "confirm_rounds": serializers.IntegerField(
+            required=False, help_text="alternating rounds of re-measurement (0 or 2+)"
+        ),
     },
 )
 Snapshot = inline_serializer(
@@ -85,14 +91,17 @@ class SearchListView(APIView):
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to search configs for"})
         try:
-            base, _, _ = runner.saved_config(model)
+            base, _, sha = runner.saved_config(model)
         except runner.SearchError as exc:
             return Response({"message": str(exc), "field": "model"}, status=404)
+        # The page's defaults: counts up to the server's size, the budget and concurrency
+        # from the latest sweep of this config (else the budget is measured first).
+        initial, _, _, _ = SearchForm.defaults_for(model, knobs_of(base), sha)
         defaults = {
-            **SearchForm.initial_for(knobs_of(base), runner.has_gpus()),
             "mode": "quick", "objective": "max_throughput", "concurrency_range": "4:8:4",
             "measurement_interval": 1000, "max_trials": 5, "stability_percentage": 10,
-            "percentile": "95", "latency_budget": 5,
+            "percentile": "95", "confirm_top": confirm.DEFAULT_TOP,
+            "confirm_rounds": confirm.DEFAULT_ROUNDS, **initial,
         }  # fmt: skip
         form = SearchForm(
             {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model

@@ -11,7 +11,7 @@ from django import forms
 from ..engine.loadgen import MAX_WINDOW_MS, SweepParams
 from ..forms import PERCENTILES, _range
 from ..models import Search
-from . import runner
+from . import confirm, defaults, runner
 from .objective import Constraints
 from .space import (
     BOUNDS,
@@ -118,7 +118,10 @@ class SearchForm(forms.Form):
     stability_percentage = forms.FloatField(initial=10, min_value=0.001, label="Stability (%)")
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95")
     latency_budget = forms.FloatField(
-        required=False, min_value=0.001, label="Latency budget (ms)", initial=5
+        required=False,
+        min_value=0.001,
+        label="Latency budget (ms)",
+        help_text="empty: twice the current config's latency at its knee, measured first",
     )
     min_throughput = forms.FloatField(
         required=False, min_value=0, label="Minimum throughput (infer/s)"
@@ -131,7 +134,24 @@ class SearchForm(forms.Form):
         required=False,
         min_value=1,
         label="Quick mode: max runs",
-        help_text="default: a third of the grid",
+        help_text="default: a third of the grid; it always tries the current config, one "
+        "more instance and one batching change",
+    )
+    confirm_top = forms.IntegerField(
+        required=False,
+        initial=confirm.DEFAULT_TOP,
+        min_value=0,
+        max_value=confirm.MAX_TOP,
+        label="Re-measure the top",
+        help_text="candidates, with the current config, side by side before ranking (0: off)",
+    )
+    confirm_rounds = forms.IntegerField(
+        required=False,
+        initial=confirm.DEFAULT_ROUNDS,
+        min_value=0,
+        max_value=confirm.MAX_ROUNDS,
+        label="Re-measurement rounds",
+        help_text="alternating rounds; candidates whose spreads overlap are tied (at least 2)",
     )
 
     def __init__(self, *args: Any, model: str, **kwargs: Any) -> None:
@@ -140,12 +160,40 @@ class SearchForm(forms.Form):
         self.search_request: runner.SearchRequest | None = None
 
     @classmethod
-    def initial_for(cls, current: Knobs, gpus: bool) -> dict[str, Any]:
-        """Defaults around the current config; KIND_CPU when Triton shows no GPU."""
+    def defaults_for(
+        cls, model: str, current: Knobs, config_sha256: str
+    ) -> tuple[dict[str, Any], defaults.Capacity, defaults.Suggestion | None, bool]:
+        """(initial values, the server's capacity, the probe's suggestion, GPUs?) for a
+        model: one source for the page and the API."""
+        capacity = defaults.capacity()
+        gpus = capacity.gpus > 0 or runner.has_gpus()
+        suggestion = defaults.suggestion(model, config_sha256)
+        return cls.initial_for(current, gpus, capacity, suggestion), capacity, suggestion, gpus
+
+    @classmethod
+    def initial_for(
+        cls,
+        current: Knobs,
+        gpus: bool,
+        capacity: defaults.Capacity | None = None,
+        suggestion: defaults.Suggestion | None = None,
+    ) -> dict[str, Any]:
+        """Defaults around the current config; KIND_CPU when Triton shows no GPU; counts up
+        to the server's CPU or GPU count; the budget and the concurrency from a probe of the
+        current config when there is one (else the budget is measured first)."""
         delays = sorted({0, 100, 500, current.delay_us})
+        kind = "KIND_GPU" if gpus else "KIND_CPU"
+        limit = capacity.max_count(kind, current.count) if capacity else max(2, current.count + 1)
+        probed: dict[str, Any] = {}
+        if suggestion is not None:
+            probed = {
+                "latency_budget": suggestion.budget_ms,
+                "concurrency_range": suggestion.concurrency_range,
+            }
         return {
-            "kind": "KIND_GPU" if gpus else "KIND_CPU",
-            "counts": f"1:{max(2, current.count + 1)}",
+            **probed,
+            "kind": kind,
+            "counts": _join(defaults.count_values(max(limit, current.count))),
             "max_batch_sizes": _join(sorted({current.max_batch_size}))
             if current.max_batch_size
             else "",
@@ -170,6 +218,18 @@ class SearchForm(forms.Form):
 
     def clean_concurrency_range(self) -> tuple[float, float, float]:
         return _range(self.cleaned_data.get("concurrency_range") or "", "concurrency")
+
+    def clean_confirm_top(self) -> int:
+        value = self.cleaned_data.get("confirm_top")
+        return confirm.DEFAULT_TOP if value is None else value
+
+    def clean_confirm_rounds(self) -> int:
+        value = self.cleaned_data.get("confirm_rounds")
+        if value is None:
+            return confirm.DEFAULT_ROUNDS
+        if value == 1:
+            raise forms.ValidationError("One round gives no spread: 0 (off), or 2 or more rounds.")
+        return value
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -211,6 +271,9 @@ class SearchForm(forms.Form):
             objective=data["objective"],
             mode=data["mode"],
             max_runs=data.get("max_runs"),
+            confirm_top=data["confirm_top"],
+            confirm_rounds=data["confirm_rounds"],
+            budget_auto=data.get("latency_budget") is None,
         )
         try:
             _, runs = runner.plan(request)

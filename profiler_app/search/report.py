@@ -1,9 +1,13 @@
 """A self-contained HTML report of a config search: Plotly inlined, no network needed.
 
-The page holds the recommendation, the Pareto chart (every measured level, the front,
-the best point, the constraint lines), throughput per concurrency for each candidate,
-the ranked table, and every candidate's config.pbtxt (the saved config with its knobs
-applied). Data goes in as JSON with "</" escaped, so no value can close the script.
+The page holds which Triton ran the search (version, address, GPUs), when, with which
+parameters, the recommendation, the Pareto chart (every measured level, the front
+labelled with candidate and concurrency, one best point, the constraint lines),
+throughput per concurrency for each candidate, the ranked table with each candidate's
+spread over its re-measurements, the latency breakdown at each candidate's operating
+point (and, on GPUs, its memory), as Model Analyzer's reports have them, and every
+candidate's config.pbtxt. Data goes in as JSON with "</" escaped, so no value can close
+the script.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 from ..models import Search
 from . import runner
 from .objective import Constraints
+
+LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
 
 
 def _json(value: Any) -> str:
@@ -31,28 +37,39 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
         (cand, lv)
         for cand in snapshot["candidates"]
         if cand["state"] == "measured"
-        for lv in cand["levels"]
+        for lv in (cand.get("effective_levels") or cand["levels"])
         if lv.get(key) is not None
     ]
     front = {(k, lvl) for k, lvl in result["front"]}
 
-    def trace(items: list[tuple[dict, dict]], name: str, **style: Any) -> dict[str, Any]:
-        return {
+    def trace(
+        items: list[tuple[dict, dict]], name: str, labelled: bool = False, **style: Any
+    ) -> dict[str, Any]:
+        data = {
             "type": "scatter",
             "mode": style.pop("mode", "markers"),
             "name": name,
             "x": [lv[key] / 1000 for _, lv in items],
             "y": [lv["throughput"] for _, lv in items],
-            "text": [
-                f"{cand['description']} @ concurrency {lv['concurrency']:g}" for cand, lv in items
+            "hovertext": [
+                f"#{cand['seq']} {cand['description']} @ concurrency {lv['concurrency']:g}"
+                for cand, lv in items
             ],
             **style,
         }
+        if labelled:
+            data["text"] = [f"#{cand['seq']} @{lv['concurrency']:g}" for cand, lv in items]
+            data["textposition"] = "top center"
+            data["mode"] += "+text"
+        return data
 
     on_front = sorted(
         [p for p in points if (p[0]["key"], p[1]["concurrency"]) in front], key=lambda p: p[1][key]
     )
-    best = [p for p in points if p[0]["key"] == result.get("best_key")]
+    best_point = result.get("best_point")
+    best = [
+        p for p in points if best_point and (p[0]["key"], p[1]["concurrency"]) == tuple(best_point)
+    ][:1]
     current = [p for p in points if p[0]["baseline"]]
     shapes = []
     if c.latency_budget_ms:
@@ -69,6 +86,7 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
             trace(
                 on_front,
                 "Pareto front",
+                True,
                 mode="lines+markers",
                 marker={"color": "#1570ef", "size": 10},
                 line={"color": "#1570ef"},
@@ -78,14 +96,15 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
                 "current config",
                 marker={"symbol": "circle-open", "size": 14, "color": "#101828"},
             ),
-            trace(best, "best", marker={"symbol": "star", "size": 16, "color": "#12b76a"}),
+            trace(best, "best", True, marker={"symbol": "star", "size": 16, "color": "#12b76a"}),
         ],
         "layout": {
-            "margin": {"l": 60, "r": 15, "t": 10, "b": 45},
+            "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
             "xaxis": {"title": {"text": f"{c.latency_label} latency (ms)"}, "rangemode": "tozero"},
             "yaxis": {"title": {"text": "throughput (infer/s)"}, "rangemode": "tozero"},
             "shapes": shapes,
-            "legend": {"orientation": "h"},
+            # Above the plot: at the bottom a horizontal legend sits on the axis title.
+            "legend": LEGEND,
         },
     }
     curves = {
@@ -94,14 +113,15 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": cand["key"],
-                "x": [lv["concurrency"] for lv in cand["levels"]],
-                "y": [lv["throughput"] for lv in cand["levels"]],
+                "x": [lv["concurrency"] for lv in cand.get("effective_levels") or cand["levels"]],
+                "y": [lv["throughput"] for lv in cand.get("effective_levels") or cand["levels"]],
             }
             for cand in snapshot["candidates"]
             if cand["state"] == "measured"
         ],
         "layout": {
-            "margin": {"l": 60, "r": 15, "t": 10, "b": 45},
+            "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
+            "legend": LEGEND,
             "xaxis": {"title": {"text": "concurrency"}},
             "yaxis": {"title": {"text": "throughput (infer/s)"}, "rangemode": "tozero"},
         },
@@ -113,6 +133,72 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value / scale:,.{digits}f}"
 
 
+def _cells(values: Any) -> str:
+    return "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in values) + "</tr>"
+
+
+def _environment_text(info: dict[str, Any]) -> list[tuple[str, str]]:
+    env = info.get("environment") or {}
+    gpus = env.get("gpus") or []
+    gpu_text = (
+        ", ".join(
+            f"{g['uuid']}"
+            + (
+                f" ({g['memory_total_bytes'] / 2**30:.1f} GiB)"
+                if g.get("memory_total_bytes")
+                else ""
+            )
+            for g in gpus
+        )
+        if gpus
+        else "none reported (no nv_gpu_* metrics)"
+    )
+    cpus = env.get("cpu_count")
+    return [
+        ("Triton", f"{env.get('triton_version') or 'version unknown'} at {env.get('server', '?')}"),
+        ("Host", f"{env.get('host', '?')}" + (f", {cpus} CPU cores" if cpus else "")),
+        ("GPUs", gpu_text),
+    ]
+
+
+def _breakdown_rows(snapshot: dict[str, Any], gpus: bool) -> list[str]:
+    """Each measured candidate at its operating point: client latency and Triton's split."""
+    by_key = {cand["key"]: cand for cand in snapshot["candidates"]}
+    rows = []
+    for r in snapshot["result"]["rows"]:
+        cand = by_key.get(r["key"])
+        if cand is None or r["concurrency"] is None:
+            continue
+        levels = cand.get("effective_levels") or cand["levels"]
+        lv = next((x for x in levels if x["concurrency"] == r["concurrency"]), None)
+        if lv is None:
+            continue
+        avg, server = lv.get("avg_us"), lv.get("server_request_us")
+        network = max(0.0, avg - server) if avg is not None and server is not None else None
+        values = [
+            f"#{cand['seq']} {cand['description']}",
+            f"{r['concurrency']:g}",
+            *(_fmt(lv.get(k), 1000) for k in ("p50_us", "p95_us", "p99_us", "avg_us")),
+            *(
+                _fmt(lv.get(k), 1000)
+                for k in (
+                    "queue_us",
+                    "compute_input_us",
+                    "compute_infer_us",
+                    "compute_output_us",
+                    "server_request_us",
+                )
+            ),
+            _fmt(network, 1000),
+            _fmt(lv.get("avg_batch"), digits=1),
+        ]
+        if gpus:
+            memory = cand.get("gpu_memory_bytes")
+            values.append(_fmt(memory, 2**20, 0) if memory else "n/a")
+        rows.append(_cells(values))
+    return rows
+
+
 def build(search: Search) -> str:
     """The whole report as one HTML string."""
     from plotly.offline import get_plotlyjs
@@ -121,26 +207,26 @@ def build(search: Search) -> str:
     assert snapshot is not None
     info = snapshot["search"]
     c = Constraints.from_json(info["constraints"])
+    gpus = bool((info.get("environment") or {}).get("gpus")) or any(
+        r["gpu_memory_bytes"] for r in snapshot["result"]["rows"]
+    )
     rows = []
     for r in snapshot["result"]["rows"]:
-        rows.append(
-            "<tr>"
-            + "".join(
-                f"<td>{html.escape(str(v))}</td>"
-                for v in (
-                    r["rank"],
-                    r["description"] + (" (current)" if r["baseline"] else ""),
-                    r["state"]
-                    + ("" if r["feasible"] or r["state"] != "measured" else ", misses constraints"),
-                    _fmt(r["throughput"], digits=1),
-                    _fmt(r["latency_us"], 1000),
-                    _fmt(r["gpu_memory_bytes"], 2**20, 0) if r["gpu_memory_bytes"] else "n/a",
-                    "; ".join(r["diff"]) or "(same as current)",
-                    r["reason"],
-                )
-            )
-            + "</tr>"
-        )
+        values = [
+            r["rank"],
+            f"#{r.get('seq', '')} " + r["description"] + (" (current)" if r["baseline"] else ""),
+            r["state"]
+            + ("" if r["feasible"] or r["state"] != "measured" else ", misses constraints"),
+            _fmt(r["throughput"], digits=1),
+            _fmt(r["latency_us"], 1000),
+            "n/a" if r["concurrency"] is None else f"{r['concurrency']:g}",
+            (r.get("spread_text") or "one measurement")
+            + (" · tied with the best" if r.get("tied") else ""),
+        ]
+        if gpus:
+            values.append(_fmt(r["gpu_memory_bytes"], 2**20, 0) if r["gpu_memory_bytes"] else "n/a")
+        values += ["; ".join(r["diff"]) or "(same as current)", r["reason"]]
+        rows.append(_cells(values))
     configs = []
     for cand in snapshot["candidates"]:
         try:
@@ -148,42 +234,82 @@ def build(search: Search) -> str:
         except Exception as exc:  # noqa: BLE001 - the report must still render
             text = f"(config unavailable: {exc})"
         configs.append(
-            f"<details><summary>{html.escape(cand['key'])} — {html.escape(cand['description'])}"
-            f"</summary><pre>{html.escape(text)}</pre></details>"
+            f"<details><summary>#{cand['seq']} {html.escape(cand['key'])} — "
+            f"{html.escape(cand['description'])}</summary><pre>{html.escape(text)}</pre></details>"
         )
-    constraint_text = (
-        ", ".join(
-            part
-            for part in (
-                f"{c.latency_label} ≤ {c.latency_budget_ms:g} ms" if c.latency_budget_ms else "",
-                f"throughput ≥ {c.min_throughput:g} infer/s" if c.min_throughput else "",
-                f"GPU memory ≤ {c.gpu_memory_limit_mb:g} MB" if c.gpu_memory_limit_mb else "",
-            )
-            if part
-        )
-        or "none"
+    measure = info["measure"]
+    space = info["space"]
+    confirm = info.get("confirm") or {}
+    budget_from = info.get("budget_from") or ""
+    parameters = [
+        ("Mode", f"{info['mode']} · objective {info['objective']}"),
+        (
+            "Constraints",
+            runner.constraints_text(c) + (f" (budget: {budget_from})" if budget_from else ""),
+        ),
+        (
+            "Measured at",
+            f"concurrency {info.get('range_text') or ''} · windows "
+            f"{measure.get('measurement_window_ms')} ms · max windows {measure.get('max_windows')}"
+            f" · stability {measure.get('stability_percentage') or 0:g}% · "
+            f"percentile {c.latency_label}",
+        ),
+        (
+            "Re-measured",
+            f"the top {confirm.get('top')} and the current config, "
+            f"{confirm.get('rounds')} alternating rounds"
+            if confirm.get("top") and (confirm.get("rounds") or 0) > 1
+            else "no (each candidate measured once)",
+        ),
+        (
+            "Space",
+            f"{space.get('kind')} counts {space.get('counts')} · max_batch_size "
+            f"{space.get('max_batch_sizes') or 'current'} · batching "
+            f"{'off, ' if space.get('batching_off') else ''}"
+            f"{'on' if space.get('batching_on') else ''} · delays µs "
+            f"{space.get('delays_us') or 'current'} · preferred {space.get('preferred')}",
+        ),
+        ("Current config", info["baseline_description"]),
+        (
+            "When",
+            f"created {info.get('created_at') or '?'} · started {info.get('started_at') or '?'}"
+            f" · finished {info.get('finished_at') or 'not yet'} · by "
+            f"{info.get('created_by') or 'the command line'}",
+        ),
+        (
+            "Outcome",
+            f"{info['state']} · {len(snapshot['candidates'])} candidate runs · restore: "
+            f"{info['restore_message'] or 'pending'}",
+        ),
+    ]
+    facts = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in [*_environment_text(info), *parameters]
     )
+    gpu_head = "<th>GPU memory (MB)</th>" if gpus else ""
     title = f"Config search #{info['id']} · {info['model']}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
 body {{ font: 14px system-ui, sans-serif; margin: 1.5rem; color: #101828; }}
 table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px solid #eaecf0; padding: .3rem .5rem; text-align: left; vertical-align: top; }}
+#facts th {{ width: 12rem; color: #475467; font-weight: 500; }}
 .chart {{ height: 420px; }} pre {{ background: #f9fafb; padding: .6rem; overflow: auto; }}
 </style>
 <script>{get_plotlyjs()}</script>
 </head><body>
 <h1>{html.escape(title)}</h1>
 <p><strong id="recommendation">{html.escape(snapshot["result"]["recommendation"])}</strong></p>
-<p>State: {html.escape(info["state"])} · mode {html.escape(info["mode"])} · objective {html.escape(info["objective"])} ·
-constraints: {html.escape(constraint_text)} · current config: {html.escape(info["baseline_description"])} ·
-concurrency {info["measure"]["start"]:g}:{info["measure"]["end"]:g}:{info["measure"]["step"]:g} ·
-{len(snapshot["candidates"])} candidate runs · restore: {html.escape(info["restore_message"] or "pending")}</p>
+<table id="facts">{facts}</table>
 <h2>Throughput vs {c.latency_label} latency</h2><div id="pareto" class="chart"></div>
 <h2>Throughput per concurrency</h2><div id="curves" class="chart"></div>
 <h2>Ranking</h2>
-<table><tr><th>#</th><th>Candidate</th><th>State</th><th>Throughput (infer/s)</th><th>{c.latency_label} (ms)</th><th>GPU memory (MB)</th><th>Diff vs current</th><th>Note</th></tr>
+<table id="ranking"><tr><th>#</th><th>Candidate</th><th>State</th><th>Throughput (infer/s)</th><th>{c.latency_label} (ms)</th><th>Concurrency</th><th>Spread</th>{gpu_head}<th>Diff vs current</th><th>Note</th></tr>
 {"".join(rows)}
+</table>
+<h2>Latency breakdown at each candidate's operating point (ms)</h2>
+<table id="breakdown"><tr><th>Candidate</th><th>Concurrency</th><th>p50</th><th>p95</th><th>p99</th><th>avg</th><th>queue</th><th>compute input</th><th>compute infer</th><th>compute output</th><th>Triton total</th><th>network + client</th><th>avg batch</th>{gpu_head}</tr>
+{"".join(_breakdown_rows(snapshot, gpus))}
 </table>
 <h2>Configs</h2>
 {"".join(configs)}

@@ -51,7 +51,7 @@ from repository_app.triton_client import TritonError, get_client
 from .. import sweeps, watchdog
 from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep
 from ..models import Search, SearchCandidate, Sweep
-from . import objective, strategies
+from . import confirm, defaults, objective, strategies
 from .space import Knobs, Space, SpaceError, apply, diff, knobs_of
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,13 @@ class SearchRequest:
     objective: str = cast(str, Search.Objective.MAX_THROUGHPUT)
     mode: str = cast(str, Search.Mode.QUICK)
     max_runs: int | None = None
+    # Re-measure the top candidates and the current config side by side (confirm.py): off
+    # here (0); the form and the API default to confirm.DEFAULT_TOP x DEFAULT_ROUNDS.
+    confirm_top: int = 0
+    confirm_rounds: int = 0
+    # No latency budget given: twice the current config's latency at its knee, from its own
+    # measurement, the first of the search (defaults.auto_budget).
+    budget_auto: bool = False
 
 
 def plan(request: SearchRequest) -> tuple[Knobs, int]:
@@ -135,9 +142,19 @@ def plan(request: SearchRequest) -> tuple[Knobs, int]:
     baseline = knobs_of(base)
     dims = request.space.dimensions(baseline)
     if request.mode == Search.Mode.GRID:
-        return baseline, strategies.grid_runs(dims, baseline)
-    budget = request.max_runs or strategies.quick_budget(dims, baseline)
-    return baseline, min(budget, strategies.grid_runs(dims, baseline))
+        runs = strategies.grid_runs(dims, baseline)
+    else:
+        runs = strategies.quick_runs(dims, baseline, request.max_runs)
+    return baseline, runs + confirm_runs(request.confirm_top, request.confirm_rounds, runs)
+
+
+def confirm_runs(top: int, rounds: int, runs: int) -> int:
+    """The re-measurements after the strategy: the top `top` other candidates and the
+    current config, `rounds` times each (none with fewer than 2 rounds: one more run gives
+    no spread)."""
+    if top < 1 or rounds < 2 or runs < 2:
+        return 0
+    return (min(top, runs - 1) + 1) * rounds
 
 
 def time_limits(params: SweepParams, runs: int) -> tuple[int, int]:
@@ -187,7 +204,13 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
             server=settings.TRITON_URL,
             config_sha256=sha,
             config_text=text,
-            params={**sweeps.params_to_json(params), "search": True},
+            params={
+                **sweeps.params_to_json(params),
+                "search": True,
+                "confirm_top": request.confirm_top,
+                "confirm_rounds": request.confirm_rounds,
+                "budget_auto": request.budget_auto,
+            },
             created_by=actor,
             state=State.QUEUED,
             queued_at=timezone.now(),
@@ -309,8 +332,11 @@ def level_json(lv: LevelResult) -> dict[str, Any]:
         "errors": lv.errors,
         "over_threshold": lv.over_threshold,
         "avg_batch": server.avg_batch_size if server else None,
+        "server_request_us": server.request_us if server else None,
         "queue_us": server.queue_us if server else None,
+        "compute_input_us": server.compute_input_us if server else None,
         "compute_infer_us": server.compute_infer_us if server else None,
+        "compute_output_us": server.compute_output_us if server else None,
     }
 
 
@@ -318,10 +344,29 @@ def constraints_of(search: Search) -> objective.Constraints:
     return objective.Constraints.from_json(search.constraints)
 
 
+def effective_levels(candidate: SearchCandidate) -> list[dict[str, Any]]:
+    """What a candidate is judged on: the medians of its re-measurements when it has at
+    least two, else its one measurement."""
+    rounds = candidate.rounds or []
+    if len(confirm.good_rounds(rounds)) >= 2:
+        return confirm.median_levels(rounds)
+    return list(candidate.levels)
+
+
 def score_of(candidate: SearchCandidate, search: Search) -> objective.Score | None:
     if candidate.state != SearchCandidate.State.MEASURED:
         return None
-    return score_levels(candidate.levels, search, candidate.gpu_memory_bytes)
+    return score_levels(effective_levels(candidate), search, candidate.gpu_memory_bytes)
+
+
+def spread_of(candidate: SearchCandidate, search: Search) -> confirm.ObjectiveSpread | None:
+    """The candidate's objective over its re-measurement rounds (None without two)."""
+    if candidate.state != SearchCandidate.State.MEASURED:
+        return None
+    return confirm.objective_spread(
+        candidate.rounds or [],
+        lambda levels: score_levels(levels, search, candidate.gpu_memory_bytes),
+    )
 
 
 def score_levels(
@@ -350,24 +395,70 @@ def candidate_json(candidate: SearchCandidate, search: Search) -> dict[str, Any]
         "description": knobs.describe(),
         "diff": diff(baseline, knobs),
         "levels": candidate.levels,
+        "rounds": candidate.rounds or [],
+        # The levels it is judged on (medians of its rounds when re-measured).
+        "effective_levels": effective_levels(candidate),
         "gpu_memory_bytes": candidate.gpu_memory_bytes,
         "error": candidate.error,
     }
 
 
+def constraints_text(c: objective.Constraints) -> str:
+    """'p95 ≤ 15 ms, throughput ≥ 500 infer/s', or 'none'."""
+    parts = [
+        f"{c.latency_label} ≤ {c.latency_budget_ms:g} ms" if c.latency_budget_ms else "",
+        f"throughput ≥ {c.min_throughput:g} infer/s" if c.min_throughput else "",
+        f"GPU memory ≤ {c.gpu_memory_limit_mb:g} MB" if c.gpu_memory_limit_mb else "",
+    ]
+    return ", ".join(p for p in parts if p) or "none"
+
+
+def _median_text(spread: confirm.ObjectiveSpread | None, objective_name: str) -> str:
+    if spread is None:
+        return ""
+    value = (
+        f"{spread.median / 1000:.2f} ms"
+        if objective_name == "min_latency"
+        else f"{spread.median:,.0f} infer/s"
+    )
+    return f"{value} {confirm.spread_text(spread)}".strip()
+
+
 def summarize(search: Search) -> dict[str, Any]:
-    """The ranked table, the Pareto front and the one-sentence recommendation."""
+    """The ranked table, the Pareto front and the one-sentence recommendation.
+
+    Candidates re-measured side by side (confirm.py) rank first, on the medians of their
+    rounds; the others follow on their one measurement. Re-measured candidates whose
+    objective ranges overlap the best one's are tied with it; a current config tied with
+    the best is the recommendation (keep it)."""
     c = constraints_of(search)
     candidates = list(search.candidates.all())
-    scored = [(cand, score_of(cand, search)) for cand in candidates]
-    ranked = objective.rank(scored)
+    scored = {cand.key: score_of(cand, search) for cand in candidates}
+    spreads = {cand.key: spread_of(cand, search) for cand in candidates}
+    re_measured = [cand for cand in candidates if len(confirm.good_rounds(cand.rounds or [])) >= 2]
+    others = [cand for cand in candidates if cand not in re_measured]
+    ranked = objective.rank([(cand, scored[cand.key]) for cand in re_measured]) + objective.rank(
+        [(cand, scored[cand.key]) for cand in others]
+    )
+    best_cand, best_score = ranked[0] if ranked else (None, None)
+    best_spread = spreads.get(best_cand.key) if best_cand is not None else None
+
+    def tied(cand: SearchCandidate) -> bool:
+        mine = spreads.get(cand.key)
+        if best_cand is None or cand is best_cand or mine is None or best_spread is None:
+            return False
+        s = scored[cand.key]
+        return bool(s and s.feasible) and mine.overlaps(best_spread)
+
     rows = []
     for position, (cand, s) in enumerate(ranked, start=1):
         level = s.level if s else None
+        spread = spreads.get(cand.key)
         rows.append(
             {
                 "rank": position,
                 "key": cand.key,
+                "seq": cand.seq,
                 "baseline": cand.baseline,
                 "state": cand.state,
                 "description": Knobs.from_json(cand.knobs).describe(),
@@ -379,19 +470,23 @@ def summarize(search: Search) -> dict[str, Any]:
                 "latency_us": level.latency_us if level else None,
                 "gpu_memory_bytes": cand.gpu_memory_bytes,
                 "reason": (s.reason if s else cand.error) or "",
+                "rounds": len(confirm.good_rounds(cand.rounds or [])),
+                "spread": spread.to_json() if spread else None,
+                "spread_text": confirm.spread_text(spread),
+                "tied": tied(cand),
             }
         )
     points = [
         objective.Point(lv["throughput"], lv[c.latency_key], (cand.key, lv["concurrency"]))
         for cand in candidates
         if cand.state == SearchCandidate.State.MEASURED
-        for lv in cand.levels
+        for lv in effective_levels(cand)
         if lv.get(c.latency_key) is not None and lv["throughput"] > 0
     ]
     front = [list(p.payload) for p in objective.pareto_front(points)]
     baseline_cand = next((cand for cand in candidates if cand.baseline), None)
     baseline_score = score_of(baseline_cand, search) if baseline_cand else None
-    best_cand, best_score = ranked[0] if ranked else (None, None)
+    ties = [cand for cand in candidates if tied(cand)]
     if best_cand is None or best_score is None:
         sentence = "No candidate has been measured yet."
         if candidates and all(cand.state == SearchCandidate.State.FAILED for cand in candidates):
@@ -411,6 +506,17 @@ def summarize(search: Search) -> dict[str, Any]:
             f"{best_score.level.latency_us / 1000:.2f} ms."
         )
         best_key = best_cand.key
+    elif baseline_cand is not None and baseline_cand in ties:
+        # No change is better than a change within noise.
+        sentence = (
+            f"The current config ({Knobs.from_json(baseline_cand.knobs).describe()}) is as "
+            f"good as the best candidate within noise: "
+            f"{_median_text(spreads[baseline_cand.key], search.objective)} against "
+            f"{_median_text(best_spread, search.objective)} for "
+            f"{Knobs.from_json(best_cand.knobs).describe()}; keep it."
+        )
+        best_cand, best_key = baseline_cand, baseline_cand.key
+        ties = []
     else:
         sentence = objective.gain_sentence(
             Knobs.from_json(best_cand.knobs).describe(),
@@ -420,11 +526,25 @@ def summarize(search: Search) -> dict[str, Any]:
             search.objective,
         )
         best_key = best_cand.key
+    if best_key is not None and best_spread is not None and best_cand is ranked[0][0]:
+        half = best_spread.half_range or 0.0
+        sentence = (
+            sentence.rstrip(".") + f" (median of {best_spread.rounds} rounds, ± {half * 100:.0f}%)."
+        )
+    if best_key is not None and ties:
+        names = "; ".join(f"#{t.seq} {Knobs.from_json(t.knobs).describe()}" for t in ties)
+        sentence += f" Tied with it within noise: {names}."
+    best_row = next((r for r in rows if r["key"] == best_key), None)
+    if best_row is not None and best_key != (ranked[0][0].key if ranked else None):
+        best_row["recommended"] = True
     return {
         "rows": rows,
         "front": front,
         "best_key": best_key,
+        # The one operating point the chart marks "best": the candidate and concurrency.
+        "best_point": [best_key, best_row["concurrency"]] if best_row else None,
         "recommendation": sentence,
+        "re_measured": len(re_measured),
         "runs": sum(1 for cand in candidates if cand.state != SearchCandidate.State.MEASURING),
     }
 
@@ -434,6 +554,10 @@ class _Run:
         self.search = search
         self.monitor = monitor
         self.params = sweeps.params_of(search.sweep)
+        carrier = search.sweep.params
+        self.confirm_top = int(carrier.get("confirm_top") or 0)
+        self.confirm_rounds = int(carrier.get("confirm_rounds") or 0)
+        self.budget_auto = bool(carrier.get("budget_auto"))
         self.group = search.sweep.group
         self.base, _, _ = saved_config(search.model)
         self.baseline_key = Knobs.from_json(search.baseline).key
@@ -495,9 +619,72 @@ class _Run:
         candidate.state = SearchCandidate.State.MEASURED
         candidate.measured_at = timezone.now()
         candidate.save()
+        if candidate.baseline:
+            self._set_auto_budget(candidate)
         self.publish_candidate(candidate)
         self.publish_result()
         return score_of(candidate, self.search)
+
+    def _set_auto_budget(self, candidate: SearchCandidate) -> None:
+        """No budget was given: twice the current config's latency at its knee."""
+        c = constraints_of(self.search)
+        if not self.budget_auto or c.latency_budget_ms is not None:
+            return
+        found = defaults.auto_budget(candidate.levels, c.latency_key)
+        if found is None:
+            return
+        budget, knee = found
+        constraints = {
+            **self.search.constraints,
+            "latency_budget_ms": budget,
+            "budget_from": f"twice the current config's {c.latency_label} at concurrency "
+            f"{knee:g}, its knee",
+        }
+        Search.objects.filter(pk=self.search.pk).update(constraints=constraints)
+        self.search.constraints = constraints
+
+    def confirm(self) -> None:
+        """Re-measure the top candidates and the current config side by side, in
+        alternating rounds (confirm.order); rounds measured before (a resume) are kept."""
+        if self.confirm_top < 1 or self.confirm_rounds < 2:
+            return
+        measured = [
+            c for c in self.search.candidates.all() if c.state == SearchCandidate.State.MEASURED
+        ]
+        # The best others, chosen on their first measurement (so a resumed search picks the
+        # same ones), and the current config: the reference every gain is stated against.
+        first = [
+            (c, score_levels(c.levels, self.search, c.gpu_memory_bytes))
+            for c in measured
+            if not c.baseline
+        ]
+        chosen = [c for c, s in objective.rank(first) if s is not None][: self.confirm_top]
+        chosen += [c for c in measured if c.baseline]
+        if len(chosen) < 2:
+            return
+        for round_no, key in confirm.order([c.key for c in chosen], self.confirm_rounds):
+            if self.stopping():
+                raise _Stop
+            candidate = SearchCandidate.objects.get(search=self.search, key=key)
+            if any(r.get("round") == round_no for r in candidate.rounds or []):
+                continue
+            record: dict[str, Any] = {"round": round_no}
+            config = apply(self.base, Knobs.from_json(candidate.knobs))
+            try:
+                self.client.load(self.search.model, config=config_override(config))
+            except TritonError as exc:
+                if exc.unreachable:
+                    raise _Fatal(f"Triton unreachable while re-measuring: {exc}") from None
+                record["error"] = exc.message
+            else:
+                levels, error = self._measure(candidate, live=False)
+                record.update(levels=levels, gpu_memory_bytes=gpu_memory_used_bytes())
+                if error:
+                    record["error"] = error
+            candidate.rounds = [*(candidate.rounds or []), record]
+            candidate.save(update_fields=["rounds"])
+            self.publish_candidate(candidate)
+            self.publish_result()
 
     def _refusal(self, message: str, config: Any) -> str:
         if OPAQUE_REFUSAL not in message:
@@ -519,14 +706,17 @@ class _Run:
         self.publish_result()
         return None
 
-    def _measure(self, candidate: SearchCandidate) -> tuple[list[dict[str, Any]], str]:
+    def _measure(
+        self, candidate: SearchCandidate, live: bool = True
+    ) -> tuple[list[dict[str, Any]], str]:
         levels: list[dict[str, Any]] = []
         payload = candidate_json(candidate, self.search)
 
         def on_level(lv: LevelResult) -> None:
             levels.append(level_json(lv))
-            payload["levels"] = list(levels)
-            self.publish("search.candidate", {"candidate": payload})
+            if live:  # a re-measurement is published as a round, once it is complete
+                payload["levels"] = list(levels)
+                self.publish("search.candidate", {"candidate": payload})
 
         async def main() -> Any:
             return await run_sweep(
@@ -568,6 +758,9 @@ def execute(sweep_id: int) -> str:
     monitor = sweeps._Monitor(sweep_id)
     monitor.start()
     state, error = State.SUCCEEDED, ""
+    if not search.environment:
+        search.environment = defaults.server_environment()
+        Search.objects.filter(pk=search.pk).update(environment=search.environment)
     try:
         run = _Run(search, monitor)
         baseline = Knobs.from_json(search.baseline)
@@ -576,6 +769,7 @@ def execute(sweep_id: int) -> str:
             strategies.grid(dims, baseline, run.evaluate)
         else:
             strategies.hill_climb(dims, baseline, run.evaluate, max_runs=search.max_runs)
+        run.confirm()
     except _Stop:
         state = State.CANCELLED
     except (_Fatal, SearchError, SpaceError) as exc:
@@ -642,8 +836,25 @@ def search_json(search: Search) -> dict[str, Any]:
         "constraints": search.constraints,
         "measure": {
             k: carrier.params.get(k)
-            for k in ("start", "end", "step", "measurement_window_ms", "max_windows")
+            for k in (
+                "start",
+                "end",
+                "step",
+                "measurement_window_ms",
+                "max_windows",
+                "stability_percentage",
+                "percentile",
+            )
         },
+        "range_text": carrier.range_text,
+        "constraints_text": constraints_text(constraints_of(search)),
+        "budget_from": search.constraints.get("budget_from", ""),
+        "confirm": {
+            "top": int(carrier.params.get("confirm_top") or 0),
+            "rounds": int(carrier.params.get("confirm_rounds") or 0),
+        },
+        "environment": search.environment,
+        "started_at": carrier.started_at.isoformat() if carrier.started_at else None,
         "baseline": search.baseline,
         "baseline_description": Knobs.from_json(search.baseline).describe(),
         "was_loaded": search.was_loaded,

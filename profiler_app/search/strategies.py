@@ -10,7 +10,9 @@ Analyzer's quick search: start at the grid point nearest the current config, the
 each knob (dynamic batching first, then instance count, max_batch_size, preferred sizes)
 step up, or else down, and keep stepping that way while the score improves by more than
 `margin`; repeat over the knobs until a full pass moves nowhere or the run budget (a third
-of the grid by default) is spent.
+of the grid by default) is spent. Whatever the budget, it first tries one more instance and
+one batching change from its start (`explore_first`): a search that stopped after the
+current config and one neighbour had found nothing.
 """
 
 from __future__ import annotations
@@ -73,6 +75,18 @@ def quick_budget(dims: Dimensions, baseline: Knobs) -> int:
     return max(2, math.floor(grid_runs(dims, baseline) / 3))
 
 
+# The moves quick mode always tries from its start: (dimension, directions in order).
+# One more instance; a batching change (one step up: on, or a longer delay; else down).
+EXPLORE_FIRST = ((0, (1,)), (2, (1, -1)))
+
+
+def quick_runs(dims: Dimensions, baseline: Knobs, max_runs: int | None = None) -> int:
+    """The most candidates quick mode measures: its budget, but never fewer than the
+    current config, the start point and the moves of EXPLORE_FIRST."""
+    budget = max_runs if max_runs is not None else quick_budget(dims, baseline)
+    return min(grid_runs(dims, baseline), max(budget, 2 + len(EXPLORE_FIRST)))
+
+
 def grid(dims: Dimensions, baseline: Knobs, evaluate: Evaluate) -> Trace:
     """The current config first (the reference for gains), then every grid candidate."""
     trace = Trace()
@@ -98,6 +112,18 @@ def hill_climb(
     run(baseline)
     point = dims.nearest(baseline)
     best = run(dims.knobs(point))
+    # Before the budget may stop it: the moves of EXPLORE_FIRST, and the climb starts from
+    # the best of them.
+    start = point
+    for dim, directions in EXPLORE_FIRST:
+        for direction in directions:
+            nxt = dims.neighbours(start, dim, direction)
+            if nxt is None:
+                continue
+            result = run(dims.knobs(nxt))
+            if result is not None and result.better_than(best, margin):
+                point, best = nxt, result
+            break
 
     def spent() -> bool:
         return trace.runs >= budget

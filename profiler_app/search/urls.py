@@ -4,6 +4,12 @@ from . import views
 
 urlpatterns = [
     path("models/<str:name>/find-best-config/", views.search_new, name="search_new"),
+    path("models/<str:name>/find-best-config/probe", views.search_probe, name="search_probe"),
+    path(
+        "models/<str:name>/find-best-config/defaults.json",
+        views.search_defaults,
+        name="search_defaults",
+    ),
     path("searches/<int:pk>/", views.search_detail, name="search_detail"),
     path("searches/<int:pk>/data.json", views.search_data, name="search_data"),
     path("searches/<int:pk>/cancel", views.search_cancel, name="search_cancel"),

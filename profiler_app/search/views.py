@@ -13,10 +13,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dashboard.team import audit
 from repository_app.views import CONTROL_PERMISSION
 
+from .. import sweeps
+from ..engine.loadgen import SweepError
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 from ..views import attachment
-from . import report, runner
+from . import defaults, report, runner
 from .forms import SearchForm
 from .space import knobs_of
 
@@ -38,11 +40,11 @@ def _wants_json(request: HttpRequest) -> bool:
 def search_new(request: HttpRequest, name: str) -> HttpResponse:
     can_run = _can_run(request)
     try:
-        base, _, _ = runner.saved_config(name)
+        base, _, sha = runner.saved_config(name)
     except runner.SearchError as exc:
         raise Http404(str(exc)) from None
     current = knobs_of(base)
-    gpus = runner.has_gpus()
+    initial, capacity, suggestion, gpus = SearchForm.defaults_for(name, current, sha)
     if request.method == "POST":
         if not can_run:
             return render(
@@ -60,7 +62,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             else:
                 return redirect("search_detail", pk=search.pk)
     else:
-        form = SearchForm(initial=SearchForm.initial_for(current, gpus), model=name)
+        form = SearchForm(initial=initial, model=name)
     return render(
         request,
         "profiler/search_new.html",
@@ -70,6 +72,9 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             "can_run": can_run,
             "current": current,
             "gpus": gpus,
+            "capacity": capacity.describe("KIND_GPU" if gpus else "KIND_CPU"),
+            "suggestion": suggestion.sentence() if suggestion else "",
+            "probe": defaults.running_probe(name),
             "history": Search.objects.filter(model=name).select_related("sweep")[:10],
         },
     )
@@ -168,3 +173,46 @@ def search_candidate_config(request: HttpRequest, pk: int) -> HttpResponse:
     except Exception as exc:  # noqa: BLE001 - unknown key or unreadable config: 404
         raise Http404(str(exc)) from None
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+@require_POST
+def search_probe(request: HttpRequest, name: str) -> HttpResponse:
+    """Queue a short sweep of the current config (`defaults.probe_params`), whose knee and
+    latency give the search form its budget and concurrency range."""
+    if not _can_run(request):
+        return JsonResponse({"message": "your role cannot run sweeps"}, status=403)
+    running = defaults.running_probe(name)
+    if running is not None:
+        return JsonResponse({"message": "A probe is already queued.", "sweep": running.pk})
+    params = defaults.probe_params(name)
+    try:
+        sweeps.preflight(params)
+        probe = sweeps.create_sweep(
+            params,
+            user=request.user,
+            name=defaults.PROBE_NAME,
+            note="A short sweep of the current config: Find best config takes its budget "
+            "and concurrency range from it.",
+        )
+    except SweepError as exc:
+        return JsonResponse({"message": str(exc)}, status=409)
+    return JsonResponse({"message": f"Probe queued as sweep #{probe.pk}.", "sweep": probe.pk})
+
+
+@login_required
+@require_GET
+def search_defaults(request: HttpRequest, name: str) -> JsonResponse:
+    """The form's defaults now (after a probe finished): values and the probe's sentence."""
+    try:
+        base, _, sha = runner.saved_config(name)
+    except runner.SearchError as exc:
+        raise Http404(str(exc)) from None
+    initial, capacity, suggestion, gpus = SearchForm.defaults_for(name, knobs_of(base), sha)
+    return JsonResponse(
+        {
+            "initial": {k: v for k, v in initial.items() if not isinstance(v, bool)},
+            "suggestion": suggestion.sentence() if suggestion else "",
+            "capacity": capacity.describe("KIND_GPU" if gpus else "KIND_CPU"),
+        }
+    )

@@ -34,14 +34,20 @@ window.SearchPage = (function () {
     if (data.result) result = data.result;
   }
 
+  // Each candidate's levels as it is judged: the medians of its re-measurement rounds
+  // when it has them (effective_levels), else its one measurement.
   function points() {
     const key = latencyKey();
     const out = [];
     candidates.forEach(function (c) {
       if (c.state === "failed") return;
-      (c.levels || []).forEach(function (lv) {
+      const levels = (c.effective_levels && c.effective_levels.length) ? c.effective_levels : (c.levels || []);
+      levels.forEach(function (lv) {
         if (lv[key] === null || lv[key] === undefined || !(lv.throughput > 0)) return;
-        out.push({ key: c.key, baseline: c.baseline, label: c.description + " @ concurrency " + lv.concurrency, x: lv[key] / 1000, y: lv.throughput });
+        out.push({ key: c.key, seq: c.seq, baseline: c.baseline, concurrency: lv.concurrency,
+          short: "#" + c.seq + " @" + lv.concurrency,
+          label: "#" + c.seq + " " + c.description + " @ concurrency " + lv.concurrency + (lv.rounds ? " (median of " + lv.rounds + " rounds)" : ""),
+          x: lv[key] / 1000, y: lv.throughput });
       });
     });
     return out;
@@ -56,22 +62,27 @@ window.SearchPage = (function () {
   function renderChart() {
     const pts = points();
     const f = front(pts);
-    const best = pts.filter(function (p) { return result && p.key === result.best_key; });
+    // One "best" marker: the recommended candidate at the concurrency it is judged at.
+    const bp = result && result.best_point;
+    const best = pts.filter(function (p) { return bp && p.key === bp[0] && p.concurrency === bp[1]; }).slice(0, 1);
     const current = pts.filter(function (p) { return p.baseline; });
     const c = search.constraints || {};
     const shapes = [];
     if (c.latency_budget_ms) shapes.push({ type: "line", xref: "x", yref: "paper", x0: c.latency_budget_ms, x1: c.latency_budget_ms, y0: 0, y1: 1, line: { dash: "dash", color: "#d92d20" } });
     if (c.min_throughput) shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: c.min_throughput, y1: c.min_throughput, line: { dash: "dash", color: "#f79009" } });
-    function trace(list, name, style) {
-      return Object.assign({ type: "scatter", mode: "markers", name: name, x: list.map(function (p) { return p.x; }), y: list.map(function (p) { return p.y; }), text: list.map(function (p) { return p.label; }) }, style);
+    function trace(list, name, style, labelled) {
+      return Object.assign({ type: "scatter", mode: labelled ? "markers+text" : "markers", name: name, x: list.map(function (p) { return p.x; }), y: list.map(function (p) { return p.y; }),
+        hovertext: list.map(function (p) { return p.label; }), hoverinfo: "text+x+y",
+        text: labelled ? list.map(function (p) { return p.short; }) : undefined, textposition: "top center", textfont: { size: 10 } }, style);
     }
     Plotly.react("chart-pareto", [
-      trace(pts, "measured", { marker: { color: "#98a2b3", size: 8 } }),
-      trace(f, "Pareto front", { mode: "lines+markers", marker: { color: "#1570ef", size: 10 }, line: { color: "#1570ef" } }),
-      trace(current, "current config", { marker: { symbol: "circle-open", size: 14, color: "#101828" } }),
-      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }),
+      trace(pts, "measured", { marker: { color: "#98a2b3", size: 8 } }, false),
+      trace(f, "Pareto front", { mode: "lines+markers+text", marker: { color: "#1570ef", size: 10 }, line: { color: "#1570ef" } }, true),
+      trace(current, "current config", { marker: { symbol: "circle-open", size: 14, color: "#101828" } }, false),
+      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }, true),
     ], {
-      margin: { l: 60, r: 15, t: 10, b: 45 }, legend: { orientation: "h" }, shapes: shapes,
+      // The legend above the plot area: at the bottom it sat on the x axis title.
+      margin: { l: 60, r: 15, t: 40, b: 45 }, legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" }, shapes: shapes,
       xaxis: { title: { text: latencyLabel() + " latency (ms)" + (c.latency_budget_ms ? " · budget " + c.latency_budget_ms + " ms" : "") }, rangemode: "tozero" },
       yaxis: { title: { text: "throughput (infer/s)" + (c.min_throughput ? " · floor " + c.min_throughput : "") }, rangemode: "tozero" },
     }, { displayModeBar: false, responsive: true });
@@ -91,11 +102,14 @@ window.SearchPage = (function () {
       const tr = document.createElement("tr");
       tr.dataset.key = r.key;
       if (result.best_key === r.key) tr.className = "best";
+      else if (r.tied) tr.className = "tied";
       else if (!r.feasible) tr.className = "infeasible";
       const objective = r.objective === null ? "—" : (search.objective === "min_latency" ? fmt(r.objective, 1000) + " ms" : fmt(r.objective, 1, 1) + " infer/s");
       [String(r.rank), r.description + (r.baseline ? " (current)" : ""), r.state + (r.state === "measured" && !r.feasible ? ", misses constraints" : ""),
         objective, fmt(r.throughput, 1, 1), r.latency_us === null ? "—" : latencyLabel() + " " + fmt(r.latency_us, 1000) + " ms",
-        r.concurrency === null ? "—" : String(r.concurrency), r.gpu_memory_bytes ? fmt(r.gpu_memory_bytes, 1048576, 0) + " MB" : "n/a",
+        r.concurrency === null ? "—" : String(r.concurrency),
+        (r.spread_text || (r.rounds ? r.rounds + " round" + (r.rounds > 1 ? "s" : "") : "one measurement")) + (r.tied ? " · tied with the best" : ""),
+        r.gpu_memory_bytes ? fmt(r.gpu_memory_bytes, 1048576, 0) + " MB" : "n/a",
         (r.diff || []).join("; ") || "(same as current)", r.reason || ""].forEach(function (t) { tr.appendChild(td(t)); });
       const actions = document.createElement("td");
       const link = document.createElement("a");
@@ -125,6 +139,8 @@ window.SearchPage = (function () {
     show("btn-resume", ["failed", "cancelled", "interrupted"].indexOf(state) >= 0);
     show("btn-apply-best", FINISHED.indexOf(state) >= 0 && !!(result && result.best_key));
     if (result) setText("recommendation", result.recommendation);
+    if (search.constraints_text) setText("constraints", search.constraints_text);
+    if (search.budget_from) setText("budget-from", "(budget: " + search.budget_from + ")");
     setText("restore-message", search.restore_message ? "Restore: " + search.restore_message : "");
     const done = Array.from(candidates.values()).filter(function (c) { return c.state !== "measuring"; }).length;
     const measuring = Array.from(candidates.values()).filter(function (c) { return c.state === "measuring"; });
@@ -211,4 +227,69 @@ window.SearchPage = (function () {
   }
 
   return { start: start, front: front };
+})();
+
+// The Find best config form: the probe of the current config (a short sweep, queued like
+// any), then its suggested budget and concurrency fill the fields the user has not edited.
+window.SearchNewPage = (function () {
+  let options = {};
+  const touched = new Set();
+  const FILLED = ["latency_budget", "concurrency_range", "counts"];
+
+  function csrf() { const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/); return m ? decodeURIComponent(m[1]) : ""; }
+  function status(text) { const el = document.getElementById("probe-status"); if (el) el.textContent = text; }
+
+  async function fill() {
+    const r = await fetch(options.defaultsUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!r.ok) return;
+    const data = await r.json();
+    FILLED.forEach(function (name) {
+      const input = document.getElementById("id_" + name);
+      if (input && !touched.has(name) && data.initial[name] !== undefined) input.value = data.initial[name];
+    });
+    if (data.suggestion) { const el = document.getElementById("probe-suggestion"); if (el) el.textContent = data.suggestion; }
+  }
+
+  async function watch(sweepId) {
+    for (;;) {
+      const r = await fetch("/sweeps/" + sweepId + "/data.json", { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!r.ok) { status("The probe's sweep cannot be read."); return; }
+      const data = await r.json();
+      const state = data.sweep.state;
+      if (["succeeded", "failed", "cancelled", "interrupted"].indexOf(state) >= 0) {
+        status("Probe (sweep #" + sweepId + ") " + state + ".");
+        const button = document.getElementById("btn-probe");
+        if (button) button.hidden = false;
+        if (state === "succeeded") await fill();
+        return;
+      }
+      const levels = data.points.filter(function (p) { return p.window === -1; }).length;
+      status("Probe (sweep #" + sweepId + ") " + state + ": " + levels + " / " + data.sweep.levels_total + " levels…");
+      await new Promise(function (resolve) { setTimeout(resolve, 1500); });
+    }
+  }
+
+  function start(opts) {
+    options = opts;
+    FILLED.forEach(function (name) {
+      const input = document.getElementById("id_" + name);
+      if (input) input.addEventListener("input", function () { touched.add(name); });
+    });
+    const button = document.getElementById("btn-probe");
+    if (button) {
+      button.addEventListener("click", async function () {
+        button.disabled = true;
+        const r = await fetch(button.dataset.url, { method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrf(), Accept: "application/json" } });
+        let body = {};
+        try { body = await r.json(); } catch (e) { body = { message: r.statusText }; }
+        button.disabled = false;
+        status(body.message || "");
+        if (r.ok && body.sweep) { button.hidden = true; watch(body.sweep); }
+      });
+    }
+    const el = document.getElementById("probe-status");
+    if (el && el.dataset.sweep) watch(el.dataset.sweep);
+  }
+
+  return { start: start };
 })();

@@ -1,0 +1,259 @@
+"""Defaults that find something: what a search starts from when the user has not chosen.
+
+- **The server's size.** Instance counts go up to the server's CPU count (KIND_CPU) or GPU
+  count (KIND_GPU, at least 2: a count is per GPU in Triton). Triton exports no CPU
+  count, so it is known only when Triton runs on this machine (its address is local);
+  elsewhere the counts stop at one more than the current config's. Powers of two up to the
+  count, and the count itself (1, 2, 4, 6 for six cores), keep the grid small.
+- **A probe of the current config.** A short concurrency sweep of the model as it is
+  (`probe_params`, about 10 s, queued like any sweep and named "probe"). Its knee K (the
+  concurrency after which throughput stops gaining) sets the search's concurrency range,
+  K/2 to 2K in four levels, and the latency budget: twice the current config's p95 at K.
+  The latest finished sweep of the current config (same config.pbtxt) serves as the probe,
+  whoever ran it, so a model benchmarked today needs no new probe.
+- **Without a probe** the budget is left to the search itself: it measures the current
+  config first and takes twice its p95 at the knee of what it measured (`auto_budget`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from repository_app.triton_client import TritonError, get_client
+
+from .. import sweeps, verdict
+from ..engine import stats
+from ..engine.loadgen import SweepParams
+from ..models import Sweep, SweepPoint
+
+PROBE_NAME = "probe: find best config"
+BUDGET_FACTOR = 2.0
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
+
+
+def probe_params(model: str) -> SweepParams:
+    """The probe: concurrency 1..8, short windows, loose stability (it only has to find
+    the knee's neighbourhood, not measure it to the percent)."""
+    return SweepParams(
+        model=model,
+        start=1,
+        end=8,
+        step=1,
+        measurement_window_ms=250,
+        stability_percentage=20,
+        max_windows=6,
+    )
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpus: int | None  # None: Triton runs elsewhere and exports no CPU count
+    gpus: int
+
+    def max_count(self, kind: str, current: int) -> int:
+        if kind == "KIND_GPU":
+            return max(2, self.gpus)
+        return self.cpus if self.cpus else max(2, current + 1)
+
+    def describe(self, kind: str) -> str:
+        if kind == "KIND_GPU":
+            return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''} (count is per GPU)"
+        if self.cpus:
+            return f"{self.cpus} CPU cores"
+        return "an unknown number of CPU cores (Triton runs on another host)"
+
+
+def _host(url: str) -> str:
+    """'127.0.0.1:8001' -> '127.0.0.1'; '[::1]:8001' -> '::1'; 'triton' -> 'triton'."""
+    url = url.split("://", 1)[-1]
+    if url.startswith("[") and "]" in url:
+        return url[1 : url.index("]")]
+    return url.rsplit(":", 1)[0] if url.count(":") == 1 else url
+
+
+def triton_is_local(url: str | None = None) -> bool:
+    host = _host(url or settings.TRITON_URL)
+    return host in LOCAL_HOSTS or host in (socket.gethostname(), socket.getfqdn())
+
+
+def local_cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def gpu_ids(samples: Sequence[Any]) -> list[str]:
+    """The GPUs Triton's metrics name (its `gpu_uuid` labels), in order of appearance."""
+    seen: dict[str, None] = {}
+    for s in samples:
+        if s.name.startswith("nv_gpu_") and s.labels.get("gpu_uuid"):
+            seen.setdefault(s.labels["gpu_uuid"], None)
+    return list(seen)
+
+
+def capacity() -> Capacity:
+    try:
+        gpus = len(gpu_ids(get_client().metrics()))
+    except TritonError:
+        gpus = 0
+    return Capacity(local_cpu_count() if triton_is_local() else None, gpus)
+
+
+def count_values(limit: int) -> list[int]:
+    """1, 2, 4, ... up to `limit`, and `limit` itself."""
+    values = [1 << i for i in range(int(math.log2(max(1, limit))) + 1)]
+    return sorted({*values, max(1, limit)})
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """What a probe of the current config suggests."""
+
+    sweep_id: int
+    knee: float
+    p95_ms: float  # at the knee, in the chosen percentile's terms (p95 unless said)
+    budget_ms: float
+    concurrency_range: str
+    latency_label: str
+
+    def sentence(self) -> str:
+        return (
+            f"From sweep #{self.sweep_id} of the current config: {self.latency_label} "
+            f"{self.p95_ms:.2f} ms at concurrency {self.knee:g} (its knee), so a budget of "
+            f"{self.budget_ms:g} ms (twice that) and concurrency {self.concurrency_range}."
+        )
+
+
+def round_up(value: float, digits: int = 2) -> float:
+    """Up to `digits` significant digits, upwards: 4.013 -> 4.1."""
+    if value <= 0:
+        return value
+    scale = 10 ** (digits - 1 - math.floor(math.log10(value)))
+    return math.ceil(value * scale) / scale
+
+
+def range_around(knee: float) -> str:
+    """K/2 to 2K in four levels (1:2:1 when K is 1)."""
+    k = max(1, int(knee))
+    step = max(1, k // 2)
+    return f"{step}:{2 * k}:{step}"
+
+
+def knee_of(levels: Sequence[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """(concurrency, latency µs) at the knee of (concurrency, throughput, latency µs) points."""
+    ordered = sorted(levels)
+    curve = [stats.CurvePoint(c, t, lat) for c, t, lat in ordered if t > 0]
+    knee = stats.find_knee(curve)
+    if knee is None:
+        return None
+    point = curve[knee.index]
+    return point.level, point.latency_us
+
+
+def suggest_from(sweep: Sweep) -> Suggestion | None:
+    """The suggestion a finished concurrency sweep makes (its settled levels' knee)."""
+    params = sweeps.params_of(sweep)
+    if params.mode != "concurrency":
+        return None
+    key = "avg_us" if params.percentile == "avg" else f"p{int(params.percentile)}_us"
+    rows = [
+        p
+        for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
+        if verdict.measured(p) and p.stable is not False and getattr(p, key) is not None
+    ]
+    found = knee_of([(p.level, p.throughput, getattr(p, key)) for p in rows])
+    if found is None:
+        return None
+    knee, latency_us = found
+    budget = round_up(BUDGET_FACTOR * latency_us / 1000)
+    return Suggestion(
+        sweep.pk, knee, latency_us / 1000, budget, range_around(knee), params.latency_label
+    )
+
+
+def latest_probe(model: str, config_sha256: str) -> Sweep | None:
+    """The newest finished (succeeded) concurrency sweep of this exact config."""
+    rows = Sweep.objects.filter(
+        model=model, config_sha256=config_sha256, state=Sweep.State.SUCCEEDED
+    ).order_by("-finished_at", "-id")
+    for sweep in rows[:20]:
+        if sweep.params.get("search") or sweep.params.get("mode", "concurrency") != "concurrency":
+            continue
+        return sweep
+    return None
+
+
+def suggestion(model: str, config_sha256: str) -> Suggestion | None:
+    sweep = latest_probe(model, config_sha256)
+    return suggest_from(sweep) if sweep is not None else None
+
+
+def running_probe(model: str) -> Sweep | None:
+    return (
+        Sweep.objects.filter(
+            model=model, name=PROBE_NAME, state__in=(Sweep.State.QUEUED, Sweep.State.RUNNING)
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
+def auto_budget(levels: Sequence[dict[str, Any]], latency_key: str) -> tuple[float, float] | None:
+    """(budget ms, concurrency) from the current config's measured levels (`level_json`
+    rows): twice its latency at the knee of what was measured."""
+    points = [
+        (lv["concurrency"], lv["throughput"], lv[latency_key])
+        for lv in levels
+        if lv.get(latency_key) is not None and lv.get("stable") is not False
+    ] or [
+        (lv["concurrency"], lv["throughput"], lv[latency_key])
+        for lv in levels
+        if lv.get(latency_key) is not None
+    ]
+    found = knee_of(points)
+    if found is None:
+        return None
+    knee, latency_us = found
+    return round_up(BUDGET_FACTOR * latency_us / 1000), knee
+
+
+def server_environment() -> dict[str, Any]:
+    """The Triton a search runs on, for its report: version, address, GPUs (with their
+    memory), and the CPU count where it is known (a local Triton)."""
+    from django.utils import timezone
+
+    client = get_client()
+    try:
+        version = str(client.server_metadata().get("version", ""))
+    except TritonError:
+        version = ""
+    try:
+        samples = client.metrics()
+    except TritonError:
+        samples = []
+    gpus = []
+    for uuid in gpu_ids(samples):
+        total = [
+            s.value
+            for s in samples
+            if s.name == "nv_gpu_memory_total_bytes" and s.labels.get("gpu_uuid") == uuid
+        ]
+        gpus.append({"uuid": uuid, "memory_total_bytes": total[0] if total else None})
+    local = triton_is_local()
+    return {
+        "triton_version": version,
+        "server": settings.TRITON_URL,
+        "host": _host(settings.TRITON_URL),
+        "local": local,
+        "cpu_count": local_cpu_count() if local else None,
+        "gpus": gpus,
+        "recorded_at": timezone.now().isoformat(),
+    }

@@ -1,0 +1,107 @@
+"""In a real browser: unstable levels drawn hollow with the caveat sentence, and finished
+sweeps and searches without Cancel or Resume."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from profiler_app import sweeps
+from profiler_app.engine.loadgen import SweepParams
+from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
+from profiler_app.search import runner
+from profiler_app.search.objective import Constraints
+from profiler_app.search.space import Knobs, Space
+
+from .conftest import login, wait_js
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def _finished_sweep() -> Sweep:
+    params = SweepParams(model="add_batched", start=1, end=4, max_windows=10)
+    sweep = sweeps.create_sweep(params, enqueue=False, name="after the fp16 change")
+    for level, tput, p95, stable in [
+        (1, 1000, 1000, True), (2, 1900, 1100, True), (3, 2000, 1500, False),
+        (4, 2900, 1600, False),
+    ]:  # fmt: skip
+        SweepPoint.objects.create(
+            sweep=sweep, level=level, window=SweepPoint.LEVEL, requests=300, throughput=tput,
+            p95_us=p95, p50_us=p95 / 2, p99_us=p95 * 1.2, stable=stable,
+            extra={"windows": 3 if stable else 10, "throughput_spread": 0.01 if stable else 0.18},
+        )  # fmt: skip
+    assert sweeps.claim(sweep.pk)
+    sweeps.finish(sweep.pk, "succeeded", "")
+    return sweep
+
+
+def test_unstable_levels_are_hollow_with_the_caveat_and_a_finished_sweep_has_no_cancel(
+    browser, web_server, admin_credentials
+):
+    sweep = _finished_sweep()
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/sweeps/{sweep.pk}/")
+        wait_js(page, "document.querySelectorAll('#levels-table tr[data-level]').length === 4")
+        symbols = page.evaluate("document.getElementById('chart-throughput').data[0].marker.symbol")
+        assert symbols == ["circle", "circle", "circle-open", "circle-open"]
+        latency = page.evaluate("document.getElementById('chart-latency').data[1].marker.symbol")
+        assert latency == symbols
+        caveat = page.locator("#verdict-caveat")
+        assert caveat.is_visible()
+        assert caveat.text_content() == (
+            "Levels 3–4 did not settle within 10 windows (spread up to 18%): the knee is "
+            "uncertain; raise max windows or the window length."
+        )
+        recommendation = page.text_content("#recommendation") or ""
+        assert recommendation.startswith("Concurrency 2 gives 1,900 infer/s")
+        assert "2,900" not in recommendation and "try higher loads" not in recommendation
+        axis = page.evaluate("document.getElementById('chart-throughput').layout.xaxis.title.text")
+        assert axis == "concurrency"
+        # Finished: neither Cancel nor Resume is shown (nor takes room), Re-run is.
+        assert not page.is_visible("#btn-cancel") and not page.is_visible("#btn-resume")
+        assert page.is_visible("#btn-rerun")
+        assert "after the fp16 change" in (page.text_content("h1") or "")
+        assert "concurrency 1:4:1" in (page.text_content("#sweep-params") or "")
+    finally:
+        context.close()
+
+
+def test_a_finished_search_has_no_cancel_one_best_marker_and_labelled_points(
+    browser, web_server, admin_credentials
+):
+    base, two = Knobs(1, "KIND_CPU", 32, True, 200), Knobs(2, "KIND_CPU", 32, True, 200)
+    carrier = Sweep.objects.create(
+        model="busy_compute", server="x", state="succeeded", finished_at=timezone.now(),
+        params={"model": "busy_compute", "start": 2, "end": 4, "step": 2, "search": True},
+    )  # fmt: skip
+    search = Search.objects.create(
+        sweep=carrier, model="busy_compute", mode="grid", space=Space(counts=(1, 2)).to_json(),
+        constraints=Constraints(latency_budget_ms=15).to_json(), baseline=base.to_json(),
+    )  # fmt: skip
+    for seq, knobs, tputs in ((1, base, (900, 1000)), (2, two, (1500, 1800))):
+        SearchCandidate.objects.create(
+            search=search, key=knobs.key, seq=seq, knobs=knobs.to_json(), baseline=seq == 1,
+            state="measured",
+            levels=[{"concurrency": c, "throughput": t, "p95_us": 1000.0 * c, "stable": True}
+                    for c, t in zip((2, 4), tputs, strict=True)],
+        )  # fmt: skip
+    Search.objects.filter(pk=search.pk).update(result=runner.summarize(search))
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/searches/{search.pk}/")
+        wait_js(page, "document.querySelectorAll('#ranking tbody tr').length === 2")
+        assert not page.is_visible("#btn-cancel") and not page.is_visible("#btn-resume")
+        assert page.text_content("#constraints") == "p95 ≤ 15 ms"
+        best = page.evaluate("document.getElementById('chart-pareto').data[3]")
+        assert len(best["x"]) == 1 and best["text"] == ["#2 @4"]  # one best point, labelled
+        front = page.evaluate("document.getElementById('chart-pareto').data[1].text")
+        assert "#2 @4" in front
+        legend = page.evaluate("document.getElementById('chart-pareto').layout.legend")
+        assert legend["y"] > 1 and legend["yanchor"] == "bottom"  # above the plot
+    finally:
+        context.close()
