@@ -189,6 +189,7 @@ def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
             {
                 "sweep": sweeps.sweep_json(item["row"]),
                 "title": item["row"].title,
+                "created": f"{item['row'].created_at:%Y-%m-%d %H:%M}",
                 "range_text": item["row"].range_text,
                 "levels": item["levels"],
                 "diff": config_diff(base, item["row"]) if item["row"].pk != base.pk else "",

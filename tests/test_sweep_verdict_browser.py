@@ -98,9 +98,10 @@ def test_a_finished_search_has_no_cancel_one_best_marker_and_labelled_points(
         assert not page.is_visible("#btn-cancel") and not page.is_visible("#btn-resume")
         assert page.text_content("#constraints") == "p95 ≤ 15 ms"
         best = page.evaluate("document.getElementById('chart-pareto').data[3]")
-        assert len(best["x"]) == 1 and best["text"] == ["#2 @4"]  # one best point, labelled
-        front = page.evaluate("document.getElementById('chart-pareto').data[1].text")
-        assert "#2 @4" in front
+        assert len(best["x"]) == 1 and best["hovertext"][0].startswith("#2 2 CPU instances")
+        front = page.evaluate("document.getElementById('chart-pareto').data[1]")
+        assert front["text"] == ["#2 @2", "#2 @4"]  # labelled: candidate and concurrency
+        assert front["x"][-1] == best["x"][0] and front["y"][-1] == best["y"][0]
         legend = page.evaluate("document.getElementById('chart-pareto').layout.legend")
         assert legend["y"] > 1 and legend["yanchor"] == "bottom"  # above the plot
     finally:

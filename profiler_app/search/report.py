@@ -96,7 +96,13 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
                 "current config",
                 marker={"symbol": "circle-open", "size": 14, "color": "#101828"},
             ),
-            trace(best, "best", True, marker={"symbol": "star", "size": 16, "color": "#12b76a"}),
+            # Labelled where the front's label does not already name it.
+            trace(
+                best,
+                "best",
+                bool(best) and best[0] not in on_front,
+                marker={"symbol": "star", "size": 16, "color": "#12b76a"},
+            ),
         ],
         "layout": {
             "margin": {"l": 60, "r": 15, "t": 40, "b": 45},

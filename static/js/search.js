@@ -79,7 +79,8 @@ window.SearchPage = (function () {
       trace(pts, "measured", { marker: { color: "#98a2b3", size: 8 } }, false),
       trace(f, "Pareto front", { mode: "lines+markers+text", marker: { color: "#1570ef", size: 10 }, line: { color: "#1570ef" } }, true),
       trace(current, "current config", { marker: { symbol: "circle-open", size: 14, color: "#101828" } }, false),
-      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }, true),
+      // Labelled where the front's label does not already name it.
+      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }, best.length > 0 && f.indexOf(best[0]) < 0),
     ], {
       // The legend above the plot area: at the bottom it sat on the x axis title.
       margin: { l: 60, r: 15, t: 40, b: 45 }, legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" }, shapes: shapes,
