@@ -9,10 +9,14 @@ markdown table: the best objective (max throughput within a p95 budget) each fou
 number of candidate runs, and their ratios. Because two live runs differ by measurement
 noise, it also replays quick mode's algorithm on the grid's own measurements ("quick on
 the grid's surface"): same surface, so its result and run count isolate the algorithm.
+Each search ranks as the product does: its top candidates and the current config are
+re-measured side by side before ranking (`--search-confirm-top` x `--search-confirm-rounds`,
+the form's defaults; 0 measures each candidate once), so each pick comes with its spread.
 And because the grid's best is the maximum of many noisy measurements (it is biased
 upwards: the winner's curse), the two picks are then measured again side by side
 (`--confirm-rounds` alternating rounds, each loaded as a config override) and their median
-objectives compared: that ratio is the one the target is read on.
+objectives compared: that ratio, with the spread of its rounds, is the one the target is
+read on.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
         ),
         constraints=Constraints(latency_budget_ms=args.budget_ms, percentile=95),
         mode=mode,
+        confirm_top=args.search_confirm_top,
+        confirm_rounds=args.search_confirm_rounds,
     )
     search = runner.create_search(request, enqueue=False)
     assert sweeps.claim(search.sweep_id)
@@ -83,9 +89,13 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
     return search, elapsed
 
 
-def best(search) -> tuple[str, float]:  # type: ignore[no-untyped-def]
-    rows = [r for r in search.result["rows"] if r["feasible"]]
-    return (rows[0]["key"], rows[0]["objective"]) if rows else ("-", 0.0)
+def best(search) -> tuple[str, float, str]:  # type: ignore[no-untyped-def]
+    """The search's own pick (after its re-measurement): key, objective, spread."""
+    rows = {r["key"]: r for r in search.result["rows"] if r["feasible"]}
+    row = rows.get(search.result.get("best_key") or "")
+    if row is None:
+        return "-", 0.0, ""
+    return row["key"], row["objective"], row.get("spread_text") or "one measurement"
 
 
 def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, float, list[float]]:  # type: ignore[no-untyped-def]  # fmt: skip
@@ -148,6 +158,8 @@ def main() -> int:
     parser.add_argument("--budget-ms", type=float, default=50.0)
     parser.add_argument("--models", default="busy_compute,add_batched")
     parser.add_argument("--confirm-rounds", type=int, default=3)
+    parser.add_argument("--search-confirm-top", type=int, default=3)
+    parser.add_argument("--search-confirm-rounds", type=int, default=3)
     args = parser.parse_args()
     work = setup_django()
     logging.getLogger("repository_app.events").setLevel(logging.ERROR)
@@ -172,23 +184,29 @@ def main() -> int:
         lines = [
             f"Objective: max throughput within p95 ≤ {args.budget_ms:g} ms at concurrency "
             f"{args.concurrency}; windows {args.window_ms} ms, stability {args.stability:g}%, "
-            f"max {args.max_windows} windows. Target: quick within 5% of the grid's best in at "
-            'most a third of its runs. "Re-measured": both picks measured again side by side '
-            f"({args.confirm_rounds} alternating rounds), medians; the target is read on that "
-            "ratio, since the grid's best is the maximum of its noisy runs.",
+            f"max {args.max_windows} windows. Each search re-measures its top "
+            f"{args.search_confirm_top} candidates and the current config in "
+            f"{args.search_confirm_rounds} alternating rounds before ranking (its runs include "
+            "them; a pick's spread is the half range of its rounds). Target: quick within 5% "
+            'of the grid\'s best in at most a third of its runs. "Re-measured": both picks '
+            f"measured again side by side ({args.confirm_rounds} alternating rounds), medians, "
+            "and the half range of the per-round ratios; the target is read on that ratio, "
+            "since the grid's best is the maximum of its noisy runs.",
             "",
             "| model | grid best (infer/s) | grid runs | quick best (infer/s) | quick runs | "
-            "quick/grid objective | quick/grid runs | quick's pick as the grid measured it | "
+            "quick/grid objective | quick/grid runs | picks' spread (grid, quick) | "
+            "quick's pick as the grid measured it | "
             "quick on the grid's surface (objective ratio, runs) | re-measured: grid's pick, "
-            "quick's pick (infer/s) | re-measured quick/grid (each round) | grid s | quick s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "quick's pick (infer/s) | re-measured quick/grid ± spread (each round) | grid s | "
+            "quick s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         try:
             for model in models:
                 grid, grid_s = run_search(model, "grid", args)
                 quick, quick_s = run_search(model, "quick", args)
-                g_key, g_best = best(grid)
-                q_key, q_best = best(quick)
+                g_key, g_best, g_spread = best(grid)
+                q_key, q_best, q_spread = best(quick)
                 g_runs, q_runs = grid.result["runs"], quick.result["runs"]
                 as_grid = next(
                     (r["objective"] for r in grid.result["rows"] if r["key"] == q_key), None
@@ -198,8 +216,10 @@ def main() -> int:
                 if g_key != "-" and q_key != "-" and g_key != q_key:
                     c_grid, c_quick, c_ratios = confirm(grid, (g_key, q_key), args.confirm_rounds)
                     again = f"{c_grid:,.0f}, {c_quick:,.0f}"
+                    middle = statistics.median(c_ratios)
+                    half = (max(c_ratios) - min(c_ratios)) / 2 / middle if middle else 0.0
                     again_ratio = (
-                        f"{statistics.median(c_ratios):.2f} "
+                        f"{middle:.2f} ± {half * 100:.0f}% "
                         f"({', '.join(f'{r:.2f}' for r in c_ratios)})"
                     )
                 else:
@@ -207,7 +227,7 @@ def main() -> int:
                 lines.append(
                     f"| {model} | {g_best:,.0f} (`{g_key}`) | {g_runs} | {q_best:,.0f} (`{q_key}`) "
                     f"| {q_runs} | {q_best / g_best if g_best else 0:.2f} | "
-                    f"{q_runs / g_runs:.2f} | {pick} | "
+                    f"{q_runs / g_runs:.2f} | {g_spread}; {q_spread} | {pick} | "
                     f"{r_best / g_best if g_best else 0:.2f} (`{r_key}`), {r_runs} runs | "
                     f"{again} | {again_ratio} | {grid_s:.0f} | {quick_s:.0f} |"
                 )
