@@ -81,7 +81,11 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
         assert (tmp_path / "var" / "model_repository" / "add_sub" / "config.pbtxt").exists()
         url = f"http://127.0.0.1:{ports['web']}/healthz"
         while True:
-            status, body = _healthz(url)
+            assert proc.poll() is None, log.read_text()
+            try:
+                status, body = _healthz(url)
+            except urllib.error.URLError as exc:  # the log says why, if it does not recover
+                status, body = 0, {"error": str(exc), "log": log.read_text()[-3000:]}
             if status == 200 or time.monotonic() > deadline:
                 break
             time.sleep(1)

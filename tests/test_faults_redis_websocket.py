@@ -142,7 +142,8 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         assert len(names) == len(set(names)), names
         assert truth["triton"]["up"] is True
         for name, shown in rows:
-            expected = truth["models"].get(name, {"state": "not loaded"})["state"]
+            # The label a person reads ("unloaded" for a deliberate unload).
+            expected = truth["models"].get(name, {"label": "not loaded"})["label"]
             assert shown == expected, (name, shown, expected)
         assert dict(rows)["add_batched"] == "READY"
         assert dict(rows)["add_sub"] != "READY"

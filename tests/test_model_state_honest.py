@@ -211,29 +211,33 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_the_model_page_shows_drift_and_versions_not_served_until_reload(triton, django_user_model):
+    # A private copy: Triton remembers every version it served, and other tests count them.
+    name = "drift_probe"
+    folder = triton.repository / name
+    shutil.copytree(
+        triton.repository / "add_batched", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    config = folder / "config.pbtxt"
+    original = config.read_text().replace('"add_batched"', f'"{name}"')
+    config.write_text(original)
     client = TritonClient(triton.grpc_url, triton.metrics_url)
-    config = triton.repository / "add_batched" / "config.pbtxt"
-    original = config.read_text()
-    client.load("add_batched")
+    client.load(name)
     viewer = user_client(django_user_model, "vi", VIEWER)
     try:
-        assert 'id="drift-card"' not in viewer.get("/models/add_batched/").content.decode()
+        assert 'id="drift-card"' not in viewer.get(f"/models/{name}/").content.decode()
         config.write_text(original.replace("max_batch_size: 64", "max_batch_size: 32"))
-        shutil.copytree(
-            triton.repository / "add_batched" / "1", triton.repository / "add_batched" / "2"
-        )
-        html = viewer.get("/models/add_batched/").content.decode()
+        shutil.copytree(folder / "1", folder / "2")
+        html = viewer.get(f"/models/{name}/").content.decode()
         assert 'id="drift-card"' in html
         assert "max_batch_size: 32 in config.pbtxt, 64 served" in html
         assert "on disk, not served until reload" in html
         assert html.index('data-version="2"') < html.index('data-version="1"')  # newest first
-        client.load("add_batched")
-        html = viewer.get("/models/add_batched/").content.decode()
+        client.load(name)
+        html = viewer.get(f"/models/{name}/").content.decode()
         assert 'id="drift-card"' not in html and "on disk, not served" not in html
     finally:
-        config.write_text(original)
-        shutil.rmtree(triton.repository / "add_batched" / "2", ignore_errors=True)
-        client.unload("add_batched")
+        client.unload(name)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.integration

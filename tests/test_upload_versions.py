@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.templatetags.static import static
 from django.test import Client
 
 from dashboard.team.models import AuditEvent
@@ -105,7 +106,7 @@ def test_the_pages_offer_uploads_and_deletions_by_role(repo):
     listing = client.get("/models/").content.decode()
     assert 'id="new-model-link"' in listing
     page = client.get("/uploads/new-model/").content.decode()
-    assert 'id="upload-form"' in page and "upload.js" in page
+    assert 'id="upload-form"' in page and static("js/upload.js") in page
     assert '<option value="python" disabled>' in page  # code needs an admin
     version_page = client.get("/models/plain/upload/").content.decode()
     assert "next free number (2)" in version_page and "model.onnx" in version_page
