@@ -58,6 +58,12 @@ def test_drift_confirmations_outcome_and_delete(
             page, "document.getElementById('model-state').textContent === 'unloaded'", timeout=30000
         )
         assert "tone-neutral" in page.get_attribute("#model-state", "class")
+        # The outcome arrives after it is recorded (the poller may show the state sooner).
+        wait_js(
+            page,
+            "document.getElementById('action-message').textContent.includes('drift_browser unloaded')",
+            timeout=30000,
+        )
         # The outcome stays after a refresh, until the next action.
         page.reload()
         page.wait_for_selector("#live-status.ok")
