@@ -458,7 +458,6 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
         number = names.parse_version(version)
     except names.InvalidName as exc:
         raise UploadError(str(exc)) from exc
-    unloaded = False
     try:
         target = staging.existing_folder(model) / str(number)
         with staging.model_lock(model):
@@ -467,23 +466,9 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
             states = _triton_states(model) or []
             check_not_busy(model, "nothing was deleted")
             loaded = any(s.state == "READY" and s.version == str(number) for s in states)
-            if loaded:
-                if not unload:
-                    raise UploadError(
-                        f"version {number} of '{model}' is loaded in Triton: unload it first, "
-                        'or choose "unload and delete"',
-                        409,
-                        loaded=True,
-                    )
-                try:
-                    get_client().unload(model)
-                except TritonError as exc:
-                    raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
-                unloaded = True
-            trash = staging.staging_root() / f".trash-{secrets.token_hex(8)}"
-            os.rename(target, trash)
-            with contextlib.suppress(OSError):
-                fsync_dir(target.parent)
+            unloaded, trash = _unload_and_move_away(
+                model, target, loaded, unload, f"version {number} of '{model}'"
+            )
     except UploadError as exc:
         audit.record(user, "version.delete", model_name=model, target=f"version {version}",
                      outcome="failed", detail=exc.message)  # fmt: skip
@@ -496,6 +481,32 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
                  outcome="ok", detail=message)  # fmt: skip
     _announce(model)
     return Deleted(model, number, message, unloaded)
+
+
+def _unload_and_move_away(
+    model: str, target: Path, loaded: bool, unload: bool, what: str
+) -> tuple[bool, Path]:
+    """Under the model lock: refuse a loaded ``target`` unless ``unload`` (then unload the
+    model, as Triton unloads whole models), and rename it out of the repository at once;
+    returns (unloaded, where it went) for the caller to remove."""
+    unloaded = False
+    if loaded:
+        if not unload:
+            raise UploadError(
+                f'{what} is loaded in Triton: unload it first, or choose "unload and delete"',
+                409,
+                loaded=True,
+            )
+        try:
+            get_client().unload(model)
+        except TritonError as exc:
+            raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
+        unloaded = True
+    trash = staging.staging_root() / f".trash-{secrets.token_hex(8)}"
+    os.rename(target, trash)
+    with contextlib.suppress(OSError):
+        fsync_dir(target.parent)
+    return unloaded, trash
 
 
 def model_contents(model: str) -> tuple[list[str], int]:
@@ -524,30 +535,14 @@ def delete_model(model: str, user: Any, *, unload: bool = False) -> Deleted:
         audit.record(user, "model.delete", model_name=model, outcome="denied",
                      detail="needs team.delete_versions")  # fmt: skip
         raise UploadError("your role cannot delete models (Admins can)", 403)
-    unloaded = False
     try:
         with staging.model_lock(model):
             folder = staging.existing_folder(model)
             files, total = model_contents(model)
             states = _triton_states(model) or []
             check_not_busy(model, "nothing was deleted")
-            if any(s.state == "READY" for s in states):
-                if not unload:
-                    raise UploadError(
-                        f"'{model}' is loaded in Triton: unload it first, or choose "
-                        '"unload and delete"',
-                        409,
-                        loaded=True,
-                    )
-                try:
-                    get_client().unload(model)
-                except TritonError as exc:
-                    raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
-                unloaded = True
-            trash = staging.staging_root() / f".trash-{secrets.token_hex(8)}"
-            os.rename(folder, trash)
-            with contextlib.suppress(OSError):
-                fsync_dir(folder.parent)
+            loaded = any(s.state == "READY" for s in states)
+            unloaded, trash = _unload_and_move_away(model, folder, loaded, unload, f"'{model}'")
     except UploadError as exc:
         audit.record(user, "model.delete", model_name=model, outcome="failed", detail=exc.message)
         raise
