@@ -3,12 +3,15 @@
 A form save changes only what the user changed: ``apply_forms`` copies the base config
 (the parsed file the form was rendered from) and applies exactly the fields Django reports
 in ``changed_data``; ``read_form`` then writes that difference into the base *text* in place
-(``modelconfig.text_edit``), so comments, layout and untouched lines stay byte for byte. Everything the form does not show (optimization, sequence_batching,
-ensemble_scheduling, model_warmup, response_cache, an input's allow_ragged_batch, an
-instance group's rate_limiter, ...) is never touched. Table rows are matched by position:
-row i edits the i-th input (output, instance group, parameter in key order); extra rows
-add, ticked "delete" boxes remove. A field with a format error ("abc" in dims) keeps its old
-value for validation, so the rest of the config is still checked.
+(``modelconfig.text_edit``), so comments, layout and untouched lines stay byte for byte.
+This module covers the model, inputs and outputs, dynamic batching, instance groups, the
+version policy and parameters; ``sections`` the rest (sequence batching, ensembles, warmup,
+rate limiting, optimization, policies, model_metrics, string maps). What no form shows (an
+input's allow_ragged_batch, batch_input, model_operations, ... listed by ``coverage``) is
+never touched. Table rows are matched by position: row i edits the i-th input (output,
+instance group, parameter in key order); extra rows add, ticked "delete" boxes remove. A
+field with a format error ("abc" in dims) keeps its old value for validation, so the rest
+of the config is still checked.
 
 ``place_findings`` maps validator field paths (``input[1].dims``,
 ``dynamic_batching.preferred_batch_size[0]``) onto the bound field that shows them.
@@ -25,9 +28,10 @@ from django import forms as djforms
 from django.core.exceptions import NON_FIELD_ERRORS
 from tritonclient.grpc import model_config_pb2 as pb
 
-from ..modelconfig import Finding, parse_config, to_text, validate_config
+from ..modelconfig import Finding, ServerFacts, parse_config, to_text, validate_config
 from ..modelconfig.findings import sort_findings
 from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
+from . import sections
 from .forms import (
     ConfigForm,
     InputFormSet,
@@ -37,6 +41,9 @@ from .forms import (
     pair_value,
     split_pair,
 )
+from .rows import changed as _changed
+from .rows import deleted as _deleted
+from .rows import formset_changed as _formset_changed
 
 ModelConfig: TypeAlias = pb.ModelConfig
 
@@ -63,6 +70,8 @@ class EditorForms:
     outputs: djforms.BaseFormSet
     instance_groups: djforms.BaseFormSet
     parameters: djforms.BaseFormSet
+    # The other sections' tables by prefix (sections.TABLES).
+    tables: dict[str, djforms.BaseFormSet] = field(default_factory=dict)
 
     @property
     def formsets(self) -> dict[str, djforms.BaseFormSet]:
@@ -71,6 +80,7 @@ class EditorForms:
             "output": self.outputs,
             "instance_group": self.instance_groups,
             "parameters": self.parameters,
+            **self.tables,
         }
 
     def is_valid(self) -> bool:
@@ -81,15 +91,6 @@ class EditorForms:
         if [name for name in self.config.changed_data if name != "rewrite"]:
             return True
         return any(_formset_changed(fs) for fs in self.formsets.values())
-
-
-def _formset_changed(formset: djforms.BaseFormSet) -> bool:
-    for form in formset.forms:
-        if _deleted(form) and form.initial:
-            return True
-        if not _deleted(form) and form.has_changed():
-            return True
-    return False
 
 
 def _optional_int(value: int) -> int | None:
@@ -137,6 +138,7 @@ def initial_data(config: ModelConfig, folder_name: str) -> dict[str, Any]:
         "latest_num_versions": vp.latest.num_versions if which == "latest" else None,
         "specific_versions": list(vp.specific.versions) if which == "specific" else [],
         "rewrite": False,
+        **sections.main_initial(config),
     }
     return {
         "config": main,
@@ -147,6 +149,7 @@ def initial_data(config: ModelConfig, folder_name: str) -> dict[str, Any]:
                 "count": _optional_int(g.count),
                 "kind": pb.ModelInstanceGroup.Kind.Name(g.kind),
                 "gpus": list(g.gpus),
+                "rate_limiter_priority": _optional_int(g.rate_limiter.priority),
             }
             for g in config.instance_group
         ],
@@ -171,18 +174,8 @@ def build_forms(
         OutputFormSet(data, initial=initial["output"], prefix="output"),
         InstanceGroupFormSet(data, initial=initial["instance_group"], prefix="instance_group"),
         ParameterFormSet(data, initial=initial["parameters"], prefix="parameters"),
+        sections.build_tables(config, data),
     )
-
-
-def _deleted(form: djforms.Form) -> bool:
-    return bool(getattr(form, "cleaned_data", {}).get("DELETE")) or (
-        form.is_bound and form.fields.get("DELETE") is not None and _raw_bool(form, "DELETE")
-    )
-
-
-def _raw_bool(form: djforms.Form, name: str) -> bool:
-    value = form.data.get(form.add_prefix(name))
-    return value not in (None, "", "false", "False", "0", "off")
 
 
 @dataclass
@@ -194,6 +187,7 @@ class Applied:
     rows: dict[str, list[int]] = field(default_factory=dict)
     parameter_rows: dict[str, int] = field(default_factory=dict)
     ok: bool = True
+    sections: sections.SectionRows | None = None
 
 
 def _set_tensor_field(tensor: Any, name: str, value: Any) -> None:
@@ -225,11 +219,10 @@ def _set_group_field(group: pb.ModelInstanceGroup, name: str, value: Any) -> Non
     elif name == "gpus":
         del group.gpus[:]
         group.gpus.extend(value or [])
-
-
-def _changed(form: djforms.Form) -> list[str]:
-    """Changed fields that could be read (a format error keeps the old value)."""
-    return [n for n in form.changed_data if n != "DELETE" and n not in form.errors]
+    elif name == "rate_limiter_priority":
+        group.rate_limiter.priority = value or 0
+        if not value and not group.rate_limiter.resources:
+            group.ClearField("rate_limiter")
 
 
 def _apply_list(
@@ -385,7 +378,11 @@ def apply_forms(base: ModelConfig, editor: EditorForms) -> Applied:
         ),
     }
     parameter_rows, params_ok = _apply_parameters(config, editor.parameters)
-    return Applied(config, rows, parameter_rows, ok and params_ok)
+    section_rows, sections_ok = sections.apply_sections(
+        config, editor.config, editor.tables, rows, base
+    )
+    rows.update(section_rows.rows)
+    return Applied(config, rows, parameter_rows, ok and params_ok and sections_ok, section_rows)
 
 
 # --- findings onto fields ------------------------------------------------------------------
@@ -451,6 +448,11 @@ def place_findings(
     returns those that have no place in the form (shown in a list above it)."""
     unplaced: list[Finding] = []
     for finding in findings:
+        if applied.sections is not None and finding.field:
+            target = sections.place(finding.field, editor.config, editor.tables, applied.sections)
+            if target is not None:
+                _attach(target, finding)
+                continue
         m = _PATH_RE.match(finding.field or "")
         if m is None:
             unplaced.append(finding)
@@ -492,7 +494,9 @@ def place_on_unbound(editor: EditorForms, text: str, findings: Iterable[Finding]
         "instance_group": list(range(len(config.instance_group))),
     }
     params = {key: i for i, key in enumerate(sorted(config.parameters))}
-    return place_findings(editor, Applied(config, rows, params), findings)
+    section_rows = sections.unchanged_rows(config)
+    rows.update(section_rows.rows)
+    return place_findings(editor, Applied(config, rows, params, sections=section_rows), findings)
 
 
 # --- the whole form round: base text + posted data -> candidate ---------------------------
@@ -551,11 +555,15 @@ def unparsable_base(base_text: str) -> list[Finding]:
     return [] if parsed.config is not None else parsed.findings
 
 
-def read_form(name: str, base_text: str, data: Mapping[str, Any]) -> FormRound:
+def read_form(
+    name: str, base_text: str, data: Mapping[str, Any], server: ServerFacts | None = None
+) -> FormRound:
     """Bind the posted form to its base config, apply the changes and validate the result.
 
     Findings come back even when some field has a format error (that field keeps its old
-    value for validation); ``config`` and ``text`` only when every field could be read."""
+    value for validation); ``config`` and ``text`` only when every field could be read.
+    ``server``: the attached Triton's facts (its version and GPUs), the ones a save is
+    validated with (``saving.editor_findings``), so the live check says what the save will."""
     parsed = parse_config(base_text)
     base = parsed.config if parsed.config is not None else ModelConfig()
     editor = build_forms(base, name, data)
@@ -565,7 +573,9 @@ def read_form(name: str, base_text: str, data: Mapping[str, Any]) -> FormRound:
     valid = editor.is_valid()
     applied = apply_forms(base, editor)
     result.applied = applied
-    result.findings = sort_findings(validate_config(applied.config, folder_name=name))
+    result.findings = sort_findings(
+        validate_config(applied.config, folder_name=name, server=server)
+    )
     result.unplaced = place_findings(editor, applied, result.findings)
     if not valid or not applied.ok:
         return result
@@ -603,11 +613,19 @@ def field_label(key: str) -> str:
     if m is None:
         return key
     label = m.group("name")
+    if key.startswith("cfg-") and label in sections.MAIN_LABELS:
+        return sections.MAIN_LABELS[label]
+    label = sections.TABLE_PATHS.get(label, label)
     if m.group("row") is not None:
         label += f"[{m.group('row')}]"
     if m.group("field"):
         label += f".{m.group('field')}"
     return label
+
+
+def field_labels(editor: EditorForms) -> dict[str, str]:
+    """``field_label`` of every key ``field_errors`` returns (the live check sends them)."""
+    return {key: field_label(key) for key in field_errors(editor)}
 
 
 def finding_targets(editor: EditorForms, findings: Iterable[Finding]) -> list[str]:

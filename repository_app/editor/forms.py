@@ -9,8 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
 from tritonclient.grpc import model_config_pb2 as pb
+
+from .fields import INT32, UINT32, UINT64, IntListField
+from .section_forms import (
+    EnsembleFields,
+    OptimizationFields,
+    PolicyFields,
+    SequenceBatchingFields,
+)
 
 # (platform, backend) pairs Triton knows; stored in the select as "platform|backend".
 KNOWN_PAIRS: list[tuple[str, str, str]] = [
@@ -44,14 +51,6 @@ VERSION_POLICIES = [
 ]
 
 
-# The protobuf types' ranges: a value outside is refused on its field ("at most ...")
-# instead of failing as "Value out of range" when the config is built.
-INT32 = (-(2**31), 2**31 - 1)
-UINT32 = (0, 2**32 - 1)
-INT64 = (-(2**63), 2**63 - 1)
-UINT64 = (0, 2**64 - 1)
-
-
 def pair_value(platform: str, backend: str) -> str:
     return f"{platform}|{backend}"
 
@@ -61,73 +60,11 @@ def split_pair(value: str) -> tuple[str, str]:
     return platform, backend
 
 
-class IntListField(forms.CharField):
-    """A comma-separated list of integers ("16, -1"); brackets are tolerated.
+class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, OptimizationFields):
+    """The config's single-valued fields: the model, dynamic batching and the version
+    policy here; sequence batching, the policies, the ensemble's limit and optimization
+    from section_forms' mixins."""
 
-    With ``none_when_blank`` a blank value means "not set" (None) and "[]" an empty list,
-    so a reshape to a scalar (shape []) stays distinguishable from no reshape.
-    """
-
-    def __init__(
-        self,
-        *,
-        none_when_blank: bool = False,
-        minimum: int | None = None,
-        maximum: int = INT64[1],
-        **kwargs: Any,
-    ):
-        kwargs.setdefault("required", False)
-        super().__init__(**kwargs)
-        self.none_when_blank = none_when_blank
-        self.minimum = INT64[0] if minimum is None else minimum
-        self.maximum = maximum
-
-    def prepare_value(self, value: Any) -> Any:
-        if value is None:
-            return ""
-        if isinstance(value, list | tuple):
-            return "[]" if not value and self.none_when_blank else ", ".join(str(v) for v in value)
-        return value
-
-    def to_python(self, value: Any) -> list[int] | None:  # type: ignore[override]
-        if isinstance(value, list):
-            return value
-        text = (value or "").strip()
-        if not text:
-            return None if self.none_when_blank else []
-        inner = text.removeprefix("[").removesuffix("]").strip()
-        if not inner:
-            return []
-        numbers: list[int] = []
-        for part in inner.split(","):
-            part = part.strip()
-            try:
-                number = int(part)
-            except ValueError:
-                raise ValidationError(
-                    f"'{part}' is not a whole number: write numbers separated by commas, e.g. 8, 16"
-                ) from None
-            if number < self.minimum:
-                raise ValidationError(f"{number} is below {self.minimum}")
-            if number > self.maximum:
-                raise ValidationError(f"{number} is above {self.maximum}, the largest value here")
-            numbers.append(number)
-        return numbers
-
-    def validate(self, value: Any) -> None:  # the list itself is always acceptable
-        return None
-
-    def has_changed(self, initial: Any, data: Any) -> bool:
-        if self.disabled:
-            return False
-        try:
-            new = self.to_python(data)
-        except ValidationError:
-            return True
-        return self.to_python(initial) != new
-
-
-class ConfigForm(forms.Form):
     name = forms.CharField(
         required=False,
         disabled=True,
@@ -140,6 +77,13 @@ class ConfigForm(forms.Form):
         help_text="The backend that executes the model. For TensorRT, ONNX Runtime, PyTorch and "
         "TensorFlow models either the platform or the backend may be given; OpenVINO, Python and "
         'DALI models set only the backend; ensembles set platform: "ensemble".',
+    )
+    runtime = forms.CharField(
+        required=False,
+        help_text="The backend's shared library or Python file that runs the model (e.g. "
+        "model.py for a Python-based backend); empty: Triton's default for the backend, "
+        "libtriton_<backend>.so. Triton 2.42 and newer. Changing it is code loading: only "
+        "admins may.",
     )
     default_model_filename = forms.CharField(
         required=False,
@@ -327,6 +271,16 @@ class InstanceGroupForm(forms.Form):
         minimum=0,
         maximum=INT32[1],
         help_text="GPU ids for KIND_GPU/KIND_AUTO, comma-separated (empty = all GPUs).",
+    )
+    rate_limiter_priority = forms.IntegerField(
+        label="Rate-limiter priority",
+        required=False,
+        min_value=0,
+        max_value=UINT32[1],
+        help_text="With tritonserver --rate-limit=execution_count, instances competing for "
+        "resources are chosen by priority: an instance with priority 2 gets half the "
+        "scheduling chances of one with priority 1. Empty: not set (1). The resources each "
+        "instance needs are in the Rate-limiter resources table.",
     )
 
 

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from tritonclient.grpc import model_config_pb2 as pb
 
-from ..modelconfig import Finding, code_loading, parse_config, validate_text
+from ..modelconfig import Finding, ServerFacts, code_loading, parse_config, validate_text
 from ..modelconfig.findings import ERROR, has_errors, sort_findings
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
@@ -131,11 +131,17 @@ def read_current(name: str, root: Path | None = None) -> CurrentConfig:
     return CurrentConfig(path, data, sha256_hex(data))
 
 
+def server_facts_now() -> ServerFacts | None:
+    """The attached Triton's version and GPUs (read at most every 30 s; None when it does
+    not answer): what every editor validation judges against, text and form mode alike."""
+    from ..server_facts import server_facts
+
+    return server_facts()
+
+
 def editor_findings(text: str | bytes, name: str) -> list[Finding]:
     """The validator's findings (with the attached server's GPUs when Triton answers) plus
     the editor's own refusals (empty file)."""
-    from ..server_facts import server_facts
-
     raw = text.encode("utf-8") if isinstance(text, str) else text
     if len(raw) > MAX_CONFIG_BYTES:
         return validate_text(raw, folder_name=name)  # the parser's "too large" finding
@@ -150,7 +156,7 @@ def editor_findings(text: str | bytes, name: str) -> list[Finding]:
                 col=1,
             )
         ]
-    return validate_text(raw, folder_name=name, server=server_facts())
+    return validate_text(raw, folder_name=name, server=server_facts_now())
 
 
 def _author(author_id: int | None):  # type: ignore[no-untyped-def]

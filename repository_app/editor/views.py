@@ -27,10 +27,10 @@ from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import RepositoryError
 from ..views import CONTROL_PERMISSION
-from . import diffing, fill, form_mapping, saving, triton_actions
+from . import diffing, fill, form_mapping, page, saving, triton_actions
 
 WRITE_ACTIONS = ("save", "save_reload", "try")
-ACTIONS = ("check", "to_text", "to_form", "fill", *WRITE_ACTIONS)
+ACTIONS = ("check", "to_text", "to_form", "fill", "fill_template", *WRITE_ACTIONS)
 CANNOT_EDIT = "your role cannot change model configs (it needs the control_models permission)"
 
 
@@ -87,12 +87,17 @@ def _page(
     message: str = "",
     rewrite_reason: str = "",
     status: int = 200,
+    config: Any = None,
 ) -> HttpResponse:
+    """The editor page; in form mode ``config`` is what the forms show (the posted changes
+    applied), when it differs from ``text``."""
     findings = findings or []
     latest = saving.latest_revision(name)
     summary: list[dict[str, Any]] = []
     format_errors: list[dict[str, str]] = []
+    extra: dict[str, Any] = {}
     if mode == "form" and editor is not None:
+        extra = page.form_context(text, config)
         if unplaced is None and not editor.config.is_bound:
             unplaced = form_mapping.place_on_unbound(editor, text, findings)
         targets = form_mapping.finding_targets(editor, findings)
@@ -126,6 +131,9 @@ def _page(
             "cannot_edit": CANNOT_EDIT,
             "latest": latest,
             "max_bytes": MAX_CONFIG_BYTES,
+            "placeholders": page.placeholders(text),
+            "template_field": page.TEMPLATE_FIELD,
+            **extra,
         },
         status=status,
     )
@@ -158,9 +166,16 @@ def _open_page(
                 outcome=outcome,
                 status=status,
             )
-        messages.warning(
-            request, "The file does not parse, so it opens in text mode: fix it there."
-        )
+        if page.placeholders(text):
+            messages.warning(
+                request,
+                "The file is a template, so it opens in text mode: fill its placeholders "
+                "below (or edit them in the text).",
+            )
+        else:
+            messages.warning(
+                request, "The file does not parse, so it opens in text mode: fix it there."
+            )
     return _page(
         request,
         name,
@@ -239,6 +254,8 @@ def _text_post(
         return again()
     if action == "fill":
         return _fill(request, name, text, base_sha, message, again)
+    if action == "fill_template":
+        return _fill_template(request, name, text, base_sha, message)
     if action == "try":
         parsed = parse_config(text)
         if parsed.config is None:
@@ -281,7 +298,11 @@ def _form_check(result: form_mapping.FormRound) -> JsonResponse:
             "errors": sum(1 for f in findings if f.is_error),
             "warnings": sum(1 for f in findings if not f.is_error),
             "field_errors": form_mapping.field_errors(result.editor),
+            "field_labels": form_mapping.field_labels(result.editor),
             "rewrite_reason": result.rewrite_reason,
+            "ensemble_graph": page.ensemble_graph(
+                result.applied.config if result.applied else None
+            ),
         }
     )
 
@@ -290,7 +311,9 @@ def _form_post(
     request: HttpRequest, name: str, action: str, data: Any, base_sha: str, message: str
 ) -> HttpResponse:
     base_text = _base_text(name, base_sha, data.get("base_text", ""))
-    result = form_mapping.read_form(name, base_text, data)
+    # The server facts a save is validated with (saving.editor_findings), for every finding
+    # form mode shows, the live check's too.
+    result = form_mapping.read_form(name, base_text, data, server=saving.server_facts_now())
     if action == "check" and _wants_json(request):
         return _form_check(result)
 
@@ -308,8 +331,14 @@ def _form_post(
             message=message,
             rewrite_reason=result.rewrite_reason,
             status=status,
+            config=result.applied.config if result.applied else None,
         )
 
+    if action == "fill_template":
+        # The template as the form would write it (the file's own text when the change
+        # needs a rewrite, so nothing is lost without asking).
+        source = result.text if result.ok and not result.rewrite_reason else base_text
+        return _fill_template(request, name, source, base_sha, message)
     if not result.ok:
         base_findings = form_mapping.unparsable_base(base_text)
         if base_findings:  # a tampered or stale page: show the text instead
@@ -360,6 +389,29 @@ def _form_post(
         return again()
     return _save(
         request, name, action, result.text, base_sha, message, "form", result.findings, again
+    )
+
+
+def _fill_template(
+    request: HttpRequest, name: str, text: str, base_sha: str, message: str
+) -> HttpResponse:
+    """The template with the placeholders the user filled, in text mode, unsaved."""
+    filled, done, left = page.fill_from_post(text, request.POST)
+    if not done:
+        messages.warning(request, "No placeholder was given a value: nothing was filled.")
+    else:
+        note = f"Filled {', '.join('${' + n + '}' for n in done)}"
+        if left:
+            note += f"; still to fill: {', '.join('${' + n + '}' for n in left)}"
+        messages.info(request, note + ". Nothing is saved yet: review the text, then save.")
+    return _page(
+        request,
+        name,
+        mode="text",
+        base_sha=base_sha,
+        text=filled,
+        findings=saving.editor_findings(filled, name),
+        message=message,
     )
 
 

@@ -23,16 +23,36 @@
     const tbody = box.querySelector("tbody");
     box.querySelector("button.add-row").addEventListener("click", function () {
       const index = parseInt(total.value, 10);
-      const html = template.innerHTML.replace(/__prefix__/g, String(index));
+      const html = template.innerHTML.replace(/__prefix__/g, String(index)).replace(/__num__/g, String(index + 1));
       tbody.insertAdjacentHTML("beforeend", html);
       total.value = String(index + 1);
       const empty = box.querySelector(".empty-note");
       if (empty) empty.remove();
-      const first = tbody.lastElementChild.querySelector("input, select");
-      if (first) first.focus();
+      offerNewParent(prefix, index);
+      const first = tbody.lastElementChild.querySelector("input:not([type=hidden]), select");
+      if (first && first.dataset.parentSelect === undefined) first.focus();
       form.dispatchEvent(new CustomEvent("editor:row-added", { detail: { prefix: prefix, index: index } }));
     });
   });
+
+  // A table whose rows belong to rows of another (rate-limiter resources to instance
+  // groups, ...) names them in a "parent" select: a row added to the parent table becomes
+  // a choice there too, in the rows shown and in the template of rows to come.
+  function offerNewParent(parentPrefix, index) {
+    document.querySelectorAll(".formset[data-parent-prefix='" + parentPrefix + "']").forEach(function (child) {
+      const label = (index + 1) + ": (new row)";
+      child.querySelectorAll("select[data-parent-select]").forEach(function (select) {
+        if (select.querySelector("option[value='" + index + "']")) return;
+        select.appendChild(new Option(label, String(index)));
+      });
+      const tpl = child.querySelector("template.row-template");
+      if (tpl) {
+        tpl.content.querySelectorAll("select[data-parent-select]").forEach(function (select) {
+          if (!select.querySelector("option[value='" + index + "']")) select.appendChild(new Option(label, String(index)));
+        });
+      }
+    });
+  }
 
   // --- text mode: CodeMirror + validation markers ------------------------------------
   const textarea = document.getElementById("config-text");

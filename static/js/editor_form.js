@@ -79,17 +79,30 @@
     form.querySelectorAll("tr.ed-row-findings").forEach(function (el) { el.remove(); });
   }
 
+  // A folded section (<details>) opens when something in it needs attention.
+  function reveal(place) {
+    let details = place ? place.closest("details") : null;
+    while (details) {
+      details.open = true;
+      details = details.parentElement ? details.parentElement.closest("details") : null;
+    }
+  }
+
   function render(body) {
     clearInline();
     summaryList.innerHTML = "";
     // Format errors first: the field could not be read, so a save is refused.
     const fieldErrors = body.field_errors || {};
+    const labels = body.field_labels || {};
     Object.keys(fieldErrors).forEach(function (key) {
       const place = placeFor(key);
-      if (place) place.classList.add("has-error");
+      if (place) {
+        place.classList.add("has-error");
+        reveal(place);
+      }
       fieldErrors[key].forEach(function (message) {
         if (place) place.appendChild(note("field-error error", message));
-        summaryList.appendChild(summaryItem("error format-error", key, "cannot read", fieldLabel(key), message));
+        summaryList.appendChild(summaryItem("error format-error", key, "cannot read", labels[key] || fieldLabel(key), message));
       });
     });
     const findings = body.findings || [];
@@ -133,6 +146,8 @@
       render(body);
       summaryStatus.textContent = "";
       form.dataset.checked = String(mine);
+      // Others draw from the same answer (editor_graph.js: the ensemble graph).
+      form.dispatchEvent(new CustomEvent("editor:checked", { detail: body }));
     } catch (err) {
       if (mine === sequence) summaryStatus.textContent = "could not check (offline?)";
     }
@@ -153,6 +168,7 @@
     const li = event.target.closest("li[data-target]");
     if (!li || !li.dataset.target) return;
     const place = placeFor(li.dataset.target);
+    reveal(place);
     const input = place && (place.querySelector("input:not([type=hidden]), select") || place);
     if (input && input.focus) {
       input.scrollIntoView({ block: "center" });
