@@ -47,6 +47,11 @@ FORM_FIELDS = frozenset(
         "parameters", "cc_model_filenames", "metric_tags",
     }
 )  # fmt: skip
+# Top-level fields with no form at all: text mode only (batch inputs and outputs are rare
+# and backend-specific; the other two load code and are for admins).
+TEXT_MODE_ONLY = frozenset(
+    {"batch_input", "batch_output", "model_operations", "model_repository_agents"}
+)
 # The form shows only the first control of a control input and the first initial state
 # of a state (Triton uses one); later ones are text-mode only.
 _ONLY_FIRST = re.compile(r"\.(control|initial_state)\[[1-9]\d*\]")
