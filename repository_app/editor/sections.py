@@ -906,6 +906,14 @@ _CHILD_PATHS = [
     (r"^instance_group\[(\d+)\]\.rate_limiter\.resources\[(\d+)\]\.?(\w*)", "rl_resource", "name"),
 ]
 _MAP_PATHS = {"cc_model_filenames", "metric_tags"}
+# A finding on a whole message shown as a table (e.g. model_metrics newer than the server).
+_CONTAINERS = {
+    "model_metrics": "metric_control",
+    "ensemble_scheduling.step": "step",
+    "optimization.cuda.graph_spec": "graph_spec",
+    "sequence_batching.control_input": "control_input",
+    "sequence_batching.state": "seq_state",
+}
 
 
 def _names(path: str) -> str:
@@ -947,6 +955,8 @@ def place(
         return table.forms[row]
     if path.startswith("optimization.execution_accelerators"):
         return tables["accelerator"]
+    if path in _CONTAINERS:
+        return tables[_CONTAINERS[path]]
     for prefix, table_path in TABLE_PATHS.items():
         if path == table_path:
             return tables[prefix]
