@@ -404,18 +404,19 @@ def test_an_ensemble_step_edit_changes_that_line_and_reads_back(changes, lines, 
 def test_a_new_step_gets_the_latest_version_and_its_maps_from_the_map_table():
     data = unchanged(ENSEMBLE, "ens")
     data.update({
-        "step-TOTAL_FORMS": "3", "step-2-model_name": "post",
+        # The row "Add row" gives posts its preset version -1; an emptied one means latest.
+        "step-TOTAL_FORMS": "4", "step-2-model_name": "post", "step-2-model_version": "-1",
+        "step-3-model_name": "audit", "step-3-model_version": "",
         "step_map-TOTAL_FORMS": "5", "step_map-4-parent": "2", "step_map-4-direction": "input",
         "step_map-4-key": "SCORES", "step_map-4-value": "OUT",
     })  # fmt: skip
     result = form_mapping.read_form("ens", ENSEMBLE, data)
     assert result.config is not None, form_mapping.field_errors(result.editor)
-    step = result.config.ensemble_scheduling.step[2]
-    assert (step.model_name, step.model_version, dict(step.input_map)) == (
-        "post",
-        -1,
-        {"SCORES": "OUT"},
-    )
+    new = result.config.ensemble_scheduling.step[2:]
+    assert [(s.model_name, s.model_version, dict(s.input_map)) for s in new] == [
+        ("post", -1, {"SCORES": "OUT"}),
+        ("audit", -1, {}),
+    ]
     assert result.config.ensemble_scheduling.step[:2] == parsed(ENSEMBLE).ensemble_scheduling.step
 
 
