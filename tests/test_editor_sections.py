@@ -151,6 +151,18 @@ instance_group [ { name: "gpu" count: 1 kind: KIND_GPU passive: false host_polic
 model_operations { op_library_filename: "libcustom_ops.so" }
 model_repository_agents { agents [ { name: "checksum" parameters { key: "MD5:1/model.onnx" value: "abc" } } ] }
 """
+# Half-written sections: every select must offer what the file has, so a browser posts it.
+SPARSE = """name: "sparse"
+backend: "python"
+sequence_batching { control_input [ { name: "X" } ] state [ { input_name: "S" } ] }
+instance_group [ { rate_limiter { } } ]
+optimization {
+  execution_accelerators { cpu_execution_accelerator [ { } ] }
+  output_pinned_memory { enable: true }
+}
+model_warmup [ { inputs { key: "X" value { } } } ]
+model_metrics { metric_control [ { } ] }
+"""
 UNSHOWN_LINES = [line for line in UNSHOWN.splitlines() if line.split(":")[0].strip() not in (
     "name", "backend", "max_batch_size", "max_queue_delay_microseconds", "priority_levels",
     "default_priority_level")]  # fmt: skip
@@ -511,6 +523,7 @@ def repo(tmp_path: Path, settings) -> Path:
         "cls": CLS,
         "plain": UNSHOWN,
         "tpl": TEMPLATE,
+        "sparse": SPARSE,
     }.items():
         (root / name / "1").mkdir(parents=True)
         (root / name / "config.pbtxt").write_text(text)
@@ -769,7 +782,7 @@ def as_a_browser_posts(html: str) -> dict[str, str]:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("model", [NAME, "ens", "plain"])
+@pytest.mark.parametrize("model", [NAME, "ens", "plain", "sparse"])
 def test_saving_the_form_as_the_browser_shows_it_changes_nothing(repo, admin, model):
     before = on_disk(repo, model)
     html = admin.get(f"/models/{model}/config/").content.decode()

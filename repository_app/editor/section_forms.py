@@ -345,7 +345,8 @@ class ControlInputForm(RowForm):
     )
     kind = forms.ChoiceField(
         required=False,
-        choices=CONTROL_KINDS,
+        # "—": a control input written without a control (a new row presets START).
+        choices=[("", "—")] + CONTROL_KINDS,
         initial="CONTROL_SEQUENCE_START",
         help_text="START: true on the first request of a sequence. END: true on the last. "
         "READY: true when the batch slot holds a request, false when its input data is "

@@ -158,6 +158,9 @@
     timer = setTimeout(check, DELAY_MS);
   }
 
+  // Errors the page came with (a refused save) are in view even inside folded sections.
+  form.querySelectorAll(".field-error, .finding.error").forEach(reveal);
+
   form.addEventListener("input", schedule);
   form.addEventListener("change", schedule);
   // A new row (editor.js "Add row") changes what the form says once it is filled in.
