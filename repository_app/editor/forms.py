@@ -279,7 +279,7 @@ class InstanceGroupForm(forms.Form):
         max_value=UINT32[1],
         help_text="With tritonserver --rate-limit=execution_count, instances competing for "
         "resources are chosen by priority: an instance with priority 2 gets half the "
-        "scheduling chances of one with priority 1. Empty: not set (1). The resources each "
+        "scheduling chances of one with priority 1. Empty: not set. The resources each "
         "instance needs are in the Rate-limiter resources table.",
     )
 

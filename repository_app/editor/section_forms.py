@@ -216,8 +216,8 @@ class PolicyFields(forms.Form):
         required=False,
         help_text="Cache the model's responses: an identical request later is answered from "
         "the cache instead of running the model. Triton must be started with a cache "
-        "(--cache-config, e.g. local,size=1048576). Not for decoupled or sequence-batched "
-        "models, nor for ensembles' own config when a step is decoupled.",
+        "(--cache-config, e.g. local,size=1048576). Not supported for decoupled models nor "
+        "with the sequence batcher.",
     )
 
 
