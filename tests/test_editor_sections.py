@@ -514,7 +514,10 @@ def test_ensemble_graph_has_the_steps_as_nodes_and_the_tensors_as_edges():
 
 
 @pytest.fixture()
-def repo(tmp_path: Path, settings) -> Path:
+def repo(tmp_path: Path, settings, monkeypatch) -> Path:
+    # These configs name GPUs: judge them without a server, whether or not the suite's
+    # CPU-only Triton (a session fixture that re-points settings) has started by now.
+    monkeypatch.setattr("repository_app.server_facts.server_facts", lambda: None)
     root = tmp_path / "repo"
     for name, text in {
         NAME: FULL,
