@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from repository_app.editor import diffing, saving
+from repository_app.uploads import staging
 from repository_app.models import ConfigRevision
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +60,43 @@ def test_a_save_writes_the_text_exactly_and_records_the_first_disk_version_and_t
     assert revisions[1].parent_sha256 == revisions[0].sha256
     assert result.previous == revisions[0]
     assert leftovers(repo) == []
+
+
+def test_a_save_writes_under_the_lock_that_upload_publishes_and_deletes_take(repo, monkeypatch):
+    """One lock per model: a publish or delete of the same model cannot run mid-save."""
+    taken_by_someone: list[bool] = []
+    write = saving.atomic_write
+
+    def probing_write(path: Path, data: bytes) -> None:
+        fd = os.open(staging.model_lock_path(NAME), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            taken_by_someone.append(True)
+        else:
+            taken_by_someone.append(False)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        write(path, data)
+
+    monkeypatch.setattr(saving, "atomic_write", probing_write)
+    save(repo, original_text(repo).replace("64", "32"))
+    assert taken_by_someone == [True]
+
+
+def test_a_save_after_the_model_was_deleted_meanwhile_writes_nothing(repo, monkeypatch):
+    base = saving.read_current(NAME, repo).sha256
+    real_lock = staging.model_lock
+
+    def lock_then_delete(model: str):  # type: ignore[no-untyped-def]
+        shutil.rmtree(repo / NAME)  # a delete that held the lock just before this save
+        return real_lock(model)
+
+    monkeypatch.setattr(saving, "model_lock", lock_then_delete)
+    with pytest.raises(saving.RepositoryError):
+        save(repo, "max_batch_size: 8\n", base=base)
+    assert not (repo / NAME).exists()
 
 
 def test_the_file_keeps_its_permission_bits(repo):

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -36,6 +34,7 @@ from ..modelconfig.findings import ERROR, has_errors, sort_findings
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import CONFIG_FILE, OUTSIDE, RepositoryError, leaves, model_folder
+from ..uploads.staging import model_lock
 
 Source = ConfigRevision.Source
 
@@ -228,7 +227,7 @@ def record_disk_change(
         latest = latest_revision(name)
         if latest is not None and latest.sha256 == current.sha256:
             return None  # the common case, without the lock
-        with model_lock(model_dir(name, root)):
+        with model_lock(name):
             return record_disk_change(name, None, root, locked=True)
     current = current if current is not None else read_current(name, root)
     if not current.exists:
@@ -250,20 +249,6 @@ def record_disk_change(
         message=message,
         source=Source.DISK,
     )
-
-
-@contextlib.contextmanager
-def model_lock(folder: Path) -> Iterator[None]:
-    """An exclusive flock on the model folder: one save per model at a time, across
-    processes (web and worker). Triton never sees a lock file."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def _describe_os_error(exc: OSError, path: Path) -> str:
@@ -337,9 +322,11 @@ def save_config(
     if has_errors(findings):
         raise InvalidConfig(findings)
     data = text.encode("utf-8")
-    folder = model_dir(name, root)
+    model_dir(name, root)  # a bad name or a missing folder fails before the lock
     action = "config.restore" if source == Source.RESTORE else "config.save"
-    with model_lock(folder):
+    # The one per-model lock that upload publishes and deletes take too; the folder is
+    # found again under it (a delete may have moved it away meanwhile).
+    with model_lock(name):
         current = read_current(name, root)
         if current.sha256 != base_sha256:
             # Remember what someone else wrote before refusing (the history shows it).

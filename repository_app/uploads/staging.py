@@ -116,10 +116,16 @@ def upload_lock(upload_id: object) -> contextlib.AbstractContextManager[None]:
 
 
 def model_lock(model: str) -> contextlib.AbstractContextManager[None]:
-    """One publish or delete per model at a time, across processes (the model folder may
-    not exist yet, so the lock file lives in the staging folder)."""
+    """The one per-model lock: a config save, an upload publish and a version or model
+    delete of the same model exclude each other, across processes and hosts sharing the
+    repository (the model folder may not exist yet, so the lock file lives in the staging
+    folder, beside the repository; Triton never sees it)."""
+    return _flock(model_lock_path(model))
+
+
+def model_lock_path(model: str) -> Path:
     digest = hashlib.sha256(model.encode()).hexdigest()[:40]
-    return _flock(staging_root() / ".locks" / f"model-{digest}.lock")
+    return staging_root() / ".locks" / f"model-{digest}.lock"
 
 
 def remove_staging(upload_id: object) -> None:
