@@ -32,8 +32,18 @@ def model_group(name: str) -> str:
     return "model." + hashlib.sha1(name.encode()).hexdigest()[:20]
 
 
+_clients: dict[str, redis.Redis] = {}
+
+
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=2)
+    """One pooled client per Redis URL (redis-py's pool is thread-safe and starts afresh in
+    a forked worker); a new client per publish cost a TCP connect each time."""
+    url = settings.REDIS_URL
+    client = _clients.get(url)
+    if client is None:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
+        _clients[url] = client
+    return client
 
 
 def next_seq(group: str) -> int:
