@@ -172,6 +172,7 @@ def main() -> int:
         svc.stop(proc)
 
     # Publishing (rename under the model lock) for 1 MB vs 1 GB versions.
+    from repository_app import disk
     from repository_app.models import Upload
     from repository_app.uploads import publish, staging
 
@@ -186,7 +187,7 @@ def main() -> int:
             folder.mkdir(parents=True)
             with (folder / "model.plan").open("wb") as handle:
                 handle.truncate(nbytes)  # sparse: the rename does not read the data
-            publish.fsync_tree(folder)
+            disk.fsync_tree(folder)
             start = time.perf_counter()
             publish._publish(row, False)
             samples.append((time.perf_counter() - start) * 1000)

@@ -21,6 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from tritonclient.grpc import model_config_pb2
 
+from .disk import version_numbers
 from .modelconfig.parsing import parse_config
 from .naming import RepositoryError, check_model_name, unsafe_name_reason
 
@@ -151,16 +152,6 @@ def _describe(finding) -> str:  # type: ignore[no-untyped-def]
     return f"{where}{finding.message}"
 
 
-def _versions(path: Path) -> list[int]:
-    found = []
-    with os.scandir(path) as entries:
-        for entry in entries:
-            # Triton's rule: a version folder is a positive integer without leading zeros.
-            if entry.is_dir() and entry.name.isdigit() and not entry.name.startswith("0"):
-                found.append(int(entry.name))
-    return sorted(found)
-
-
 def scan(root: Path) -> list[ModelFolder]:
     """Every model folder under root (hidden folders skipped), sorted by name. Folders
     with unsafe names or linked out of the repository are listed with the reason."""
@@ -189,7 +180,7 @@ def _folder(path: Path) -> ModelFolder:
         path,
         config,
         error,
-        _versions(path),
+        version_numbers(path),
         unsafe_name_reason(path.name),
         validator_errors(path / CONFIG_FILE) if config is not None else 0,
     )

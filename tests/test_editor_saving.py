@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from repository_app import disk
 from repository_app.editor import diffing, saving
-from repository_app.uploads import staging
 from repository_app.models import ConfigRevision
 
 pytestmark = pytest.mark.django_db
@@ -68,7 +68,7 @@ def test_a_save_writes_under_the_lock_that_upload_publishes_and_deletes_take(rep
     write = saving.atomic_write
 
     def probing_write(path: Path, data: bytes) -> None:
-        fd = os.open(staging.model_lock_path(NAME), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(disk.model_lock_path(NAME), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -87,7 +87,7 @@ def test_a_save_writes_under_the_lock_that_upload_publishes_and_deletes_take(rep
 
 def test_a_save_after_the_model_was_deleted_meanwhile_writes_nothing(repo, monkeypatch):
     base = saving.read_current(NAME, repo).sha256
-    real_lock = staging.model_lock
+    real_lock = disk.model_lock
 
     def lock_then_delete(model: str):  # type: ignore[no-untyped-def]
         shutil.rmtree(repo / NAME)  # a delete that held the lock just before this save
@@ -181,7 +181,7 @@ def test_a_write_error_leaves_the_old_file_byte_identical(repo, monkeypatch, fai
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(saving.os, failing, disk_full)
+    monkeypatch.setattr(disk.os, failing, disk_full)
     with pytest.raises(saving.SaveError) as caught:
         save(repo, original_text(repo).replace("64", "32"))
     monkeypatch.undo()
@@ -198,7 +198,7 @@ def test_a_short_write_is_completed_not_truncated(repo, monkeypatch):
     def one_byte_at_a_time(fd, data):
         return real_write(fd, bytes(data[:1]))
 
-    monkeypatch.setattr(saving.os, "write", one_byte_at_a_time)
+    monkeypatch.setattr(disk.os, "write", one_byte_at_a_time)
     text = original_text(repo).replace("64", "32")
     save(repo, text)
     assert config_file(repo).read_text() == text

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from repository_app import disk
 from repository_app.editor import form_mapping, saving
 from repository_app.modelconfig import parse_config
 from repository_app.models import ConfigRevision
@@ -328,7 +329,7 @@ def test_a_full_disk_during_a_save_says_so_and_keeps_the_old_file(repo, operator
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(saving.os, "fsync", disk_full)
+    monkeypatch.setattr(disk.os, "fsync", disk_full)
     response = operator.post(URL, text_post(repo, before.decode().replace("64", "32")))
     monkeypatch.undo()
     assert response.status_code == 507

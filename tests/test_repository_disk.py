@@ -2,7 +2,7 @@
 
 import pytest
 
-from repository_app import repository
+from repository_app import disk, repository
 from repository_app.status import filter_and_sort, merge
 from repository_app.triton_client import ModelState
 
@@ -40,6 +40,18 @@ def test_it_lists_every_model_folder_with_its_config(tmp_path):
     assert a.max_batch_size == 4
     assert a.dynamic_batching is True
     assert a.instances == "2 × KIND_GPU [0], 1 × KIND_CPU"
+
+
+def test_version_folders_are_ascii_numbers_without_leading_zeros_everywhere(tmp_path):
+    # "²" and "٣" are digits to str.isdigit() but not to int(): they once broke the listing.
+    folder = _model(tmp_path, "m", versions=("3", "0", "01", "²", "٣", "-1"))
+    (folder / "7").write_text("a file, not a folder")
+    [model] = repository.scan(tmp_path)
+    assert model.versions == [3]
+    assert disk.version_numbers(folder) == [3]
+    assert [disk.version_number(n) for n in ("1", "10", "0", "01", "²", "1 ")] == [
+        1, 10, None, None, None, None,
+    ]  # fmt: skip
 
 
 def test_a_broken_config_is_listed_with_its_parse_error(tmp_path):

@@ -3,6 +3,7 @@ into the config's text in place (the rest of the file, comments included, stays)
 
 from __future__ import annotations
 
+from ..disk import version_numbers
 from ..modelconfig import io_from_onnx, parse_config
 from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from . import saving
@@ -20,11 +21,7 @@ def fill_from_model(name: str, text: str) -> tuple[str, str]:
         raise FillError("fix the syntax errors first: the config must parse to be filled")
     config = parsed.config
     folder = saving.model_dir(name)
-    versions = sorted(
-        int(p.name)
-        for p in folder.iterdir()
-        if p.is_dir() and p.name.isdigit() and p.name[0] != "0"
-    )
+    versions = version_numbers(folder)
     if not versions:
         raise FillError("no version folder yet: upload a model file first")
     filename = config.default_model_filename or "model.onnx"

@@ -16,11 +16,8 @@ OSError (disk full, read-only, permissions) becomes ``SaveError`` and leaves the
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
-import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -29,12 +26,12 @@ from django.conf import settings
 from django.db import transaction
 from tritonclient.grpc import model_config_pb2 as pb
 
+from ..disk import model_lock, write_atomically
 from ..modelconfig import Finding, ServerFacts, code_loading, parse_config, validate_text
 from ..modelconfig.findings import ERROR, has_errors, sort_findings
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import CONFIG_FILE, OUTSIDE, RepositoryError, leaves, model_folder
-from ..uploads.staging import model_lock
 
 Source = ConfigRevision.Source
 
@@ -266,39 +263,11 @@ def _describe_os_error(exc: OSError, path: Path) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
-
-    Temp file in the same folder (same file system, so rename is atomic), full write,
-    fsync, rename, fsync of the folder. Keeps the old file's permission bits.
-    """
-    folder = path.parent
-    tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    """Replace ``path`` with ``data`` (``disk.write_atomically``); SaveError says why not."""
     try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_atomically(path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise SaveError(_describe_os_error(exc, path)) from exc
-    # The rename is done; a failing folder fsync only weakens durability, not atomicity.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def save_config(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 __all__ = ["InvalidName", "check_model_name"]
 
+from ..disk import version_number
 from ..modelconfig.backends import (
     DEFAULT_MODEL_FILENAMES,
     PLATFORM_BACKENDS,
@@ -40,7 +41,6 @@ _CODE_FOLDERS = {"bin", "site-packages", "dist-packages", "__pycache__"}
 # A last extension that makes a file executable behind an innocent first one ("x.onnx.py").
 _DISGUISING = {s.lstrip(".") for s in CODE_SUFFIXES} | {"js", "jar", "ps1"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_VERSION = re.compile(r"[1-9][0-9]*")
 
 
 @dataclass(frozen=True)
@@ -139,12 +139,12 @@ def _common(what: str, name: str) -> None:
 def parse_version(value: object) -> int:
     """A version folder name: a positive integer without leading zeros."""
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(text, str) or not _VERSION.fullmatch(text):
+    number = version_number(text) if isinstance(text, str) else None
+    if number is None:
         raise InvalidName(
             f"version {value!r} is not a positive integer without leading zeros (Triton's rule "
             "for version folders)"
         )
-    number = int(text)
     if number > MAX_VERSION:
         raise InvalidName(f"version {value!r} is larger than Triton's limit {MAX_VERSION}")
     return number

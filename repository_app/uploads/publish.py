@@ -19,8 +19,6 @@ complete and ready to be published again.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import logging
 import os
 import secrets
@@ -35,6 +33,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
+from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import Upload
 from ..repository import CONFIG_FILE
 from ..triton_client import TritonError, get_client
@@ -44,8 +43,6 @@ from .staging import UploadError
 log = logging.getLogger(__name__)
 BUSY_STATES = ("LOADING", "UNLOADING")
 _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="upload-publish")
-_RENAME_NOREPLACE = 1
-_AT_FDCWD = -100
 
 
 @dataclass
@@ -55,57 +52,6 @@ class Published:
     sha256: str
     config_generated: bool = False
     findings: list[Any] = field(default_factory=list)
-
-
-# --- file system primitives ---------------------------------------------------------------
-
-
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
-
-
-def rename_noreplace(source: Path, target: Path) -> None:
-    """Rename ``source`` to ``target``; fails with FileExistsError if ``target`` exists
-    (renameat2 RENAME_NOREPLACE; an existence check plus rename where it is missing)."""
-    func = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
-    if func is not None:
-        result = func(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target),
-                      _RENAME_NOREPLACE)  # fmt: skip
-        if result == 0:
-            return
-        code = ctypes.get_errno()
-        if code not in (errno.EINVAL, errno.ENOSYS):  # file systems without the flag
-            raise OSError(code, os.strerror(code), str(target))
-    if target.exists():
-        raise FileExistsError(errno.EEXIST, "exists", str(target))
-    os.rename(source, target)
-
-
-def fsync_tree(root: Path) -> None:
-    """fsync every file and folder under ``root`` (and root itself), files first."""
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for filename in filenames:
-            fd = os.open(os.path.join(dirpath, filename), os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
-        fsync_dir(Path(dirpath))
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- Triton state ---------------------------------------------------------------------------
@@ -375,7 +321,7 @@ def _check_code(user: Any, reason: str) -> None:
 def _publish(upload: Upload, new_model: bool) -> int:
     root = staging.repository_root()
     source = staging.upload_dir(upload.id) / ("model" if new_model else "version")
-    with staging.model_lock(upload.model):
+    with model_lock(upload.model):
         check_not_busy(upload.model)
         model_dir = root / upload.model
         if new_model:
@@ -460,7 +406,7 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
         raise UploadError(str(exc)) from exc
     try:
         target = staging.existing_folder(model) / str(number)
-        with staging.model_lock(model):
+        with model_lock(model):
             if not target.is_dir():
                 raise UploadError(f"model '{model}' has no version {number}", 404)
             states = _triton_states(model) or []
@@ -536,7 +482,7 @@ def delete_model(model: str, user: Any, *, unload: bool = False) -> Deleted:
                      detail="needs team.delete_versions")  # fmt: skip
         raise UploadError("your role cannot delete models (Admins can)", 403)
     try:
-        with staging.model_lock(model):
+        with model_lock(model):
             folder = staging.existing_folder(model)
             files, total = model_contents(model)
             states = _triton_states(model) or []

@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 import re
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils import timezone
 
+from ..disk import flock, staging_folder, version_numbers
 from ..models import Upload
 from ..naming import InvalidModelName
 from ..repository import CONFIG_FILE, RepositoryError, model_folder, read_config
@@ -69,9 +68,8 @@ def repository_root() -> Path:
 
 def staging_root() -> Path:
     """The staging folder: outside the served repository, on the same file system."""
-    configured = settings.UPLOAD_STAGING_DIR
     repo = repository_root().resolve()
-    root = Path(configured) if configured else repo.parent / ".staging"
+    root = staging_folder()
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     if root == repo or repo in root.parents:
@@ -97,35 +95,9 @@ def data_path(upload: Upload) -> Path:
     return upload_dir(upload.id) / "data"
 
 
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 def upload_lock(upload_id: object) -> contextlib.AbstractContextManager[None]:
     """One writer per upload (chunks, completion, abort), across processes."""
-    return _flock(staging_root() / ".locks" / f"upload-{upload_id}.lock")
-
-
-def model_lock(model: str) -> contextlib.AbstractContextManager[None]:
-    """The one per-model lock: a config save, an upload publish and a version or model
-    delete of the same model exclude each other, across processes and hosts sharing the
-    repository (the model folder may not exist yet, so the lock file lives in the staging
-    folder, beside the repository; Triton never sees it)."""
-    return _flock(model_lock_path(model))
-
-
-def model_lock_path(model: str) -> Path:
-    digest = hashlib.sha256(model.encode()).hexdigest()[:40]
-    return staging_root() / ".locks" / f"model-{digest}.lock"
+    return flock(staging_root() / ".locks" / f"upload-{upload_id}.lock")
 
 
 def remove_staging(upload_id: object) -> None:
@@ -214,12 +186,7 @@ def _model_backend(model: str) -> names.BackendFiles:
 
 
 def existing_versions(model: str) -> list[int]:
-    folder = existing_folder(model)
-    found = []
-    for entry in os.scandir(folder):
-        if entry.is_dir() and entry.name.isdigit() and not entry.name.startswith("0"):
-            found.append(int(entry.name))
-    return sorted(found)
+    return version_numbers(existing_folder(model))
 
 
 def check_may_upload(user: Any, *, is_code: bool) -> None:
