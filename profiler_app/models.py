@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from repository_app import events
+
 
 class Sweep(models.Model):
     """One benchmark of one model on one Triton server."""
@@ -66,7 +68,7 @@ class Sweep(models.Model):
 
     @property
     def group(self) -> str:
-        return f"sweep.{self.pk}"
+        return events.sweep_group(self.pk)
 
     @property
     def finished(self) -> bool:

@@ -99,6 +99,11 @@ def current_seq(group: str) -> int:
         return 0
 
 
+def sweep_group(sweep_id: int) -> str:
+    """A sweep's (or a config search's) windows, levels and state."""
+    return f"sweep.{int(sweep_id)}"
+
+
 def user_group(user_id: int) -> str:
     """Notifications for one person (e.g. "your sweep finished")."""
     return f"user.{int(user_id)}"
