@@ -595,7 +595,7 @@ def test_revisions_are_numbered_per_model_and_pages_show_the_number(repo, operat
         in operator.get(restored["Location"]).content.decode()
     )
     raw = operator.put(
-        f"{other}raw", text, content_type="text/plain",
+        "/api/v1/models/add_batched/config", text, content_type="text/plain",
         HTTP_IF_MATCH=saving.read_current("add_batched").sha256,
     )  # fmt: skip
     assert raw.json()["revision"] == 4  # the API's "revision" is the per-model number

@@ -19,6 +19,7 @@ from repository_app.triton_client import TritonClient
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 NAME = "add_batched"
 URL = f"/models/{NAME}/config/"
+API = f"/api/v1/models/{NAME}/config"
 
 
 @pytest.fixture()
@@ -218,7 +219,7 @@ def test_a_viewer_can_look_but_not_save_try_or_restore(repo, viewer):
         assert "your role cannot change model configs" in response.content.decode()
     revision = ConfigRevision.objects.get()
     assert viewer.post(f"{URL}revisions/{revision.pk}/restore", {}).status_code == 403
-    response = viewer.put(f"{URL}raw", text, content_type="text/plain", HTTP_IF_MATCH=sha(repo))
+    response = viewer.put(API, text, content_type="text/plain", HTTP_IF_MATCH=sha(repo))
     assert response.status_code == 403
     assert config_path(repo).read_bytes() == before
     assert non_disk_revisions() == 0
@@ -291,7 +292,7 @@ def test_non_utf8_bytes_are_refused_by_the_api_and_the_validator(repo, operator)
     before = config_path(repo).read_bytes()
     body = b'name: "add_batched"\nbackend: "py\xffthon"\n'
     response = operator.put(
-        f"{URL}raw", body, content_type="application/octet-stream", HTTP_IF_MATCH=sha(repo)
+        API, body, content_type="application/octet-stream", HTTP_IF_MATCH=sha(repo)
     )
     assert response.status_code == 422
     finding = next(f for f in response.json()["findings"] if f["rule"] == "parse.encoding")
@@ -304,21 +305,19 @@ def test_non_utf8_bytes_are_refused_by_the_api_and_the_validator(repo, operator)
 
 
 @pytest.mark.django_db
-def test_the_raw_api_saves_with_if_match_and_refuses_stale_shas(repo, operator):
-    current = operator.get(f"{URL}raw").json()
+def test_the_api_saves_the_body_exactly_with_if_match_and_refuses_stale_shas(repo, operator):
+    current = operator.get(API).json()
     assert current["sha256"] == sha(repo)
     text = current["text"].replace("64", "32")
-    assert operator.put(f"{URL}raw", text, content_type="text/plain").status_code == 428
-    response = operator.put(
-        f"{URL}raw", text, content_type="text/plain", HTTP_IF_MATCH=current["sha256"]
-    )
+    assert operator.put(API, text, content_type="text/plain").status_code == 428
+    response = operator.put(API, text, content_type="text/plain", HTTP_IF_MATCH=current["sha256"])
     assert response.status_code == 200 and response.json()["changed"] is True
     assert config_path(repo).read_text() == text
     assert ConfigRevision.objects.order_by("-id").first().source == "api"
     stale = operator.put(
-        f"{URL}raw", text + "\n", content_type="text/plain", HTTP_IF_MATCH=current["sha256"]
+        API, text + "\n", content_type="text/plain", HTTP_IF_MATCH=current["sha256"]
     )
-    assert stale.status_code == 409 and stale.json()["current_sha256"] == sha(repo)
+    assert stale.status_code == 412 and stale.json()["current_sha256"] == sha(repo)
 
 
 @pytest.mark.django_db

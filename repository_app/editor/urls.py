@@ -7,7 +7,6 @@ from . import views
 urlpatterns = [
     path("", views.config_editor, name="config_editor"),
     path("validate", views.config_validate, name="config_validate"),
-    path("raw", views.config_raw, name="config_raw"),
     path("history/", views.config_history, name="config_history"),
     path("diff/", views.config_diff, name="config_diff"),
     path("revisions/<int:revision_id>/restore", views.config_restore, name="config_restore"),

@@ -11,7 +11,7 @@ format errors by field.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -548,68 +548,6 @@ def config_validate(request: HttpRequest, name: str) -> JsonResponse:
             "findings": _finding_dicts(findings),
             "errors": sum(1 for f in findings if f.is_error),
             "warnings": sum(1 for f in findings if not f.is_error),
-        }
-    )
-
-
-@login_required
-@require_http_methods(["GET", "PUT", "POST"])
-def config_raw(request: HttpRequest, name: str) -> JsonResponse:
-    """GET: the file and its sha256. PUT/POST: save the body exactly, guarded by If-Match."""
-    current = _current_or_404(name)
-    if request.method == "GET":
-        saving.record_disk_change(name, current)
-        return JsonResponse({"model": name, "sha256": current.sha256, "text": current.text})
-    if not request.user.has_perm(CONTROL_PERMISSION):
-        return JsonResponse({"ok": False, "message": CANNOT_EDIT}, status=403)
-    base_sha = request.headers.get("If-Match", "").strip('"')
-    if not base_sha:
-        return JsonResponse(
-            {"ok": False, "message": "send If-Match: <sha256 of the file you edited>"}, status=428
-        )
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        size = int(request.META.get("CONTENT_LENGTH") or 0)
-        return JsonResponse(
-            {"ok": False, "findings": [_too_large_finding(size).to_dict()]}, status=413
-        )
-    findings = saving.editor_findings(body, name)
-    if has_errors(findings):
-        return JsonResponse({"ok": False, "findings": _finding_dicts(findings)}, status=422)
-    text = saving.decode_for_display(body)
-    try:
-        result = saving.save_config(
-            name,
-            text,
-            base_sha256=base_sha,
-            author_id=request.user.pk,
-            # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
-            source=cast(str, ConfigRevision.Source.API),
-            message=request.headers.get("X-Config-Message", ""),
-        )
-    except saving.InvalidConfig as exc:
-        return JsonResponse({"ok": False, "findings": _finding_dicts(exc.findings)}, status=422)
-    except saving.CodeChangeRefused as exc:
-        return JsonResponse({"ok": False, "message": exc.message, "field": exc.field}, status=403)
-    except saving.SaveConflict as exc:
-        return JsonResponse(
-            {
-                "ok": False,
-                "message": "config.pbtxt changed since that sha256: fetch it again and merge",
-                "current_sha256": exc.current.sha256,
-            },
-            status=409,
-        )
-    except saving.SaveError as exc:
-        return JsonResponse({"ok": False, "message": exc.message}, status=507)
-    return JsonResponse(
-        {
-            "ok": True,
-            "changed": result.changed,
-            "revision": result.revision.number if result.revision else None,  # per model
-            "sha256": saving.sha256_hex(text.encode("utf-8")),
-            "findings": _finding_dicts(result.findings),
         }
     )
 
