@@ -41,11 +41,20 @@ def body_limit(method: str, path: str, content_type: str = "") -> int:
     return limit
 
 
+def _limit_setting(limit: int) -> str:
+    """The setting behind ``limit``, so the message names the one that would raise it."""
+    if limit == int(settings.UPLOAD_MAX_CHUNK_BYTES) + MARGIN:
+        return "UPLOAD_MAX_CHUNK_BYTES, for upload chunks"
+    if limit < int(settings.REQUEST_MAX_BODY_BYTES):
+        return "DATA_UPLOAD_MAX_MEMORY_SIZE, for forms and JSON"
+    return "REQUEST_MAX_BODY_BYTES"
+
+
 def too_large_message(size: int | None, limit: int) -> str:
     declared = f"{size / 1_048_576:.1f} MiB" if size is not None else "too large"
     return (
         f"the request body is {declared}, over this server's limit of "
-        f"{limit / 1_048_576:.1f} MiB (REQUEST_MAX_BODY_BYTES): nothing was read or stored; "
+        f"{limit / 1_048_576:.1f} MiB ({_limit_setting(limit)}): nothing was read or stored; "
         "model configs are at most 1 MiB, input data documents 8 MiB, uploads go in chunks"
     )
 

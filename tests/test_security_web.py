@@ -175,10 +175,21 @@ def test_the_upload_chunk_fast_path_checks_allowed_hosts():
 def test_an_oversized_body_is_refused_before_any_view_reads_it(operator):
     big = b"a=" + b"x" * (11 * 1024 * 1024)  # over the 10 MiB a form or JSON body may have
     page = Client().post("/accounts/login/", big, content_type="application/x-www-form-urlencoded")
-    assert page.status_code == 413 and "REQUEST_MAX_BODY_BYTES" in page.content.decode()
+    # The message names the setting that would raise the limit: for a form, not the 16 MiB
+    # REQUEST_MAX_BODY_BYTES but the 10 MiB a form or JSON body may have.
+    assert page.status_code == 413
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE, for forms and JSON" in page.content.decode()
+    assert "REQUEST_MAX_BODY_BYTES" not in page.content.decode()
     api = operator.generic("PUT", "/api/v1/models/add_sub/config", big,
                            content_type="application/json")  # fmt: skip
     assert api.status_code == 413 and "over this server's limit" in api.json()["message"]
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in api.json()["message"]
+    multipart = Client().post(
+        "/accounts/login/",
+        b"x" * (17 * 1024 * 1024),
+        content_type="multipart/form-data; boundary=b",
+    )
+    assert multipart.status_code == 413 and "(REQUEST_MAX_BODY_BYTES)" in multipart.content.decode()
 
 
 @pytest.mark.django_db
@@ -273,7 +284,7 @@ def test_daphne_answers_413_to_a_huge_declared_body_without_waiting_for_it(web_s
     # Only the headers are sent: a server that buffers first would never answer.
     reply = raw_request(web_server.url, head)
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
-    assert b"REQUEST_MAX_BODY_BYTES" in reply
+    assert b"DATA_UPLOAD_MAX_MEMORY_SIZE, for forms and JSON" in reply
 
 
 @pytest.mark.integration
