@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
 from dashboard.team import audit
+from repository_app.naming import is_safe_model_name, unsafe_name_message
 
 from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError
@@ -99,6 +100,8 @@ class SweepListView(APIView):
         model = data.get("model")
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to benchmark"})
+        if not is_safe_model_name(model):
+            raise serializers.ValidationError({"model": unsafe_name_message(model)})
         initial = SweepForm.preset_initial("default")
         defaults = {
             "mode": "concurrency", "percentile": "95", "stability_percentage": 10,

@@ -67,10 +67,13 @@ def is_safe_model_name(name: object) -> bool:
     return not unsafe_name_reason(name)
 
 
+def unsafe_name_message(name: object) -> str:
+    return f"invalid model name {name!r}: {unsafe_name_reason(name)}"
+
+
 def check_model_name(name: object) -> str:
     """The name, or InvalidModelName saying why it is refused."""
-    reason = unsafe_name_reason(name)
-    if reason:
-        raise InvalidModelName(f"invalid model name {name!r}: {reason}")
+    if unsafe_name_reason(name):
+        raise InvalidModelName(unsafe_name_message(name))
     assert isinstance(name, str)
     return name

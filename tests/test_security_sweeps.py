@@ -151,6 +151,16 @@ def test_the_api_refuses_each_bad_range_with_400_naming_the_field(alice, redis_d
     assert not Sweep.objects.exists()
 
 
+def test_the_api_refuses_an_unsafe_model_name_on_the_model_field(alice, redis_db):
+    api = _page(alice)
+    for name in ("inj$(touch /tmp/x)", "a;b", "x`id`"):
+        response = api.post("/api/v1/sweeps/", {"model": name}, content_type="application/json")
+        assert response.status_code == 400, response.content
+        assert response.json()["field"] == "model", response.json()
+        assert "invalid model name" in response.json()["message"]
+    assert not Sweep.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
