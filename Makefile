@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean-var compose-check
+.PHONY: run test lint bench probe install clean-var compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	bash scripts/bench.sh
+
+# The hostile-Operator security probe against `make run` in production mode (not in `make test`).
+probe: $(STAMP)
+	bash scripts/security_probe/run.sh
 
 compose-check:
 	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet
