@@ -58,11 +58,19 @@ def _send(group: str, event: dict[str, Any]) -> None:
     async_to_sync(get_channel_layer().group_send)(group, {"type": "relay", "event": event})
 
 
-def publish(group: str, event_type: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+def publish(
+    group: str, event_type: str, payload: dict[str, Any], *, snapshot: bool = False
+) -> dict[str, Any] | None:
     """Send an event to a group; returns it, or None when Redis is down (logged, not raised:
-    live updates are best effort, pages resync over HTTP)."""
+    live updates are best effort, pages resync over HTTP).
+
+    ``snapshot``: the event is the whole state, kept for late joiners; it is saved before it
+    is sent, so whoever has seen it and connects afterwards gets this state or a newer one.
+    """
     try:
         event = {"type": event_type, "group": group, "seq": next_seq(group), **payload}
+        if snapshot:
+            _redis().set(SNAPSHOT_KEY, json.dumps(event))
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -75,13 +83,6 @@ def publish(group: str, event_type: str, payload: dict[str, Any]) -> dict[str, A
     except (redis.RedisError, OSError) as exc:
         log.warning("live update to %s not sent: %s", group, exc)
         return None
-
-
-def save_snapshot(snapshot: dict[str, Any]) -> None:
-    try:
-        _redis().set(SNAPSHOT_KEY, json.dumps(snapshot))
-    except (redis.RedisError, OSError) as exc:
-        log.warning("snapshot not saved: %s", exc)
 
 
 def load_snapshot() -> dict[str, Any] | None:

@@ -59,10 +59,9 @@ class Poller:
         snapshot = {"triton": triton, "models": models}
         if snapshot != self.last_snapshot:
             event = events.publish(
-                events.REPOSITORY_GROUP, "models.states", {**snapshot, "full": True}
+                events.REPOSITORY_GROUP, "models.states", {**snapshot, "full": True}, snapshot=True
             )
             if event is not None:
-                events.save_snapshot(event)
                 self.last_snapshot = snapshot
         if triton["up"] and self.ticks % self.slow_every == 0:
             self._statistics()

@@ -26,3 +26,37 @@ def test_sequence_numbers_reuse_one_client(monkeypatch: pytest.MonkeyPatch) -> N
         events.current_seq("pool-test")
     assert events.current_seq("pool-test") == first + 20
     assert len(built) == 1
+
+
+class _OneModelTriton:
+    """Enough of TritonClient for one poller tick: an index, no statistics or metrics."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def repository_index(self) -> list:
+        from repository_app.triton_client import ModelState
+
+        return [ModelState("busy_compute", "1", self.state, "")]
+
+
+@pytest.mark.usefixtures("redis_db")
+def test_the_saved_snapshot_is_never_older_than_an_event_already_sent(monkeypatch):
+    """A page that saw READY and connects again must not get the LOADING before it."""
+    from repository_app import poller as poller_module
+
+    triton = _OneModelTriton("LOADING")
+    monkeypatch.setattr(poller_module, "get_client", lambda: triton)
+    saved_when_sent: list[str | None] = []
+
+    def send(group: str, event: dict) -> None:
+        snapshot = events.load_snapshot()
+        saved_when_sent.append(snapshot["models"]["busy_compute"]["state"] if snapshot else None)
+
+    monkeypatch.setattr(events, "_send", send)
+    poller = poller_module.Poller(slow_every=1000)
+    poller.ticks = 1  # statistics and metrics are not part of this
+    poller.tick()
+    triton.state = "READY"
+    poller.tick()
+    assert saved_when_sent == ["LOADING", "READY"]
