@@ -62,7 +62,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "dashboard.team",
+    "team",
     "repository_app",
     "profiler_app",
 ]
@@ -77,7 +77,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Before any view or CSRF's process_view reads a body: an oversized one is a 413.
     "dashboard.request_limits.RequestSizeMiddleware",
-    "dashboard.team.middleware.AuditActorMiddleware",
+    "team.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -34,8 +34,9 @@ def overview(request: HttpRequest) -> HttpResponse:
             models = {"total": len(names), "ready": len(ready)}
     from django.conf import settings
 
+    from team.models import AuditEvent
+
     from .devstack import supervisor_note
-    from .team.models import AuditEvent
 
     return render(
         request,

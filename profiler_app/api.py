@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
-from dashboard.team import audit
+from team import audit
 
 from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError

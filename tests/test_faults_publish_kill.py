@@ -22,8 +22,8 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from dashboard import local_services as svc
-from dashboard.team.models import AuditEvent
 from repository_app.models import Upload
+from team.models import AuditEvent
 
 from .conftest import ROOT, start_web
 from .test_upload_asgi import Api

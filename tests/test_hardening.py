@@ -16,8 +16,8 @@ from django.test import Client
 
 from dashboard import local_services as svc
 from dashboard.routing import websocket_urlpatterns
-from dashboard.team.models import AuditEvent
 from repository_app.triton_client import TritonClient, TritonError
+from team.models import AuditEvent
 
 ROOT = Path(__file__).resolve().parent.parent
 
