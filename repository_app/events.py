@@ -77,6 +77,11 @@ def publish(group: str, event_type: str, payload: dict[str, Any]) -> dict[str, A
         return None
 
 
+def announce_activity(sender: Any, payload: dict[str, Any], **_: Any) -> None:
+    """team.audit.recorded's receiver: the event goes to the overview's activity feed."""
+    publish(ACTIVITY_GROUP, "activity", payload)
+
+
 def save_snapshot(snapshot: dict[str, Any]) -> None:
     try:
         _redis().set(SNAPSHOT_KEY, json.dumps(snapshot))
