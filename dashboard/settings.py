@@ -260,7 +260,7 @@ SPECTACULAR_SETTINGS = {
 # --- Production hardening (DJANGO_DEBUG=false) -------------------------------------------
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto, trust it for "is secure".
 # Behind it, the client's address is the last entry of X-Forwarded-For (the one the proxy
-# appended); dashboard.client_address reads it there (login rate limits, audit).
+# appended); team.client_address reads it there (login rate limits, audit).
 BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
