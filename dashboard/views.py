@@ -36,7 +36,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
     from team.models import AuditEvent
 
-    from .devstack import supervisor_note
+    from .supervisor_note import supervisor_note
 
     return render(
         request,

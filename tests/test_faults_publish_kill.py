@@ -21,7 +21,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from dashboard import local_services as svc
+from devstack import services as svc
 from repository_app.models import Upload
 from team.models import AuditEvent
 

@@ -14,8 +14,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from dashboard import local_services as svc
 from dashboard.routing import websocket_urlpatterns
+from devstack import services as svc
 from repository_app.triton_client import TritonClient, TritonError
 from team.models import AuditEvent
 

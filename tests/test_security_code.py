@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from dashboard import devstack
+from devstack import run as devstack
 from repository_app import control, repository
 from repository_app.editor import saving
 from repository_app.modelconfig import validate_text

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from dashboard import local_services as svc
+from devstack import services as svc
 from repository_app.triton_client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
