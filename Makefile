@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m dashboard.devstack
+	$(PY) -m devstack
 
 test: $(STAMP)
 	bash scripts/test.sh

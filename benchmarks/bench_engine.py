@@ -223,7 +223,7 @@ def main() -> int:
     if args.url:
         print(report(args.url, args))
         return 0
-    from dashboard import local_services as svc
+    from devstack import services as svc
 
     with tempfile.TemporaryDirectory() as tmp:
         ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())

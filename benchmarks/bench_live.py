@@ -88,7 +88,7 @@ def main() -> int:
     from django.contrib.auth import get_user_model
     from django.contrib.sessions.backends.db import SessionStore
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
     from profiler_app import sweeps
     from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Sweep

@@ -198,7 +198,7 @@ def main() -> int:
     from django.contrib.auth import get_user_model
     from django.contrib.sessions.backends.db import SessionStore
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
     from repository_app.triton_client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()

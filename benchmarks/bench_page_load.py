@@ -102,7 +102,7 @@ def visit(pw, base: str, path: str, session_key: str) -> tuple[dict, dict]:  # t
 
 
 def serve(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
-    from dashboard import local_services as svc
+    from devstack import services as svc
 
     port = svc.free_port()
     proc = subprocess.Popen(
@@ -122,7 +122,7 @@ def main() -> None:
     from django.conf import settings
     from playwright.sync_api import sync_playwright
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
 
     sweep_id, session_key = seed()
     base_env = {

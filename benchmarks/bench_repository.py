@@ -38,7 +38,7 @@ def main() -> int:
     work = setup_django()
     from django.conf import settings
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
     from repository_app import repository
     from repository_app.triton_client import TritonClient
 

@@ -165,7 +165,7 @@ def main() -> int:
     logging.getLogger("repository_app.events").setLevel(logging.ERROR)
     from django.conf import settings
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
     from repository_app.triton_client import TritonClient
 
     repository = work / "model_repository"

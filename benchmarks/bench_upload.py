@@ -76,7 +76,7 @@ def main() -> int:
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
 
     user = get_user_model().objects.create_superuser("bench", "", "bench-password-1")
     token = Token.objects.create(user=user).key

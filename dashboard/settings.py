@@ -62,7 +62,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "dashboard.team",
+    "team",
     "repository_app",
     "profiler_app",
 ]
@@ -77,7 +77,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Before any view or CSRF's process_view reads a body: an oversized one is a 413.
     "dashboard.request_limits.RequestSizeMiddleware",
-    "dashboard.team.middleware.AuditActorMiddleware",
+    "team.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -260,7 +260,7 @@ SPECTACULAR_SETTINGS = {
 # --- Production hardening (DJANGO_DEBUG=false) -------------------------------------------
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto, trust it for "is secure".
 # Behind it, the client's address is the last entry of X-Forwarded-For (the one the proxy
-# appended); dashboard.client_address reads it there (login rate limits, audit).
+# appended); team.client_address reads it there (login rate limits, audit).
 BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -5,8 +5,9 @@ from django.urls import include, path
 from django.utils.functional import lazy
 from django.views.generic import RedirectView
 
+from team.ratelimit import RateLimitedAdminLoginView, RateLimitedLoginView
+
 from . import views
-from .team.ratelimit import RateLimitedAdminLoginView, RateLimitedLoginView
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -22,7 +23,7 @@ urlpatterns = [
     # Before admin.site.urls: the admin's own login view is neither rate limited nor audited.
     path("admin/login/", RateLimitedAdminLoginView.as_view(), name="admin_login"),
     path("admin/", admin.site.urls),
-    path("", include("dashboard.team.urls")),
+    path("", include("team.urls")),
     path("api/v1/", include("dashboard.api_urls")),
     path("", include("repository_app.urls")),
     path("", include("profiler_app.urls")),

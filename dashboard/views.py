@@ -34,8 +34,9 @@ def overview(request: HttpRequest) -> HttpResponse:
             models = {"total": len(names), "ready": len(ready)}
     from django.conf import settings
 
-    from .devstack import supervisor_note
-    from .team.models import AuditEvent
+    from team.models import AuditEvent
+
+    from .supervisor_note import supervisor_note
 
     return render(
         request,

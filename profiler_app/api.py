@@ -16,8 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
-from dashboard.team import audit
 from repository_app.naming import is_safe_model_name, unsafe_name_message
+from team import audit
 
 from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError

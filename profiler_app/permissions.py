@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.team import audit
+from team import audit
 
 from .models import Sweep
 

@@ -232,7 +232,7 @@ def create_sweep(
         )
         if enqueue:
             transaction.on_commit(lambda: dispatch(sweep.pk))
-    from dashboard.team import audit
+    from team import audit
 
     audit.record(
         user if getattr(user, "is_authenticated", False) else (user or "system"),

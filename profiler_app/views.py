@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard.team import audit
+from team import audit
 
 from . import export, sweeps, watchdog
 from .engine.loadgen import SweepError

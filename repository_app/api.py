@@ -148,7 +148,7 @@ class ModelActionView(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         if not request.user.has_perm(CONTROL_PERMISSION):
-            from dashboard.team import audit
+            from team import audit
 
             audit.record(request.user, self.action_name, model_name=name, outcome="denied")
             raise PermissionDenied("your role cannot load or unload models")

@@ -5,3 +5,11 @@ class RepositoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "repository_app"
     verbose_name = "Model repository"
+
+    def ready(self) -> None:
+        from team import audit
+
+        from . import events
+
+        # Every audit event goes to the overview's activity feed (best effort).
+        audit.recorded.connect(events.announce_activity, dispatch_uid="repository_app.activity")

@@ -173,7 +173,7 @@ def _audit(
 ) -> None:
     from django.contrib.auth import get_user_model
 
-    from dashboard.team import audit
+    from team import audit
 
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
     audit.record(
@@ -200,7 +200,7 @@ def last_outcomes(names: list[str] | None = None) -> dict[str, dict[str, Any]]:
     so pages show it until the next action, not only until a refresh."""
     from django.db.models import Max
 
-    from dashboard.team.models import AuditEvent
+    from team.models import AuditEvent
 
     events = AuditEvent.objects.filter(action__in=ACTIONS, outcome__in=("ok", "failed"))
     if names is not None:

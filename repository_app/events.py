@@ -85,6 +85,11 @@ def publish(
         return None
 
 
+def announce_activity(sender: Any, payload: dict[str, Any], **_: Any) -> None:
+    """team.audit.recorded's receiver: the event goes to the overview's activity feed."""
+    publish(ACTIVITY_GROUP, "activity", payload)
+
+
 def load_snapshot() -> dict[str, Any] | None:
     try:
         raw = cast("bytes | None", _redis().get(SNAPSHOT_KEY))

@@ -14,7 +14,7 @@ and numpy), so everything else travels in one archive (the device tool carries a
                                   the target Python, at this venv's versions; tritonclient
                                   and hpack (pure Python) copied from this venv
     triton_backends/python/       the Python backend with the stub in place
-                                  (dashboard.local_services.prepare_backends)
+                                  (devstack.services.prepare_backends)
     perf_analyzer/                perf_analyzer 2.48 (tritonclient 2.48.0's wheel) with
                                   lib/libcudart.so.12 and lib/libb64.so.0d beside it
 
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dashboard.local_services import prepare_backends  # noqa: E402
+from devstack.services import prepare_backends  # noqa: E402
 from scripts.install_perf_analyzer import MEMBER, extract_binary  # noqa: E402
 
 PLATFORMS = ("manylinux_2_35_x86_64", "manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip

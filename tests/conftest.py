@@ -20,7 +20,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from dashboard import local_services as svc
+from devstack import services as svc
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_REPOSITORY = ROOT / "examples" / "model_repository"

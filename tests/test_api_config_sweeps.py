@@ -5,9 +5,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import OPERATOR, VIEWER, set_role
 from profiler_app.models import Sweep
+from team.models import AuditEvent
+from team.roles import OPERATOR, VIEWER, set_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

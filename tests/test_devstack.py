@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.local_services import free_port, port_is_open
+from devstack.services import free_port, port_is_open
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
     ports = {name: free_port() for name in ("web", "redis", "http", "grpc", "metrics")}
     log = tmp_path / "run.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.devstack"],
+        [sys.executable, "-m", "devstack"],
         cwd=ROOT,
         env=_env(tmp_path, **ports),
         stdout=log.open("w"),
@@ -138,7 +138,7 @@ def test_make_run_names_the_taken_port(tmp_path):
         taken = blocker.getsockname()[1]
         ports = {name: free_port() for name in ("redis", "http", "grpc", "metrics")}
         result = subprocess.run(
-            [sys.executable, "-m", "dashboard.devstack"],
+            [sys.executable, "-m", "devstack"],
             cwd=ROOT,
             env=_env(tmp_path, web=taken, **ports),
             capture_output=True,

@@ -231,8 +231,8 @@ def test_the_side_by_side_diff_pairs_changed_lines():
 
 
 def test_saves_and_refused_saves_are_audited_with_hashes(tmp_path, django_user_model):
-    from dashboard.team.models import AuditEvent
     from repository_app.editor import saving
+    from team.models import AuditEvent
 
     folder = tmp_path / "audited"
     (folder / "1").mkdir(parents=True)

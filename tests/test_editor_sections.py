@@ -19,11 +19,11 @@ import pytest
 from django.test import Client
 from tritonclient.grpc import model_config_pb2 as pb
 
-from dashboard.team.roles import ADMIN, OPERATOR, set_role
 from repository_app.editor import ensemble_view, form_mapping, saving
 from repository_app.editor.coverage import unshown_fields
 from repository_app.modelconfig import ServerFacts, parse_config
 from repository_app.models import ConfigRevision
+from team.roles import ADMIN, OPERATOR, set_role
 
 NAME = "full"
 

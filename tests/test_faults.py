@@ -14,7 +14,7 @@ import pytest
 from channels.layers import channel_layers
 from django.test import Client
 
-from dashboard import local_services as svc
+from devstack import services as svc
 from profiler_app import sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint

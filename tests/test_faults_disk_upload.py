@@ -22,9 +22,9 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.roles import OPERATOR
 from repository_app.models import Upload
 from repository_app.uploads import chunk_asgi, publish, staging
+from team.roles import OPERATOR
 
 from .test_upload_protocol import api_client, create, send, tree
 

@@ -21,9 +21,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from dashboard import local_services as svc
-from dashboard.team.models import AuditEvent
+from devstack import services as svc
 from repository_app.models import Upload
+from team.models import AuditEvent
 
 from .conftest import ROOT, start_web
 from .test_upload_asgi import Api

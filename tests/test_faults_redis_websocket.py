@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import local_services as svc
+from devstack import services as svc
 from repository_app.triton_client import TritonClient
 
 from .conftest import login, start_celery_worker, start_web, wait_for, wait_js

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from dashboard import local_services as svc
-from dashboard.team.models import AuditEvent
+from devstack import services as svc
 from repository_app import control, events
 from repository_app.models import ModelIntent
 from repository_app.triton_client import TritonClient
+from team.models import AuditEvent
 
 from .conftest import wait_for
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from django.conf import settings
 
-from dashboard import local_services as svc
+from devstack import services as svc
 from repository_app import statistics
 
 pytestmark = pytest.mark.integration

@@ -14,10 +14,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from dashboard import local_services as svc
 from dashboard.routing import websocket_urlpatterns
-from dashboard.team.models import AuditEvent
+from devstack import services as svc
 from repository_app.triton_client import TritonClient, TritonError
+from team.models import AuditEvent
 
 ROOT = Path(__file__).resolve().parent.parent
 

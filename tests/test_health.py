@@ -5,7 +5,7 @@ import json
 import pytest
 from django.test import Client
 
-from dashboard.local_services import free_port
+from devstack.services import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,7 @@ def test_triton_stays_up_but_says_not_ready_while_a_model_failed(
     import shutil
     from pathlib import Path
 
-    from dashboard import local_services as svc
+    from devstack import services as svc
     from repository_app.triton_client import TritonClient, TritonError
 
     repo = tmp_path / "repo"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.team import audit
+from team import audit
 
 from .conftest import login, wait_js
 

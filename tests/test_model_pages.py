@@ -139,7 +139,7 @@ def test_a_viewer_cannot_load_and_nothing_changes(viewer, triton, triton_client)
 
 
 def test_actions_on_an_unreachable_triton_say_so(operator, settings, triton):
-    from dashboard.local_services import free_port
+    from devstack.services import free_port
 
     port = free_port()
     settings.TRITON_URL = f"127.0.0.1:{port}"

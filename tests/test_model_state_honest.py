@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from dashboard.team import audit
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
 from repository_app import control, served
 from repository_app.modelconfig import parse_config
 from repository_app.status import display, state_json
 from repository_app.triton_client import ModelState, TritonClient
 from repository_app.uploads import publish
+from team import audit
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 DISK = """name: "m"

@@ -13,8 +13,8 @@ from django.templatetags.static import static
 from django.test import Client, RequestFactory
 from django.views.defaults import permission_denied
 
-from dashboard.team.roles import OPERATOR, VIEWER, set_role
 from profiler_app.models import Search, Sweep
+from team.roles import OPERATOR, VIEWER, set_role
 
 pytestmark = pytest.mark.django_db
 

@@ -15,11 +15,11 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from dashboard.routing import websocket_urlpatterns
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
 from profiler_app.models import Sweep
 from repository_app.models import ConfigRevision, Upload
 from repository_app.triton_client import TritonClient
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,6 @@ import time
 import pytest
 from plotly.offline import get_plotlyjs
 
-from dashboard.team.models import AuditEvent
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.search import report, runner
@@ -16,6 +15,7 @@ from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app.models import ConfigRevision
 from repository_app.triton_client import TritonClient
+from team.models import AuditEvent
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

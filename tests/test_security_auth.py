@@ -15,9 +15,9 @@ from django.contrib.auth.hashers import make_password
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team import audit
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
+from team import audit
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 ROOT = Path(__file__).resolve().parent.parent
 PACED = "too many failed logins from your address: wait a second and try again"

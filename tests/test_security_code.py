@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from dashboard import devstack
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
+from devstack import run as devstack
 from repository_app import control, repository
 from repository_app.editor import saving
 from repository_app.modelconfig import validate_text
 from repository_app.modelconfig.code_loading import code_changes
 from repository_app.modelconfig.parsing import parse_config
 from repository_app.models import ConfigRevision, ModelIntent, Upload
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 from .test_upload_archives import make_tar, make_zip
 from .test_upload_protocol import (  # noqa: F401

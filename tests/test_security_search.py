@@ -19,8 +19,6 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, set_role
 from profiler_app import sweeps
 from profiler_app.models import Search, Sweep
 from profiler_app.search import forms as search_forms
@@ -28,6 +26,8 @@ from profiler_app.search import runner
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Dimensions, Knobs, Space, SpaceError
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, set_role
 
 pytestmark = pytest.mark.django_db
 

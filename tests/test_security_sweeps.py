@@ -19,8 +19,6 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, set_role
 from profiler_app import sweeps
 from profiler_app.engine import inputs
 from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
@@ -28,6 +26,8 @@ from profiler_app.engine.loadgen import SweepError, SweepParams
 from profiler_app.forms import parse_shapes
 from profiler_app.models import Sweep
 from repository_app.triton_client import ModelState, TritonClient
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, set_role
 
 pytestmark = pytest.mark.django_db
 

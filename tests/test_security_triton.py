@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import OPERATOR, set_role
 from repository_app.triton_client import TritonClient
+from team.models import AuditEvent
+from team.roles import OPERATOR, set_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

@@ -45,7 +45,7 @@ def repo(tmp_path: Path, settings) -> Path:
 
 @pytest.fixture()
 def operator(django_user_model) -> Client:
-    from dashboard.team.roles import OPERATOR, set_role
+    from team.roles import OPERATOR, set_role
 
     user = django_user_model.objects.create_user("oscar")
     set_role(user, OPERATOR)

@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from dashboard.team import audit
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, role_of, set_role
+from team import audit
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, role_of, set_role
 
 pytestmark = pytest.mark.django_db
 

@@ -3,8 +3,8 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from dashboard.team.roles import OPERATOR, VIEWER, set_role
 from repository_app.triton_client import TritonClient
+from team.roles import OPERATOR, VIEWER, set_role
 
 from .conftest import login, wait_js
 

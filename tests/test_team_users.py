@@ -12,9 +12,9 @@ from django.db import transaction
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team import audit, tokens
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, role_of, set_role
+from team import audit, tokens
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, role_of, set_role
 
 pytestmark = pytest.mark.django_db
 
@@ -289,7 +289,7 @@ def test_operators_get_the_styled_403_and_the_refusal_is_audited(olga, vic):
 
 
 def test_the_audit_filter_offers_every_action_the_code_records():
-    from dashboard.team.audit import ACTIONS
+    from team.audit import ACTIONS
 
     for action in ("search.start", "search.cancel", "search.resume", "search.apply",
                    "token.create", "token.revoke", "model.delete", "user.activate",

@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import OPERATOR, set_role
+from team.models import AuditEvent
+from team.roles import OPERATOR, set_role
 
 from .conftest import login
 

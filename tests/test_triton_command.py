@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def operator_account(django_user_model):
-    from dashboard.team.roles import OPERATOR, set_role
+    from team.roles import OPERATOR, set_role
 
     user = django_user_model.objects.create_user("ops", password="pw-ops-123")
     set_role(user, OPERATOR)
@@ -68,7 +68,7 @@ def test_load_with_a_config_file_overrides_the_config(service_env, tmp_path, tri
 
 
 def test_commands_act_as_a_named_user_who_must_be_allowed(service_env):
-    from dashboard.team.models import AuditEvent
+    from team.models import AuditEvent
 
     result = run(service_env, "load", "add_sub", user="watcher")
     assert result.returncode == 1

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from dashboard import local_services as svc
+from devstack import services as svc
 from repository_app.triton_client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -116,7 +116,7 @@ def test_a_failed_reload_says_the_previous_version_keeps_serving(tmp_path, setti
         assert outcome.previous_serving is True
         assert outcome.message.endswith("— the previous version keeps serving.")
         assert outcome.states["state"] == "READY"
-        from dashboard.team.models import AuditEvent
+        from team.models import AuditEvent
 
         failed = AuditEvent.objects.get(action="reload", outcome="failed")
         assert failed.username == "tester" and failed.model_name == "add_sub"

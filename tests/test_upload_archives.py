@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.team.models import AuditEvent
+from team.models import AuditEvent
 
 from .test_upload_protocol import (  # noqa: F401
     MODEL_PY,

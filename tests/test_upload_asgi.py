@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.roles import OPERATOR, set_role
+from team.roles import OPERATOR, set_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

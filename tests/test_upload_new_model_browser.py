@@ -9,8 +9,8 @@ import shutil
 import pytest
 from django.contrib.auth import get_user_model
 
-from dashboard.team.roles import OPERATOR, VIEWER, set_role
 from repository_app.triton_client import TritonClient
+from team.roles import OPERATOR, VIEWER, set_role
 
 from .conftest import login, wait_js
 from .test_upload_protocol import tiny_onnx

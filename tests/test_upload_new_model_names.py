@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.team.models import AuditEvent
 from repository_app.models import Upload
+from team.models import AuditEvent
 
 from .test_upload_protocol import (  # noqa: F401
     MODEL_PY,

@@ -14,11 +14,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
 from repository_app.models import Upload
 from repository_app.uploads import publish, staging
 from repository_app.uploads.reconcile import reconcile
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 MODEL_PY = (DEMO / "add_sub" / "1" / "model.py").read_bytes()

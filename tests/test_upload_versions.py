@@ -13,10 +13,10 @@ from django.contrib.auth import get_user_model
 from django.templatetags.static import static
 from django.test import Client
 
-from dashboard.team.models import AuditEvent
-from dashboard.team.roles import ADMIN, OPERATOR, set_role
 from repository_app.models import ConfigRevision
 from repository_app.triton_client import TritonClient
+from team.models import AuditEvent
+from team.roles import ADMIN, OPERATOR, set_role
 
 from .test_upload_protocol import DEMO, admin, api_client, operator, repo  # noqa: F401
 

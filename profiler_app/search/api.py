@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
-from dashboard.team import audit
 from repository_app.views import CONTROL_PERMISSION
+from team import audit
 
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note

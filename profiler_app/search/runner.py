@@ -38,7 +38,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from dashboard.team import audit
 from repository_app import control, events
 from repository_app.editor import saving
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
@@ -47,6 +46,7 @@ from repository_app.modelconfig import parse_config, validate_config
 from repository_app.modelconfig.findings import ERROR
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from repository_app.triton_client import TritonError, get_client
+from team import audit
 
 from .. import sweeps, watchdog
 from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep

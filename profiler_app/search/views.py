@@ -10,8 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard.team import audit
 from repository_app.views import CONTROL_PERMISSION
+from team import audit
 
 from .. import sweeps
 from ..engine.loadgen import SweepError

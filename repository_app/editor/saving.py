@@ -185,7 +185,7 @@ def check_code_change(
         return
     changes = code_loading.code_changes(before, after)
     if changes and not (user is not None and user.has_perm(code_loading.CODE_PERMISSION)):
-        from dashboard.team import audit
+        from team import audit
 
         audit.record(
             user or "system",
@@ -357,7 +357,7 @@ def _audit(
 ) -> None:
     from django.contrib.auth import get_user_model
 
-    from dashboard.team import audit
+    from team import audit
 
     author = get_user_model().objects.filter(pk=author_id).first() if author_id else None
     audit.record(

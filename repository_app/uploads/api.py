@@ -140,7 +140,7 @@ class UploadListView(APIView):
             )
         except UploadError as exc:
             if exc.status == 403:
-                from dashboard.team import audit
+                from team import audit
 
                 audit.record(request.user, "upload", model_name=str(data.get("model", ""))[:128],
                              outcome="denied", detail=exc.message)  # fmt: skip

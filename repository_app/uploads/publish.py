@@ -357,7 +357,7 @@ def _announce(model: str) -> None:
 
 
 def audit_upload(user: Any, upload: Upload, outcome: str, message: str, duration: float) -> None:
-    from dashboard.team import audit
+    from team import audit
 
     detail = (
         f"{message}; file {upload.filename}, {upload.size} bytes, sha256 "
@@ -393,7 +393,7 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
     Refused while Triton has that version loaded, unless ``unload``: then the model is
     unloaded first (Triton unloads whole models) and stays unloaded.
     """
-    from dashboard.team import audit
+    from team import audit
 
     if not user.has_perm("team.delete_versions"):
         audit.record(user, "version.delete", model_name=model, target=f"version {version}",
@@ -473,7 +473,7 @@ def model_contents(model: str) -> tuple[list[str], int]:
 def delete_model(model: str, user: Any, *, unload: bool = False) -> Deleted:
     """Remove the whole model folder: renamed out of the repository at once (Triton never
     sees half a model), then removed. Refused while Triton has it loaded, unless ``unload``."""
-    from dashboard.team import audit
+    from team import audit
 
     from ..models import ModelIntent
 

@@ -120,7 +120,7 @@ def reconcile(*, startup: bool = False) -> list[Removal]:
 
 
 def _audit(upload: Upload | None, detail: str) -> None:
-    from dashboard.team import audit
+    from team import audit
 
     audit.record(
         None,

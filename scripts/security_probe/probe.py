@@ -438,14 +438,14 @@ def main() -> None:
     )
     code = (
         "import django,os; os.environ.setdefault('DJANGO_SETTINGS_MODULE','dashboard.settings'); "
-        "django.setup(); from pathlib import Path; from dashboard.devstack import models_to_load; "
+        "django.setup(); from pathlib import Path; from devstack.run import models_to_load; "
         f"print(models_to_load(Path('{REPO}')))"
     )
     res = subprocess.run([PY, "-c", code], cwd=CLONE, env=ENV, capture_output=True, text=True)
     text = (res.stdout or res.stderr).strip()
     row(
         "1d'",
-        "`python -c` dashboard.devstack.models_to_load(repo)",
+        "`python -c` devstack.run.models_to_load(repo)",
         text,
         "bad name$(x)" in text.split("[", 1)[-1] and "'bad name$(x)'" not in text.split("[", 1)[0],
     )

@@ -7,7 +7,7 @@
 # a generated DJANGO_SECRET_KEY, VAR_DIR=WORK/var, Redis database 12, Triton on
 # 18000-18002, web on 18080), waits for /healthz to report Triton up, runs probe.py (the
 # table goes to WORK/probe.md and stdout, progress to stderr and WORK/probe.err), then
-# stops the stack with one SIGTERM to its `python -m dashboard.devstack` and checks that
+# stops the stack with one SIGTERM to its `python -m devstack` and checks that
 # nothing of it is left. Exits non-zero when a row is not as expected, the stack did not
 # come up, or something was left running. Each run starts from an empty WORK/var and an
 # empty Redis database 12. Not part of `make test`.

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
+from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 User = get_user_model()
 people = {

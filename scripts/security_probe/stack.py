@@ -12,7 +12,7 @@ Used by run.sh through its command line and imported by probe.py:
     python stack.py flush-redis         empty Redis database 12 when a Redis answers
     python stack.py wait-healthy PID S  wait up to S seconds for /healthz to report Triton up
                                         (exit 1 early if process PID, `make run`, is gone)
-    python stack.py devstack-pid [WORK] the pid of the stack's `python -m dashboard.devstack`
+    python stack.py devstack-pid [WORK] the pid of the stack's `python -m devstack`
     python stack.py leftovers [WORK]    list the stack's processes and taken probe ports;
                                         exit 1 if there are any
 """
@@ -220,7 +220,7 @@ def main(argv: list[str]) -> int:
         return wait_healthy(int(args[0]), float(args[1]))
     if command == "devstack-pid":
         work = work_dir(args[0] if args else None)
-        pids = [p for p, cmd in stack_processes(work) if "-m dashboard.devstack" in cmd]
+        pids = [p for p, cmd in stack_processes(work) if "-m devstack" in cmd]
         print(" ".join(map(str, pids)))
         return 0 if pids else 1
     if command == "leftovers":

@@ -9,10 +9,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.team.cli import acting_user
 from repository_app import control, repository
 from repository_app.status import group_index, overall_state
 from repository_app.triton_client import TritonError, get_client
+from team.cli import acting_user
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.team import tokens
+from team import tokens
 
 
 class Command(BaseCommand):

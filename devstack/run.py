@@ -8,7 +8,6 @@ Ctrl-C; nothing is left running.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -16,20 +15,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
+from . import services as svc
+from .console import fail, say
+from .supervisor import TritonSupervisor
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def say(message: str) -> None:
-    print(f"[make run] {message}", flush=True)
-
-
-def fail(message: str) -> None:
-    print(f"[make run] ERROR: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(1)
 
 
 def main() -> None:
@@ -40,8 +33,7 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from . import local_services as svc
-    from .redact import redact
+    from dashboard.redact import redact
 
     var_dir = Path(settings.VAR_DIR)
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -193,76 +185,6 @@ def main() -> None:
         raise SystemExit(1) from None
     finally:
         shutdown()
-
-
-SUPERVISOR_FILE = "run/triton-supervisor.json"
-BACKOFF_S = (1, 2, 4, 8, 16, 30)
-STEADY_AFTER_S = 60  # a Triton that ran this long starts the backoff over
-
-
-class TritonSupervisor:
-    """Restarts the tritonserver that `make run` started when it exits, waiting 1, 2, 4, ...
-    30 s between tries; says so in make run's output and in var/run/triton-supervisor.json,
-    which the overview shows."""
-
-    def __init__(self, start: Callable[[], subprocess.Popen], var_dir: Path) -> None:
-        self.start = start
-        self.path = var_dir / SUPERVISOR_FILE
-        self.restarts = 0
-        self.attempt = 0
-        self.started_at = time.monotonic()
-        self.path.unlink(missing_ok=True)
-
-    def restart(self, code: int | None) -> subprocess.Popen:
-        from . import local_services as svc
-
-        if time.monotonic() - self.started_at > STEADY_AFTER_S:
-            self.attempt = 0
-        while True:
-            wait = BACKOFF_S[min(self.attempt, len(BACKOFF_S) - 1)]
-            self.attempt += 1
-            say(
-                f"Triton: tritonserver exited with code {code}; restarting in {wait} s (attempt {self.attempt})"
-            )
-            self._note(code, f"restarting in {wait} s")
-            time.sleep(wait)
-            try:
-                proc = self.start()
-            except svc.ServiceError as exc:
-                say(f"Triton: restart failed: {str(exc).splitlines()[0]}")
-                code = None
-                continue
-            self.restarts += 1
-            self.started_at = time.monotonic()
-            say(f"Triton: restarted (restart {self.restarts})")
-            self._note(code, "restarted")
-            return proc
-
-    def _note(self, code: int | None, what: str) -> None:
-        from datetime import UTC, datetime
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({
-            "at": datetime.now(UTC).isoformat(), "exit_code": code, "restarts": self.restarts,
-            "state": what,
-        }))  # fmt: skip
-
-
-def supervisor_note(var_dir: Path) -> str:
-    """The overview's line about Triton restarts by `make run` ("" when there were none)."""
-    from datetime import datetime
-
-    from django.utils import timezone
-
-    try:
-        note = json.loads((var_dir / SUPERVISOR_FILE).read_text())
-        at = timezone.localtime(datetime.fromisoformat(note["at"]))
-    except (OSError, ValueError, KeyError):
-        return ""
-    return (
-        f"make run: tritonserver exited (code {note['exit_code']}) and was {note['state']} at "
-        f"{at:%H:%M:%S}; {note['restarts']} restart(s) so far (log: var/log/tritonserver.log)"
-    )
 
 
 def models_to_load(repo: Path) -> tuple[tuple[str, ...], list[tuple[str, str]]]:

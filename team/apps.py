@@ -5,7 +5,7 @@ class TeamConfig(AppConfig):
     """Accounts, roles and the audit trail shared by every part of the dashboard."""
 
     default_auto_field = "django.db.models.BigAutoField"
-    name = "dashboard.team"
+    name = "team"
     label = "team"
     verbose_name = "Team"
 

@@ -31,9 +31,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from dashboard.client_address import client_address
-
 from . import audit
+from .client_address import client_address
 
 log = logging.getLogger(__name__)
 
