@@ -206,7 +206,11 @@ def models_to_load(repo: Path) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
 
 
 def _interrupt(*_: object) -> None:
-    # `kill` (SIGTERM) and SIGINT stop everything the same way Ctrl-C does.
+    # `kill` (SIGTERM) and SIGINT stop everything the same way Ctrl-C does. Once: a second
+    # signal (make passes SIGTERM on to us, a kill of the process group reaches us too, a
+    # second Ctrl-C) would cut the shutdown short and leave Daphne and tritonserver running.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 

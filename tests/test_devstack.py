@@ -124,6 +124,14 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
             time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGINT)
+        # A second signal once the shutdown has begun (make passes SIGTERM on; a kill of the
+        # process group reaches every process): it must not cut the shutdown short.
+        stopping = time.monotonic() + 60
+        while "stopping " not in log.read_text() and proc.poll() is None:
+            assert time.monotonic() < stopping, log.read_text()
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     output = log.read_text()
     assert "Ctrl-C: stopping" in output
