@@ -108,7 +108,7 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     from profiler_app.search import runner
     from profiler_app.search.space import Knobs, apply
     from repository_app.editor.triton_actions import config_override
-    from repository_app.triton_client import get_client
+    from repository_app.triton.client import get_client
 
     base, _, _ = runner.saved_config(grid_search.model)
     knobs = {c.key: Knobs.from_json(c.knobs) for c in grid_search.candidates.all() if c.key in keys}
@@ -166,7 +166,7 @@ def main() -> int:
     from django.conf import settings
 
     from dashboard import local_services as svc
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     repository = work / "model_repository"
     shutil.copytree(ROOT / "examples" / "model_repository", repository)

@@ -51,7 +51,7 @@ from django.utils import timezone
 from dashboard.redact import redact
 from repository_app import events
 from repository_app.naming import InvalidModelName, check_model_name
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import TritonError, get_client
 
 from . import repeats, verdict
 from .engine import stats

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from repository_app.editor import diffing, saving
-from repository_app.uploads import staging
 from repository_app.models import ConfigRevision
+from repository_app.uploads import staging
 
 pytestmark = pytest.mark.django_db
 

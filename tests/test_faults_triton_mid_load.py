@@ -27,7 +27,7 @@ from dashboard import local_services as svc
 from dashboard.team.models import AuditEvent
 from repository_app import control, events
 from repository_app.models import ModelIntent
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .conftest import wait_for
 

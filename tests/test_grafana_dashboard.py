@@ -16,7 +16,7 @@ import yaml
 from django.conf import settings
 
 from dashboard import local_services as svc
-from repository_app import statistics
+from repository_app.triton import statistics
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from django.test import Client
 from dashboard import local_services as svc
 from dashboard.routing import websocket_urlpatterns
 from dashboard.team.models import AuditEvent
-from repository_app.triton_client import TritonClient, TritonError
+from repository_app.triton.client import TritonClient, TritonError
 
 ROOT = Path(__file__).resolve().parent.parent
 

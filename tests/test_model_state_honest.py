@@ -16,7 +16,7 @@ from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
 from repository_app import control, served
 from repository_app.modelconfig import parse_config
 from repository_app.status import display, state_json
-from repository_app.triton_client import ModelState, TritonClient
+from repository_app.triton.client import ModelState, TritonClient
 from repository_app.uploads import publish
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

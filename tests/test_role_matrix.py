@@ -19,7 +19,7 @@ from dashboard.team.models import AuditEvent
 from dashboard.team.roles import ADMIN, OPERATOR, VIEWER, set_role
 from profiler_app.models import Sweep
 from repository_app.models import ConfigRevision, Upload
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

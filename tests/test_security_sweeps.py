@@ -27,7 +27,7 @@ from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
 from profiler_app.engine.loadgen import SweepError, SweepParams
 from profiler_app.forms import parse_shapes
 from profiler_app.models import Sweep
-from repository_app.triton_client import ModelState, TritonClient
+from repository_app.triton.client import ModelState, TritonClient
 
 pytestmark = pytest.mark.django_db
 

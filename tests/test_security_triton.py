@@ -13,7 +13,7 @@ from rest_framework.authtoken.models import Token
 
 from dashboard.team.models import AuditEvent
 from dashboard.team.roles import OPERATOR, set_role
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

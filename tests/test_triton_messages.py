@@ -14,8 +14,8 @@ from rest_framework.authtoken.models import Token
 from dashboard.team.models import AuditEvent
 from dashboard.team.roles import OPERATOR, set_role
 from repository_app import control
-from repository_app.triton_client import TritonClient, TritonError
-from repository_app.triton_messages import explain_load_failure, missing_backend
+from repository_app.triton.client import TritonClient, TritonError
+from repository_app.triton.messages import explain_load_failure, missing_backend
 
 from .test_upload_protocol import ONNX_CONFIG, tiny_onnx
 

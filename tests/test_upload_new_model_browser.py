@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from dashboard.team.roles import OPERATOR, VIEWER, set_role
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .conftest import login, wait_js
 from .test_upload_protocol import tiny_onnx

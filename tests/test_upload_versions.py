@@ -16,7 +16,7 @@ from django.test import Client
 from dashboard.team.models import AuditEvent
 from dashboard.team.roles import ADMIN, OPERATOR, set_role
 from repository_app.models import ConfigRevision
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .test_upload_protocol import DEMO, admin, api_client, operator, repo  # noqa: F401
 

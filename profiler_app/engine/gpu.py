@@ -11,7 +11,7 @@ import asyncio
 import urllib.request
 from dataclasses import dataclass
 
-from repository_app.metrics import parse_prometheus
+from repository_app.triton.prometheus import parse_prometheus
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import TritonError, get_client
 
 from .. import sweeps, verdict
 from ..engine import stats

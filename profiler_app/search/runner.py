@@ -42,11 +42,11 @@ from dashboard.team import audit
 from repository_app import control, events
 from repository_app.editor import saving
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
-from repository_app.metrics import by_name
 from repository_app.modelconfig import parse_config, validate_config
 from repository_app.modelconfig.findings import ERROR
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import TritonError, get_client
+from repository_app.triton.prometheus import by_name
 
 from .. import sweeps, watchdog
 from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep

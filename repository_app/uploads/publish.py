@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from ..models import Upload
 from ..repository import CONFIG_FILE
-from ..triton_client import TritonError, get_client
+from ..triton.client import TritonError, get_client
 from . import archives, generate, names, staging
 from .staging import UploadError
 

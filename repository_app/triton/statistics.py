@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics import MetricSample
+from .prometheus import MetricSample
 
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
 

@@ -36,7 +36,7 @@ from tritonclient.utils import InferenceServerException
 
 from dashboard.redact import redact
 
-from .metrics import MetricSample, parse_prometheus
+from .prometheus import MetricSample, parse_prometheus
 
 POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
 RESTRICTED_REFUSAL = "This protocol is restricted"

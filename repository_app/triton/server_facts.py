@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 
-from .metrics import by_name
-from .modelconfig import ServerFacts
-from .modelconfig.context import TritonVersion
-from .modelconfig.versions import parse_triton_version
-from .triton_client import TritonClient, TritonError, get_client
+from ..modelconfig import ServerFacts
+from ..modelconfig.context import TritonVersion
+from ..modelconfig.versions import parse_triton_version
+from .client import TritonClient, TritonError, get_client
+from .prometheus import by_name
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}
