@@ -92,7 +92,7 @@ def main() -> int:
     from profiler_app import sweeps
     from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Sweep
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     repo = work / "repo"

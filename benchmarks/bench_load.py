@@ -199,7 +199,7 @@ def main() -> int:
     from django.contrib.sessions.backends.db import SessionStore
 
     from devstack import services as svc
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     repo = work / "repo"

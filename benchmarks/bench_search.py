@@ -108,7 +108,7 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     from profiler_app.search import runner
     from profiler_app.search.space import Knobs, apply
     from repository_app.editor.triton_actions import config_override
-    from repository_app.triton_client import get_client
+    from repository_app.triton.client import engine_url, get_client
 
     base, _, _ = runner.saved_config(grid_search.model)
     knobs = {c.key: Knobs.from_json(c.knobs) for c in grid_search.candidates.all() if c.key in keys}
@@ -117,7 +117,7 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
 
     def measure(key: str) -> float:
         client.load(grid_search.model, config=config_override(apply(base, knobs[key])))
-        result = asyncio.run(run_sweep(params, sweeps.engine_url(params.protocol)))
+        result = asyncio.run(run_sweep(params, engine_url(params.protocol)))
         levels = [runner.level_json(lv) for lv in result.levels]
         found = runner.score_levels(levels, grid_search)
         return found.objective if found and found.objective is not None else 0.0
@@ -166,7 +166,7 @@ def main() -> int:
     from django.conf import settings
 
     from devstack import services as svc
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     repository = work / "model_repository"
     shutil.copytree(ROOT / "examples" / "model_repository", repository)

@@ -10,7 +10,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import TritonError, get_client
 
 from .celery_app import app as celery_app
 from .redact import redact

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import TritonError, get_client
 
 from .health import as_json, system_health
 

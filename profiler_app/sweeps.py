@@ -51,7 +51,12 @@ from django.utils import timezone
 from dashboard.redact import redact
 from repository_app import events
 from repository_app.naming import InvalidModelName, check_model_name
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import (
+    TritonError,
+    engine_metrics_url,
+    engine_url,
+    get_client,
+)
 
 from . import repeats, verdict
 from .engine import stats
@@ -98,10 +103,6 @@ def params_of(sweep: Sweep) -> SweepParams:
 def level_key(level: float) -> float:
     """Levels as stored: rounded, so a resumed range lands on the same keys."""
     return round(float(level), 6)
-
-
-def engine_url(protocol: str) -> str:
-    return settings.TRITON_HTTP_URL if protocol == "http" else settings.TRITON_URL
 
 
 def config_snapshot(model: str) -> tuple[str, str]:
@@ -825,7 +826,7 @@ def _run_builtin(
             on_window=lambda w: recorder.call(recorder.window, w),
             on_level=lambda lv: recorder.call(recorder.level, lv),
             should_cancel=lambda: _should_cancel(monitor, recorder),
-            metrics_url=settings.TRITON_METRICS_URL or None,
+            metrics_url=engine_metrics_url(),
             levels=levels,
         )
 

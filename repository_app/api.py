@@ -13,9 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import control, repository
-from .statistics import summarize_all
 from .status import group_index, merge, state_json
-from .triton_client import TritonError, get_client
+from .triton.client import TritonError, get_client
+from .triton.statistics import summarize_all
 from .views import CONTROL_PERMISSION
 
 

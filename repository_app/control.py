@@ -20,8 +20,8 @@ from . import events
 from .models import ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
 from .status import state_json
-from .triton_client import TritonError, get_client
-from .triton_messages import explain_load_failure
+from .triton.client import TritonError, get_client
+from .triton.messages import explain_load_failure
 
 log = logging.getLogger(__name__)
 

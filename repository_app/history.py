@@ -35,9 +35,9 @@ from django.db.models import Avg, F, Max, Min, Q
 from django.db.models.functions import Round
 from django.urls import reverse
 
-from .metrics import MetricSample
 from .models import ConfigRevision, GpuMetricPoint, ModelMetricPoint, ServerMetricPoint
-from .statistics import (
+from .triton.prometheus import MetricSample
+from .triton.statistics import (
     counters_before,
     model_counters,
     model_gauges,

@@ -189,7 +189,7 @@ class ServerMetricPoint(models.Model):
 
 
 class GpuMetricPoint(models.Model):
-    """One GPU's figures (Triton's DCGM nv_gpu_* metrics; absent on CPU-only servers)."""
+    """One GPU's figures (Triton's DCGM GPU metrics, see triton/gpus.py; absent on CPU-only servers)."""
 
     ts = models.BigIntegerField()
     resolution_s = models.PositiveSmallIntegerField()

@@ -19,10 +19,10 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
 from . import events, history, reachability
-from .metrics import MetricSample
-from .statistics import derive_server_metrics, summarize_all
 from .status import group_index, state_json
-from .triton_client import TritonError, get_client
+from .triton.client import TritonError, get_client
+from .triton.prometheus import MetricSample
+from .triton.statistics import derive_server_metrics, summarize_all
 
 log = logging.getLogger(__name__)
 LOCK_KEY = "dashboard:poller:lock"

@@ -125,7 +125,7 @@ class Served:
 def served_config(name: str, disk: pb.ModelConfig | None) -> Served:
     """What Triton serves for ``name`` and its drift from ``disk``; only for a model with a
     READY version (an unloaded model serves nothing, so nothing can drift)."""
-    from .triton_client import TritonError, get_client
+    from .triton.client import TritonError, get_client
 
     client = get_client()
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .naming import unsafe_name_reason
 from .repository import ModelFolder
-from .triton_client import ModelState
+from .triton.client import ModelState
 
 NOT_LOADED = "not loaded"
 UNLOADED = "unloaded"  # Triton's UNAVAILABLE after a deliberate unload: no alarm

@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from . import control, events, history, reachability, repository
 from .served import served_config, version_notes
-from .statistics import derive_server_metrics, summarize_all
 from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json, unknown_json
-from .triton_client import ModelState, ServerInfo, TritonError, get_client
+from .triton.client import ModelState, ServerInfo, TritonError, get_client
+from .triton.statistics import derive_server_metrics, summarize_all
 
 CONTROL_PERMISSION = "repository_app.control_models"
 RUN_PERMISSION = "profiler_app.run_sweeps"

@@ -106,7 +106,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
 @pytest.fixture()
 def failing_model(triton: TritonFixture) -> Iterator[str]:
     """The model whose initialize raises; unloaded afterwards so later tests start clean."""
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     yield "fails_initialize"
     TritonClient(triton.grpc_url, triton.metrics_url).unload("fails_initialize")

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import OPERATOR, VIEWER, set_role
 

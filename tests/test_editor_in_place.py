@@ -35,7 +35,7 @@ from repository_app.modelconfig import parse_config, validate_text
 from repository_app.modelconfig.suggest import suggest
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from repository_app.models import ConfigRevision
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from repository_app.uploads import publish
 from repository_app.uploads.staging import UploadError
 

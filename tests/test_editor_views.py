@@ -14,7 +14,7 @@ from repository_app import disk
 from repository_app.editor import form_mapping, saving
 from repository_app.modelconfig import parse_config
 from repository_app.models import ConfigRevision
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 NAME = "add_batched"

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from profiler_app.engine import gpu
-from profiler_app.engine.gpu import GpuSample, gpu_sample_from_text
 from profiler_app.engine.loadgen import SweepParams, run_sweep
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
+from repository_app.triton.gpus import GpuSample, gpu_sample_from_text
 
 TWO_GPUS = """\
 # HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)

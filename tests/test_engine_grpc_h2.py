@@ -28,7 +28,7 @@ from profiler_app.engine.grpc_h2 import (
     frame,
 )  # fmt: skip
 from profiler_app.engine.load_workers import GRPC_METHOD
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 
 def infer_request(model: str, values: np.ndarray) -> bytes:

@@ -17,14 +17,14 @@ from profiler_app.engine.loadgen import (
     _behind,
     run_sweep,
 )
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def triton_url(triton) -> str:
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     return triton.grpc_url

@@ -35,7 +35,7 @@ class _OneModelTriton:
         self.state = state
 
     def repository_index(self) -> list:
-        from repository_app.triton_client import ModelState
+        from repository_app.triton.client import ModelState
 
         return [ModelState("busy_compute", "1", self.state, "")]
 

@@ -19,7 +19,7 @@ from profiler_app import sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint
 from repository_app import control, events
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for
 

@@ -16,7 +16,7 @@ import yaml
 from django.conf import settings
 
 from devstack import services as svc
-from repository_app import statistics
+from repository_app.triton import gpus, statistics
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +121,7 @@ def test_the_history_reads_the_names_a_real_server_exports(exported):
     names |= set(statistics.CPU_GAUGES) | {statistics.REQUEST_SUMMARY}
     names.add("nv_inference_pending_request_count")
     assert names <= set(exported)
-    assert set(statistics.GPU_GAUGES) <= GPU_ONLY
+    assert set(gpus.GPU_GAUGES) <= GPU_ONLY
 
 
 def test_the_dashboard_is_importable_and_the_scrape_example_targets_the_metrics_port():

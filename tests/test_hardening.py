@@ -16,7 +16,7 @@ from django.test import Client
 
 from dashboard.routing import websocket_urlpatterns
 from devstack import services as svc
-from repository_app.triton_client import TritonClient, TritonError
+from repository_app.triton.client import TritonClient, TritonError
 from team.models import AuditEvent
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,6 @@ from django.test import Client
 
 from profiler_app.models import Sweep
 from repository_app import history
-from repository_app.metrics import parse_prometheus
 from repository_app.models import (
     ConfigRevision,
     GpuMetricPoint,
@@ -18,6 +17,7 @@ from repository_app.models import (
     ServerMetricPoint,
 )
 from repository_app.poller import Poller
+from repository_app.triton.prometheus import parse_prometheus
 
 T0 = 1_800_000_000  # a multiple of 60: minute and 10 s boundaries line up with it
 DAY = 86400
@@ -339,7 +339,7 @@ def test_the_history_endpoint_refuses_unknown_ranges_and_anonymous_callers(viewe
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_the_poller_writes_history_rows_from_a_real_triton(triton, redis_db):
-    from repository_app.triton_client import TritonClient
+    from repository_app.triton.client import TritonClient
 
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))

@@ -13,7 +13,7 @@ from django.test import Client
 from repository_app import control, served
 from repository_app.modelconfig import parse_config
 from repository_app.status import display, state_json
-from repository_app.triton_client import ModelState, TritonClient
+from repository_app.triton.client import ModelState, TritonClient
 from repository_app.uploads import publish
 from team import audit
 from team.models import AuditEvent

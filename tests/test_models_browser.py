@@ -2,7 +2,7 @@
 
 import pytest
 
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .conftest import login, wait_js
 

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from dashboard.routing import websocket_urlpatterns
 from profiler_app.models import Sweep
 from repository_app.models import ConfigRevision, Upload
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 

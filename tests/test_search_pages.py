@@ -14,7 +14,7 @@ from profiler_app.search import report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app.models import ConfigRevision
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -14,7 +14,7 @@ from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -25,7 +25,7 @@ from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
 from profiler_app.engine.loadgen import SweepError, SweepParams
 from profiler_app.forms import parse_shapes
 from profiler_app.models import Sweep
-from repository_app.triton_client import ModelState, TritonClient
+from repository_app.triton.client import ModelState, TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
 

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
 

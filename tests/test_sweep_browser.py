@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .conftest import login, wait_js
 

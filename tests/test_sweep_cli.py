@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

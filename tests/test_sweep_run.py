@@ -22,7 +22,7 @@ from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.tasks import run_sweep_task
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for
 

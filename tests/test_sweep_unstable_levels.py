@@ -16,7 +16,7 @@ from profiler_app import export, sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.roles import OPERATOR, VIEWER, set_role
 
 from .conftest import login, wait_js

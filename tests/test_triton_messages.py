@@ -12,8 +12,8 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from repository_app import control
-from repository_app.triton_client import TritonClient, TritonError
-from repository_app.triton_messages import explain_load_failure, missing_backend
+from repository_app.triton.client import TritonClient, TritonError
+from repository_app.triton.messages import explain_load_failure, missing_backend
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
 

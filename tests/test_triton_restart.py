@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from devstack import services as svc
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from django.contrib.auth import get_user_model
 
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.roles import OPERATOR, VIEWER, set_role
 
 from .conftest import login, wait_js

@@ -14,7 +14,7 @@ from django.templatetags.static import static
 from django.test import Client
 
 from repository_app.models import ConfigRevision
-from repository_app.triton_client import TritonClient
+from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
 

@@ -34,8 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from repository_app.triton import aio
+from repository_app.triton.client import TritonError
+from repository_app.triton.gpus import GpuSample
+
 from . import gpu, stats
-from .gpu import GpuSample, GpuSampler
+from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
 
@@ -304,73 +308,6 @@ async def _call(callback: Callable[..., Any] | None, *args: Any) -> Any:
     return result
 
 
-# --- Triton access for the coordinator (tritonclient's aio clients) ---------------------------
-
-
-class _Control:
-    """Metadata, readiness and statistics through tritonclient.grpc.aio / http.aio."""
-
-    def __init__(self, protocol: str, url: str) -> None:
-        self.protocol = protocol
-        if protocol == "grpc":
-            import tritonclient.grpc.aio as client_module
-        else:
-            import tritonclient.http.aio as client_module  # type: ignore[no-redef]
-        self.client = client_module.InferenceServerClient(url)
-        self.json = {"as_json": True} if protocol == "grpc" else {}
-
-    async def close(self) -> None:
-        await self.client.close()
-
-    async def describe(self, model: str, version: str) -> tuple[dict, dict]:
-        from tritonclient.utils import InferenceServerException
-
-        try:
-            live = await self.client.is_server_live()
-        except Exception as exc:  # noqa: BLE001 - any transport failure means unreachable
-            raise SweepError(f"Triton unreachable: {exc}") from None
-        if not live:
-            raise SweepError("Triton is not live")
-        try:
-            ready = await self.client.is_model_ready(model, version)
-        except InferenceServerException as exc:
-            raise SweepError(f"model {model!r}: {exc.message()}") from None
-        if not ready:
-            raise SweepError(
-                f"model {model!r}{' version ' + version if version else ''} is not loaded/ready "
-                "on Triton: load it first"
-            )
-        try:
-            metadata = await self.client.get_model_metadata(model, version, **self.json)
-            config = await self.client.get_model_config(model, version, **self.json)
-        except InferenceServerException as exc:
-            raise SweepError(f"model {model!r}: {exc.message()}") from None
-        return metadata, config
-
-    async def statistics(self, model: str, version: str) -> dict[str, int] | None:
-        try:
-            raw = await self.client.get_inference_statistics(model, version, **self.json)
-        except Exception:  # noqa: BLE001 - the breakdown is optional
-            return None
-        models = raw.get("model_stats", [])
-        if version:
-            models = [m for m in models if str(m.get("version")) == str(version)]
-        totals: dict[str, int] = {}
-        for entry in models:  # several loaded versions: add them up
-            inference = entry.get("inference_stats", {})
-            values = {
-                "inference_count": entry.get("inference_count", 0),
-                "execution_count": entry.get("execution_count", 0),
-            }
-            for key in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
-                item = inference.get(key, {})
-                values[f"{key}_count"] = item.get("count", 0)
-                values[f"{key}_ns"] = item.get("ns", 0)
-            for key, value in values.items():
-                totals[key] = totals.get(key, 0) + int(value or 0)  # gRPC JSON gives strings
-        return totals
-
-
 def _server_diff(
     start: Mapping[str, int] | None, end: Mapping[str, int] | None
 ) -> ServerBreakdown | None:
@@ -550,9 +487,12 @@ async def run_sweep(
     """
     params.validate()
     levels = list(levels) if levels is not None else params.levels()
-    control = _Control(params.protocol, url)
+    control = aio.AioClient(params.protocol, url)
     try:
-        metadata, config = await control.describe(params.model, params.version)
+        try:
+            metadata, config = await control.describe(params.model, params.version)
+        except TritonError as exc:
+            raise SweepError(str(exc)) from None
         mbs = max_batch_size(config)
         if mbs and params.batch_size > mbs:
             raise SweepError(
@@ -603,7 +543,7 @@ async def _measure_levels(
     params: SweepParams,
     levels: Sequence[float],
     pool: _Pool,
-    control: _Control,
+    control: aio.AioClient,
     gpu_sampler: GpuSampler,
     result: SweepResult,
     on_window: Callable[[WindowResult], Any] | None,

@@ -26,7 +26,8 @@ from typing import Any
 
 from django.conf import settings
 
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton import gpus as triton_gpus
+from repository_app.triton.client import TritonError, get_client
 
 from .. import sweeps, verdict
 from ..engine import stats
@@ -90,18 +91,9 @@ def local_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def gpu_ids(samples: Sequence[Any]) -> list[str]:
-    """The GPUs Triton's metrics name (its `gpu_uuid` labels), in order of appearance."""
-    seen: dict[str, None] = {}
-    for s in samples:
-        if s.name.startswith("nv_gpu_") and s.labels.get("gpu_uuid"):
-            seen.setdefault(s.labels["gpu_uuid"], None)
-    return list(seen)
-
-
 def capacity() -> Capacity:
     try:
-        gpus = len(gpu_ids(get_client().metrics()))
+        gpus = len(triton_gpus.uuids(get_client().metrics()))
     except TritonError:
         gpus = 0
     return Capacity(local_cpu_count() if triton_is_local() else None, gpus)
@@ -239,14 +231,10 @@ def server_environment() -> dict[str, Any]:
         samples = client.metrics()
     except TritonError:
         samples = []
-    gpus = []
-    for uuid in gpu_ids(samples):
-        total = [
-            s.value
-            for s in samples
-            if s.name == "nv_gpu_memory_total_bytes" and s.labels.get("gpu_uuid") == uuid
-        ]
-        gpus.append({"uuid": uuid, "memory_total_bytes": total[0] if total else None})
+    gpus = [
+        {"uuid": uuid, "memory_total_bytes": triton_gpus.memory_total_bytes(samples, uuid)}
+        for uuid in triton_gpus.uuids(samples)
+    ]
     local = triton_is_local()
     return {
         "triton_version": version,

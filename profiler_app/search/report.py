@@ -16,6 +16,8 @@ import html
 import json
 from typing import Any
 
+from repository_app.triton import gpus as triton_gpus
+
 from ..models import Search
 from . import runner
 from .objective import Constraints
@@ -157,7 +159,7 @@ def _environment_text(info: dict[str, Any]) -> list[tuple[str, str]]:
             for g in gpus
         )
         if gpus
-        else "none reported (no nv_gpu_* metrics)"
+        else f"none reported ({triton_gpus.ABSENT})"
     )
     cpus = env.get("cpu_count")
     return [

@@ -16,7 +16,7 @@ A run, candidate by candidate (`_Run.evaluate`):
 3. the sweep engine measures it at each concurrency level; the levels stream to the
    carrier's Channels group (`sweep.<id>`) as `search.candidate` events, the ranking
    as `search.result`;
-4. GPU memory is read from Triton's metrics (`nv_gpu_memory_used_bytes`) when present.
+4. GPU memory is read from Triton's metrics (`repository_app.triton.gpus`) when present.
 
 Whatever ends the run (success, cancel, a failure, Triton down), `restore` runs before the
 carrier is finished: the saved config.pbtxt is loaded again *as an override* (a plain
@@ -41,11 +41,11 @@ from django.utils import timezone
 from repository_app import control, events
 from repository_app.editor import saving
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
-from repository_app.metrics import by_name
 from repository_app.modelconfig import parse_config, validate_config
 from repository_app.modelconfig.findings import ERROR
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton import gpus
+from repository_app.triton.client import TritonError, engine_url, get_client
 from team import audit
 
 from .. import sweeps, watchdog
@@ -98,20 +98,19 @@ def is_ready(model: str) -> bool:
 
 
 def has_gpus() -> bool:
-    """Whether Triton's metrics show any GPU (`nv_gpu_*`); False when they cannot be read."""
+    """Whether Triton's metrics show any GPU; False when they cannot be read."""
     try:
-        return any(s.name.startswith("nv_gpu_") for s in get_client().metrics())
+        return gpus.has_gpus(get_client().metrics())
     except TritonError:
         return False
 
 
 def gpu_memory_used_bytes() -> float | None:
-    """Sum of `nv_gpu_memory_used_bytes` over the GPUs; None where Triton reports none."""
+    """GPU memory used, summed over the GPUs; None where Triton reports none."""
     try:
-        samples = by_name(get_client().metrics(), "nv_gpu_memory_used_bytes")
+        return gpus.memory_used_bytes(get_client().metrics())
     except TritonError:
         return None
-    return sum(s.value for s in samples) if samples else None
 
 
 # --- creating ---------------------------------------------------------------------------------
@@ -721,7 +720,7 @@ class _Run:
         async def main() -> Any:
             return await run_sweep(
                 self.params,
-                sweeps.engine_url(self.params.protocol),
+                engine_url(self.params.protocol),
                 on_level=on_level,
                 should_cancel=self.stopping,
             )

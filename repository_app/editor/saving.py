@@ -130,7 +130,7 @@ def read_current(name: str, root: Path | None = None) -> CurrentConfig:
 def server_facts_now() -> ServerFacts | None:
     """The attached Triton's version and GPUs (read at most every 30 s; None when it does
     not answer): what every editor validation judges against, text and form mode alike."""
-    from ..server_facts import server_facts
+    from ..triton.server_facts import server_facts
 
     return server_facts()
 

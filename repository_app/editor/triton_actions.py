@@ -14,7 +14,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from .. import control
 from ..modelconfig import parse_config
-from ..triton_client import TritonError, get_client
+from ..triton.client import TritonError, get_client
 from .saving import CodeChangeRefused, check_code_change, read_current
 
 # What Triton answers when a config override breaks one of its later rules.

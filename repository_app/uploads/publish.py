@@ -36,7 +36,7 @@ from django.utils import timezone
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import Upload
 from ..repository import CONFIG_FILE
-from ..triton_client import TritonError, get_client
+from ..triton.client import TritonError, get_client
 from . import archives, generate, names, staging
 from .staging import UploadError
 

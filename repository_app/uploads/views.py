@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import repository
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
-from ..triton_client import TritonError, get_client
+from ..triton.client import TritonError, get_client
 from . import names, publish, staging
 from .staging import UploadError
 

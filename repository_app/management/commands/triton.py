@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from repository_app import control, repository
 from repository_app.status import group_index, overall_state
-from repository_app.triton_client import TritonError, get_client
+from repository_app.triton.client import TritonError, get_client
 from team.cli import acting_user
 
 

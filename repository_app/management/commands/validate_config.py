@@ -77,7 +77,7 @@ class Command(BaseCommand):
             gpus = [int(x) for x in options["gpus"].split(",") if x.strip()]
         asked = None
         if not options["no_server"] and (gpus is None or version is None):
-            from repository_app.server_facts import server_facts
+            from repository_app.triton.server_facts import server_facts
 
             asked = server_facts()
         if asked is not None:

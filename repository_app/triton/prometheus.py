@@ -35,7 +35,3 @@ def parse_prometheus(text: str) -> list[MetricSample]:
             continue
         samples.append(MetricSample(name, dict(_LABEL.findall(labels or "")), value))
     return samples
-
-
-def by_name(samples: list[MetricSample], name: str) -> list[MetricSample]:
-    return [s for s in samples if s.name == name]

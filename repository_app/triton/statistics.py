@@ -1,37 +1,65 @@
-"""Summaries of Triton's statistics extension and of its Prometheus metrics."""
+"""Summaries of Triton's statistics extension and of its Prometheus metrics.
+
+The statistics extension is flattened in one place (`flatten`): the model pages and the API
+summarise one version in µs, the load engine adds the versions up and diffs them per window.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .metrics import MetricSample
+from . import gpus
+from .prometheus import MetricSample
 
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+# The durations of inference_stats that are read: request totals, then the stages.
+DURATIONS = ("success", "fail", *STAGES)
 
 
-def _duration(stats: dict[str, Any], key: str) -> tuple[int, int]:
-    entry = stats.get(key, {})
-    return int(entry.get("count", 0)), int(entry.get("ns", 0))
+def flatten(entry: dict[str, Any]) -> dict[str, int]:
+    """One entry of model_stats as flat cumulative counters: inference_count,
+    execution_count, and <duration>_count / <duration>_ns for each of DURATIONS.
+
+    The gRPC client's JSON gives 64-bit numbers as strings and leaves zeros out."""
+    inference = entry.get("inference_stats", {})
+    flat = {
+        "inference_count": int(entry.get("inference_count") or 0),
+        "execution_count": int(entry.get("execution_count") or 0),
+    }
+    for key in DURATIONS:
+        item = inference.get(key, {})
+        flat[f"{key}_count"] = int(item.get("count") or 0)
+        flat[f"{key}_ns"] = int(item.get("ns") or 0)
+    return flat
+
+
+def totals(model_stats: list[dict[str, Any]], version: str = "") -> dict[str, int]:
+    """`flatten` added up over the loaded versions (only `version`, when given); empty
+    when there is no entry."""
+    if version:
+        model_stats = [m for m in model_stats if str(m.get("version")) == str(version)]
+    summed: dict[str, int] = {}
+    for entry in model_stats:
+        for key, value in flatten(entry).items():
+            summed[key] = summed.get(key, 0) + value
+    return summed
 
 
 def summarize_model_stats(entry: dict[str, Any]) -> dict[str, Any]:
     """One model version's statistics, in the units users read (counts, µs)."""
-    inference = entry.get("inference_stats", {})
-    inference_count = int(entry.get("inference_count", 0))
-    execution_count = int(entry.get("execution_count", 0))
-    success_count, _ = _duration(inference, "success")
-    fail_count, _ = _duration(inference, "fail")
+    flat = flatten(entry)
+    inference_count, execution_count = flat["inference_count"], flat["execution_count"]
     summary: dict[str, Any] = {
         "version": entry.get("version", ""),
         "inference_count": inference_count,
         "execution_count": execution_count,
         # Average batch size as Triton's docs define it: inferences per execution.
         "avg_batch_size": round(inference_count / execution_count, 2) if execution_count else None,
-        "success_count": success_count,
-        "fail_count": fail_count,
+        "success_count": flat["success_count"],
+        "fail_count": flat["fail_count"],
     }
     for stage in STAGES:
-        count, ns = _duration(inference, stage)
+        count, ns = flat[f"{stage}_count"], flat[f"{stage}_ns"]
         summary[f"avg_{stage}_us"] = round(ns / count / 1000, 1) if count else None
     return summary
 
@@ -70,12 +98,6 @@ CPU_GAUGES = {
     "nv_cpu_utilization": "cpu_utilization",
     "nv_cpu_memory_used_bytes": "cpu_memory_used_bytes",
     "nv_cpu_memory_total_bytes": "cpu_memory_total_bytes",
-}
-GPU_GAUGES = {
-    "nv_gpu_utilization": "utilization",
-    "nv_gpu_memory_used_bytes": "memory_used_bytes",
-    "nv_gpu_memory_total_bytes": "memory_total_bytes",
-    "nv_gpu_power_usage": "power_usage",  # watts
 }
 RATE_FIELDS = (
     "requests_per_s",
@@ -166,14 +188,8 @@ def server_gauges(
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Server-wide CPU figures and per-GPU figures (keyed by gpu_uuid); each may be empty:
     CPU metrics exist on Linux only, GPU metrics need DCGM and a GPU."""
-    cpu: dict[str, float] = {}
-    gpus: dict[str, dict[str, float]] = {}
-    for s in samples:
-        if s.name in CPU_GAUGES:
-            cpu[CPU_GAUGES[s.name]] = s.value
-        elif s.name in GPU_GAUGES:
-            gpus.setdefault(s.labels.get("gpu_uuid", "?"), {})[GPU_GAUGES[s.name]] = s.value
-    return cpu, gpus
+    cpu = {CPU_GAUGES[s.name]: s.value for s in samples if s.name in CPU_GAUGES}
+    return cpu, gpus.per_gpu(samples)
 
 
 def derive_server_metrics(
@@ -192,11 +208,11 @@ def derive_server_metrics(
         else:
             row.update(dict.fromkeys(RATE_FIELDS))
         models[name] = row
-    cpu, gpus = server_gauges(current)
+    cpu, per_gpu = server_gauges(current)
     return {
         "models": models,
         "cpu": cpu,
         "cpu_metrics_present": bool(cpu),
-        "gpus": gpus,
-        "gpu_metrics_present": bool(gpus),
+        "gpus": per_gpu,
+        "gpu_metrics_present": bool(per_gpu),
     }

@@ -2,8 +2,8 @@
 server-level rules.
 
 The version comes from the server metadata (``"version": "2.51.0"``); the GPUs from the
-metrics: Triton exports one `nv_gpu_*` series per GPU it can use, so a server that answers
-its metrics endpoint without any has no usable GPU. Read at most every 30 s.
+metrics (see `gpus`): a server that answers its metrics endpoint without GPU series has no
+usable GPU. Read at most every 30 s.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 
-from .metrics import by_name
-from .modelconfig import ServerFacts
-from .modelconfig.context import TritonVersion
-from .modelconfig.versions import parse_triton_version
-from .triton_client import TritonClient, TritonError, get_client
+from ..modelconfig import ServerFacts
+from ..modelconfig.context import TritonVersion
+from ..modelconfig.versions import parse_triton_version
+from . import gpus
+from .client import TritonClient, TritonError, get_client
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}
@@ -44,8 +44,7 @@ def server_facts() -> ServerFacts | None:
         if version is not None:
             facts = ServerFacts(gpus_known=False, version=version)
     else:
-        gpus = {s.labels.get("gpu_uuid") for s in by_name(samples, "nv_gpu_utilization")}
-        facts = ServerFacts(gpu_ids=list(range(len(gpus - {None}))), version=version)
+        facts = ServerFacts(gpu_ids=list(range(len(gpus.uuids(samples)))), version=version)
     with _lock:
         _cache[client.metrics_url] = (now, facts)
     return facts

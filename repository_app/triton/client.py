@@ -1,4 +1,5 @@
-"""The one module that talks to Triton.
+"""The synchronous Triton client: every control, metadata, statistics and metrics call that
+the pages, the API, the CLI, the poller and the search make.
 
 Every call goes through `TritonClient`: it sets timeouts, keeps one gRPC client per
 thread (tritonclient's HTTP client is gevent-based and not thread-safe; the gRPC one
@@ -36,7 +37,7 @@ from tritonclient.utils import InferenceServerException
 
 from dashboard.redact import redact
 
-from .metrics import MetricSample, parse_prometheus
+from .prometheus import MetricSample, parse_prometheus
 
 POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
 RESTRICTED_REFUSAL = "This protocol is restricted"
@@ -288,18 +289,36 @@ class TritonClient:
     # --- metrics (port 8002) -----------------------------------------------------------------
 
     def metrics(self) -> list[MetricSample]:
-        try:
-            with urllib.request.urlopen(self.metrics_url, timeout=self.timeout_s) as response:
-                text = response.read().decode("utf-8", errors="replace")
-        except (urllib.error.URLError, OSError) as exc:
-            raise TritonError(
-                f"Triton metrics unreachable at {redact(self.metrics_url)}", unreachable=True
-            ) from exc
-        return parse_prometheus(text)
+        return fetch_metrics(self.metrics_url, self.timeout_s)
+
+
+def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
+    """Scrape a metrics page (the client's, or the load engine's through `aio.metrics`)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            text = response.read().decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError) as exc:
+        raise TritonError(f"Triton metrics unreachable at {redact(url)}", unreachable=True) from exc
+    return parse_prometheus(text)
 
 
 _clients: dict[tuple[str, str, float, float, tuple[str, str] | None], TritonClient] = {}
 _clients_lock = threading.Lock()
+
+
+def engine_url(protocol: str) -> str:
+    """Where a sweep's load goes (host:port of the protocol's endpoint): the load engine's
+    own transports and perf_analyzer connect there, and `aio.AioClient` checks it."""
+    from django.conf import settings
+
+    return str(settings.TRITON_HTTP_URL if protocol == "http" else settings.TRITON_URL)
+
+
+def engine_metrics_url() -> str | None:
+    """The metrics page a sweep samples GPU use from; None when none is configured."""
+    from django.conf import settings
+
+    return settings.TRITON_METRICS_URL or None
 
 
 def get_client() -> TritonClient:

@@ -1,0 +1,10 @@
+"""Everything that talks to Triton's control side, in one package.
+
+The pages, the API, the CLI, the poller and the search call `client` (sync); the load
+engine calls `aio` for readiness, metadata, config and statistics (it keeps its own
+inference transports, in profiler_app/engine). Triton's formats are read here once:
+`prometheus` parses the metrics page, `gpus` is the only module that knows the GPU metric
+families, `statistics` flattens the statistics extension and derives rates from the
+metrics, `messages` explains load failures and `server_facts` tells the validator what
+the server is.
+"""
