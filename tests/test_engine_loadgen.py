@@ -186,6 +186,27 @@ async def test_cancel_stops_within_one_window_and_keeps_finished_windows(triton_
     assert len(result.levels[0].windows) == 2
 
 
+async def test_cancel_is_seen_when_closing_a_window_took_longer_than_a_window(
+    triton_url: str,
+) -> None:
+    windows: list[WindowResult] = []
+    cancel = False
+
+    def slow_on_window(window: WindowResult) -> None:
+        nonlocal cancel
+        windows.append(window)
+        if len(windows) == 2:
+            cancel = True
+            time.sleep(0.6)  # a busy machine: the next window's deadline passes meanwhile
+
+    result = await run_sweep(
+        _quick(start=1, end=2, stability_percentage=0.001, max_windows=10,
+               measurement_window_ms=200),
+        triton_url, on_window=slow_on_window, should_cancel=lambda: cancel,
+    )  # fmt: skip
+    assert result.cancelled and len(result.levels[0].windows) == 2
+
+
 async def test_cancel_before_the_first_window_closes_keeps_an_empty_level(triton_url: str) -> None:
     result = await run_sweep(_quick(start=1, end=2), triton_url, should_cancel=lambda: True)
     assert result.cancelled

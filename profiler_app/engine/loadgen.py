@@ -566,6 +566,11 @@ async def _measure_levels(
                 if should_cancel is not None and await _call(should_cancel):
                     cancelled = True
                     break
+            # Closing the last window (statistics, the callbacks) may have taken longer than a
+            # window on a busy machine, so the loop above never ran: ask once anyway, or a
+            # cancel would wait for one more window.
+            if not cancelled and should_cancel is not None and await _call(should_cancel):
+                cancelled = True
             if cancelled:
                 break
             window_end, closed_at = time.monotonic_ns(), time.time()
