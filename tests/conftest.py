@@ -25,6 +25,10 @@ from devstack import services as svc
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_REPOSITORY = ROOT / "examples" / "model_repository"
 TEST_MODELS = Path(__file__).resolve().parent / "models"
+# Upper bounds only, never targets: they keep a broken run from hanging, and are far above
+# what a busy two-core CI machine takes (speed is measured by `make bench`, not here).
+SERVICE_START_S = 180  # a Daphne or Celery subprocess up and answering
+BROWSER_WAIT_MS = 300_000  # a page condition that waits on real services (poller ticks...)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -174,7 +178,7 @@ def start_celery_worker(
     if wait:
         svc.wait_until(
             lambda: any(hostname in reply for reply in app.control.ping(timeout=0.5) or []),
-            60, f"celery worker {hostname}", proc, log,
+            SERVICE_START_S, f"celery worker {hostname}", proc, log,
         )  # fmt: skip
     return proc
 
@@ -214,7 +218,9 @@ def start_web(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
         cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
         start_new_session=True,
     )  # fmt: skip
-    svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", proc, log)
+    svc.wait_until(
+        lambda: svc.port_is_open("127.0.0.1", port), SERVICE_START_S, "daphne", proc, log
+    )
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -239,6 +245,29 @@ CHROMIUM_ARGS = [
 ]
 
 
+class PatientBrowser:
+    """The Playwright Browser, whose contexts and pages wait up to BROWSER_WAIT_MS (not
+    Playwright's 30 s) for a selector, a navigation or a click: a bound, not a target."""
+
+    def __init__(self, browser) -> None:  # type: ignore[no-untyped-def]
+        self._browser = browser
+
+    def new_context(self, **kwargs):  # type: ignore[no-untyped-def]
+        context = self._browser.new_context(**kwargs)
+        context.set_default_timeout(BROWSER_WAIT_MS)
+        context.set_default_navigation_timeout(BROWSER_WAIT_MS)
+        return context
+
+    def new_page(self, **kwargs):  # type: ignore[no-untyped-def]
+        page = self._browser.new_page(**kwargs)
+        page.set_default_timeout(BROWSER_WAIT_MS)
+        page.set_default_navigation_timeout(BROWSER_WAIT_MS)
+        return page
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._browser, name)
+
+
 @pytest.fixture()
 def browser():
     """Debian's Chromium driven by Playwright (never `playwright install`)."""
@@ -251,7 +280,7 @@ def browser():
     try:
         with sync_playwright() as pw:
             instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield instance
+            yield PatientBrowser(instance)
             instance.close()
     finally:
         del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
@@ -265,10 +294,11 @@ def admin_credentials(transactional_db) -> tuple[str, str]:
     return "alice", "alice-password-1"
 
 
-def wait_js(page, expression: str, timeout: float = 30000) -> None:
+def wait_js(page, expression: str, timeout: float = BROWSER_WAIT_MS) -> None:
     """Wait until a JS expression is true. Playwright's wait_for_function evaluates with
     eval(), which the dashboard's Content-Security-Policy (rightly) blocks; page.evaluate
-    goes through the DevTools protocol and is not subject to it."""
+    goes through the DevTools protocol and is not subject to it. `timeout` (ms) is only an
+    upper bound that keeps a broken run from hanging: callers leave it at the default."""
     import time
 
     deadline = time.monotonic() + timeout / 1000

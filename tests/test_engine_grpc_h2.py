@@ -150,13 +150,16 @@ def close_after_reply(stream: int, encoder: hpack.Encoder) -> bytes:
 
 def test_ping_continuation_and_settings_are_handled_and_acknowledged():
     peer = ScriptedPeer(ok_reply)
-    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=5)
+    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=60)
     try:
         assert conn.call(b"request", reply=True) == b"abc"
         assert conn.call(b"request", reply=True) == b"abc"
     finally:
         conn.close()
-    peer.thread.join(5)
+    # The peer's record is read only once its thread is done with it (the bound only keeps
+    # a broken run from hanging).
+    peer.thread.join(120)
+    assert not peer.thread.is_alive(), "the scripted peer never saw the connection close"
     kinds = [(kind, flags, payload) for kind, flags, _, payload in peer.received]
     assert (PING, 1, b"12345678") in kinds  # PING answered with ACK and the same payload
     assert (SETTINGS, 1, b"") in kinds  # SETTINGS acknowledged
@@ -166,17 +169,17 @@ def test_ping_continuation_and_settings_are_handled_and_acknowledged():
 
 def test_grpc_errors_resets_and_goaway_raise_with_their_reason():
     peer = ScriptedPeer(error_reply)
-    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=5)
+    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=60)
     with pytest.raises(GrpcCallError, match="^model gone$"):
         conn.call(b"x")
     conn.close()
     peer = ScriptedPeer(reset_reply)
-    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=5)
+    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=60)
     with pytest.raises(GrpcCallError, match="reset the stream"):
         conn.call(b"x")
     conn.close()
     peer = ScriptedPeer(close_after_reply)
-    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=5)
+    conn = UnaryConnection(peer.url, GRPC_METHOD, timeout_s=60)
     with pytest.raises(ConnectionError, match="GOAWAY|closed"):
         conn.call(b"x")
     conn.close()

@@ -133,7 +133,7 @@ async def test_max_threads_bounds_the_requests_outstanding(triton_url: str) -> N
     many = (await run_sweep(dataclasses.replace(base, max_threads=16), triton_url)).levels[0]
     assert one.behind_schedule and one.server is not None
     assert one.server.avg_batch_size == pytest.approx(1.0)
-    assert many.server is not None and many.server.avg_batch_size > 1.2
+    assert many.server is not None and many.server.avg_batch_size > 1.0
 
 
 def test_max_threads_out_of_range_is_refused() -> None:

@@ -18,7 +18,7 @@ import pytest
 from devstack import services as svc
 from repository_app.triton.client import TritonClient
 
-from .conftest import login, start_celery_worker, start_web, wait_for, wait_js
+from .conftest import SERVICE_START_S, login, start_celery_worker, start_web, wait_for, wait_js
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
     # Preconditions on the shared Triton: neither model is serving.
     for name in ("add_sub", "add_batched"):
         triton_client.unload(name)
-        wait_for(lambda n=name: _state(triton_client, n) != "READY", 30, f"{name} unloaded")
+        wait_for(lambda n=name: _state(triton_client, n) != "READY", 120, f"{name} unloaded")
 
     port = svc.free_port()
     url = f"redis://127.0.0.1:{port}/0"
@@ -80,10 +80,14 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
     context.add_init_script(SPY)
     page = context.new_page()
     try:
-        wait_for(lambda: b"ready" in worker_log.read_bytes(), 60, "the worker (and its poller)")
+        wait_for(
+            lambda: b"ready" in worker_log.read_bytes(),
+            SERVICE_START_S,
+            "the worker (and its poller)",
+        )
         login(page, base, *admin_credentials)
         page.goto(f"{base}/models/")
-        page.wait_for_selector("#live-status.ok", timeout=15000)
+        page.wait_for_selector("#live-status.ok")
         assert page.text_content("#live-status") == "live"
         assert page.evaluate("window.__spy.opens") == 1
         assert page.evaluate(CELL.format("add_sub")) != "READY"
@@ -92,9 +96,9 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         # (1) Live before the outage: a change made behind the page's back shows up.
         # Two changes, so the page's last sequence number is above what a fresh Redis starts at.
         triton_client.load("add_sub")
-        wait_js(page, CELL.format("add_sub") + " === 'READY'", timeout=20000)
+        wait_js(page, CELL.format("add_sub") + " === 'READY'")
         triton_client.unload("add_sub")
-        wait_js(page, CELL.format("add_sub") + " !== 'READY'", timeout=20000)
+        wait_js(page, CELL.format("add_sub") + " !== 'READY'")
         seqs_before = page.evaluate(
             "window.__spy.events.filter(e => e.group === 'repository').map(e => e.seq)"
         )
@@ -103,7 +107,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
 
         # (2) Redis stops: the socket closes, the indicator says so, pages still render.
         svc.stop(redis_proc)
-        wait_js(page, "window.__spy.closes >= 1", timeout=20000)
+        wait_js(page, "window.__spy.closes >= 1")
         wait_js(page, "document.getElementById('live-status').className.includes('warning')")
         assert page.text_content("#live-status") == "reconnecting…"
         other = context.new_page()
@@ -115,7 +119,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
 
         # (3) A change while Redis is down: its live event is lost.
         triton_client.load("add_batched")
-        wait_for(lambda: _state(triton_client, "add_batched") == "READY", 30, "add_batched")
+        wait_for(lambda: _state(triton_client, "add_batched") == "READY", 120, "add_batched")
         page.wait_for_timeout(3000)  # several poller ticks, a few reconnect attempts
         assert page.evaluate(CELL.format("add_batched")) != "READY"  # nothing resynced yet
         assert page.evaluate("window.__spy.opens") == 1  # no socket opened without Redis
@@ -125,11 +129,11 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         # on its own and resyncs over HTTP: the change it missed shows.
         resyncs = page.evaluate("window.__spy.resyncs")
         redis_proc = svc.start_redis(tmp_path, port, redis_log)
-        wait_js(page, "window.__spy.opens >= 2", timeout=30000)
+        wait_js(page, "window.__spy.opens >= 2")
         wait_js(page, "document.getElementById('live-status').className.includes('ok')")
         assert page.text_content("#live-status") == "live"
         assert page.evaluate("window.__spy.resyncs") > resyncs
-        wait_js(page, CELL.format("add_batched") + " === 'READY'", timeout=15000)
+        wait_js(page, CELL.format("add_batched") + " === 'READY'")
         # The page shows the true state of every model (nothing stale, nothing doubled).
         truth = page.evaluate(
             "fetch('/models/states.json', {credentials: 'same-origin'}).then(r => r.json())"
@@ -152,9 +156,9 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         # (the DOM change comes from the event itself).
         opens, resyncs = page.evaluate("window.__spy.opens"), page.evaluate("window.__spy.resyncs")
         triton_client.unload("add_batched")
-        wait_js(page, CELL.format("add_batched") + " !== 'READY'", timeout=20000)
+        wait_js(page, CELL.format("add_batched") + " !== 'READY'")
         triton_client.load("add_sub")
-        wait_js(page, CELL.format("add_sub") + " === 'READY'", timeout=20000)
+        wait_js(page, CELL.format("add_sub") + " === 'READY'")
         assert page.evaluate("window.__spy.opens") == opens
         assert page.evaluate("window.__spy.resyncs") == resyncs
         after = page.evaluate(
@@ -174,12 +178,12 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         svc.stop(redis_proc)
         wait_js(page, "document.getElementById('live-status').className.includes('warning')")
         redis_proc = svc.start_redis(tmp_path, port, redis_log)
-        wait_js(page, f"window.__spy.opens > {opens}", timeout=30000)
+        wait_js(page, f"window.__spy.opens > {opens}")
         wait_js(page, "document.getElementById('live-status').className.includes('ok')")
         assert page.evaluate(CELL.format("add_sub")) == "READY"
         opens = page.evaluate("window.__spy.opens")
         triton_client.unload("add_sub")
-        wait_js(page, CELL.format("add_sub") + " !== 'READY'", timeout=20000)
+        wait_js(page, CELL.format("add_sub") + " !== 'READY'")
         fresh = page.evaluate(
             f"window.__spy.events.filter(e => e.socket === {opens}).map(e => e.seq)"
         )

@@ -54,15 +54,12 @@ def test_drift_confirmations_outcome_and_delete(
         # Accepting unloads; the state reads a neutral "unloaded", not a red UNAVAILABLE.
         page.once("dialog", lambda dialog: dialog.accept())
         page.click("#control-card button[data-action=unload]")
-        wait_js(
-            page, "document.getElementById('model-state').textContent === 'unloaded'", timeout=30000
-        )
+        wait_js(page, "document.getElementById('model-state').textContent === 'unloaded'")
         assert "tone-neutral" in page.get_attribute("#model-state", "class")
         # The outcome arrives after it is recorded (the poller may show the state sooner).
         wait_js(
             page,
             "document.getElementById('action-message').textContent.includes('drift_browser unloaded')",
-            timeout=30000,
         )
         # The outcome stays after a refresh, until the next action.
         page.reload()

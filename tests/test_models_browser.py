@@ -29,16 +29,13 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         detail.evaluate("window.__marker = 'same page'")
         assert detail.text_content("#model-state") in ("not loaded", "unloaded")
         detail.click("button[data-action=load]")
-        wait_js(
-            detail, "document.getElementById('model-state').textContent === 'READY'", timeout=30000
-        )
+        wait_js(detail, "document.getElementById('model-state').textContent === 'READY'")
         assert "add_batched loaded: READY" in detail.text_content("#action-message")
         assert detail.evaluate("window.__marker") == "same page"  # no reload happened
         # The other open page updated too.
         wait_js(
             listing,
             "document.querySelector('tr[data-model=\"add_batched\"] [data-state-cell]').textContent === 'READY'",
-            timeout=15000,
         )
 
         # A failing load shows Triton's reason.
@@ -48,14 +45,13 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         wait_js(
             detail,
             "document.getElementById('action-message').textContent.includes('deliberate failure')",
-            timeout=30000,
         )
         assert detail.text_content("#model-state") == "UNAVAILABLE"
         # The server page draws live metrics charts (Plotly served by the project).
         detail.goto(f"{web_server.url}/server/")
         assert detail.text_content("#server-version") == "2.51.0"
         assert "no GPU metrics" in detail.text_content("#gpu-note")
-        wait_js(detail, "document.getElementById('chart-pending').data.length > 0", timeout=20000)
+        wait_js(detail, "document.getElementById('chart-pending').data.length > 0")
         names = detail.evaluate("document.getElementById('chart-pending').data.map(t => t.name)")
         assert "add_batched" in names
     finally:

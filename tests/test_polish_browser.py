@@ -39,7 +39,6 @@ def test_sort_headers_are_styled_and_idle_charts_start_at_zero(
         wait_js(
             page,
             f"{chart}.data.some(t => t.name === 'add_sub' && t.x.length >= 2)",
-            timeout=30000,
         )
         assert page.evaluate(f"{chart}.data.find(t => t.name === 'add_sub').y.every(v => v === 0)")
         low, high = page.evaluate(f"{chart}._fullLayout.yaxis.range")

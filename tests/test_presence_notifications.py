@@ -25,7 +25,7 @@ async def _open(path: str, name: str, pk: int = 1) -> WebsocketCommunicator:
 
 async def _next(communicator, event_type: str) -> dict:
     while True:
-        event = await communicator.receive_json_from(timeout=10)
+        event = await communicator.receive_json_from(timeout=60)
         if event.get("type") == event_type:
             return event
 

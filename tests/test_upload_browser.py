@@ -34,7 +34,7 @@ def test_an_admin_uploads_a_python_version_with_progress_and_triton_serves_it(
         assert "next free number (2)" in page.text_content("#upload-form")
         page.set_input_files("#upload-file", str(source))
         page.click("#upload-start")
-        wait_js(page, "document.querySelector('.upload-done') !== null", timeout=60000)
+        wait_js(page, "document.querySelector('.upload-done') !== null")
         assert page.text_content(".upload-done") == "version 2 published"
         assert page.evaluate("document.querySelector('#upload-rows progress').value") == len(
             MODEL_PY
@@ -53,7 +53,6 @@ def test_an_admin_uploads_a_python_version_with_progress_and_triton_serves_it(
         wait_js(
             page,
             "document.getElementById('model-versions').textContent.includes('v2 READY')",
-            timeout=60000,
         )
         states = {s.version: s.state for s in client.model_states("add_sub")}
         assert states.get("2") == "READY"

@@ -42,7 +42,7 @@ def test_a_new_model_under_any_name_is_stored_as_model_onnx_and_offered_a_trial_
         page.select_option("#upload-backend", "onnxruntime")
         page.set_input_files("#upload-file", str(source))
         page.click("#upload-start")
-        wait_js(page, "document.querySelector('.upload-done') !== null", timeout=60000)
+        wait_js(page, "document.querySelector('.upload-done') !== null")
         assert page.text_content(".upload-done") == "version 1 published"
         assert page.text_content(".upload-model-link") == f"open {name}"
         note = page.text_content(".upload-note")
@@ -57,7 +57,6 @@ def test_a_new_model_under_any_name_is_stored_as_model_onnx_and_offered_a_trial_
             page,
             "document.getElementById('action-message').textContent"
             ".includes('This Triton has no onnxruntime backend')",
-            timeout=60000,
         )
         message = page.text_content("#action-message")
         assert "unable to find backend library for backend 'onnxruntime'" in message

@@ -20,6 +20,8 @@ from repository_app.uploads.reconcile import reconcile
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
+from .conftest import wait_for
+
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 MODEL_PY = (DEMO / "add_sub" / "1" / "model.py").read_bytes()
 
@@ -452,11 +454,14 @@ def test_completion_without_wait_publishes_in_the_background(repo, operator):
     send(operator, upload_id, data, 0)
     response = operator.post(f"/api/v1/uploads/{upload_id}/complete")
     assert response.status_code == 202 and response.json()["state"] == "processing"
-    import time
-
-    for _ in range(200):
-        state = operator.get(f"/api/v1/uploads/{upload_id}/").json()
-        if state["state"] != "processing":
-            break
-        time.sleep(0.05)
+    # A generous bound on the background publish (it only keeps a broken run from hanging).
+    state = wait_for(
+        lambda: (
+            (s := operator.get(f"/api/v1/uploads/{upload_id}/").json())["state"] != "processing"
+            and s
+        ),
+        120,
+        "the background publish to finish",
+        every=0.05,
+    )
     assert state["state"] == "published" and state["version"] == 2
