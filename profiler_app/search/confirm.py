@@ -22,27 +22,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import repeats
 from .objective import Score
 
 DEFAULT_TOP = 3
 DEFAULT_ROUNDS = 3
 MAX_TOP = 10
 MAX_ROUNDS = 10
-# The fields of a level (`runner.level_json`) taken as medians over rounds.
-MEDIAN_FIELDS = (
-    "throughput",
-    "avg_us",
-    "p50_us",
-    "p90_us",
-    "p95_us",
-    "p99_us",
-    "server_request_us",
-    "queue_us",
-    "compute_input_us",
-    "compute_infer_us",
-    "compute_output_us",
-    "avg_batch",
-)
+# The fields of a level (`runner.level_json`) taken as medians over rounds: a sweep's
+# round fields, and the search's batch size.
+MEDIAN_FIELDS = (*repeats.MEDIAN_FIELDS, "avg_batch")
 
 
 def order(keys: Sequence[str], rounds: int) -> list[tuple[int, str]]:
