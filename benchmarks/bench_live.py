@@ -89,7 +89,7 @@ def main() -> int:
     from django.contrib.sessions.backends.db import SessionStore
 
     from devstack import services as svc
-    from profiler_app import sweeps
+    from profiler_app import jobs, sweeps
     from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Sweep
     from repository_app.triton.client import TritonClient
@@ -144,7 +144,7 @@ def main() -> int:
                 measurement_window_ms=args.window_ms, stability_percentage=0.01, max_windows=4,
             )  # fmt: skip
             sweep = sweeps.create_sweep(params, user=user, enqueue=False)
-            start = functools.partial(sweeps.dispatch, sweep.pk)
+            start = functools.partial(jobs.dispatch, sweep.pk)
             delays = asyncio.run(watch(base, session.session_key, sweep.pk, viewers, start))
             sweep.refresh_from_db()
             windows = sweep.points.exclude(window=-1).count()

@@ -56,7 +56,7 @@ SPACES = {
 
 
 def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from profiler_app import sweeps
+    from profiler_app import jobs
     from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Search
     from profiler_app.search import runner
@@ -80,9 +80,9 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
         confirm_rounds=args.search_confirm_rounds,
     )
     search = runner.create_search(request, enqueue=False)
-    assert sweeps.claim(search.sweep_id)
+    assert jobs.claim(search.sweep_id)
     started = time.monotonic()
-    state = runner.execute(search.sweep_id)
+    state = jobs.execute(search.sweep_id)
     elapsed = time.monotonic() - started
     search = Search.objects.get(pk=search.pk)
     print(f"{model} {mode}: {state} in {elapsed:.0f} s", file=sys.stderr, flush=True)

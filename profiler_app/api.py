@@ -19,8 +19,7 @@ from dashboard.api_errors import form_error_response
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from team import audit
 
-from . import export, sweeps, watchdog
-from .engine.loadgen import SweepError
+from . import export, jobs, sweeps
 from .forms import SweepForm
 from .models import Sweep
 from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
@@ -85,8 +84,7 @@ class SweepListView(APIView):
         summary="Sweeps, newest first",
     )
     def get(self, request: Request) -> Response:
-        watchdog.check()
-        rows = Sweep.objects.select_related("created_by")
+        rows = Sweep.objects.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
         if request.query_params.get("model"):
             rows = rows.filter(model=request.query_params["model"])
         return Response([sweeps.sweep_json(s) for s in rows[:200]])
@@ -119,7 +117,7 @@ class SweepListView(APIView):
             return form_error_response(form)
         try:
             sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
-        except sweeps.QueueUnavailable as exc:
+        except jobs.QueueUnavailable as exc:
             return Response({"message": str(exc), "field": None}, status=503)
         return Response(sweeps.sweep_json(sweep), status=status.HTTP_201_CREATED)
 
@@ -127,8 +125,7 @@ class SweepListView(APIView):
 class SweepDetailView(APIView):
     @extend_schema(responses=SweepSerializer, summary="One sweep")
     def get(self, request: Request, pk: int) -> Response:
-        watchdog.check()
-        return Response(sweeps.sweep_json(get_object_or_404(Sweep, pk=pk)))
+        return Response(sweeps.sweep_json(get_object_or_404(Sweep, pk=pk, kind=Sweep.Kind.SWEEP)))
 
 
 class SweepPointsView(APIView):
@@ -159,8 +156,8 @@ class SweepCancelView(APIView):
             )  # fmt: skip
             return Response({"message": message, "field": None}, status=403)
         try:
-            message = sweeps.cancel(pk)
-        except SweepError as exc:
+            message = jobs.cancel(pk)
+        except jobs.JobError as exc:
             return Response({"message": str(exc), "field": None}, status=409)
         audit.record(request.user, "sweep.cancel", model_name=sweep.model, target=f"sweep #{pk}")
         return Response({"message": message})

@@ -11,7 +11,13 @@ from repository_app import events
 
 
 class Sweep(models.Model):
-    """One benchmark of one model on one Triton server."""
+    """One job of the benchmark queue (`profiler_app.jobs`) on one Triton server: a perf
+    sweep (kind "sweep"), or the queue's side of a config search (kind "search", whose
+    `Search` row holds the rest)."""
+
+    class Kind(models.TextChoices):
+        SWEEP = "sweep", "perf sweep"
+        SEARCH = "search", "config search"
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -28,6 +34,7 @@ class Sweep(models.Model):
     FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.INTERRUPTED)
     RESUMABLE = (State.FAILED, State.CANCELLED, State.INTERRUPTED)
 
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SWEEP, db_index=True)
     model = models.CharField(max_length=255, db_index=True)
     version = models.CharField(max_length=32, blank=True)
     # The Triton server (its gRPC address): at most one sweep runs per server at a time.
@@ -159,9 +166,9 @@ class SweepSlot(models.Model):
 class Search(models.Model):
     """A config search ("Find best config"): candidates loaded as overrides and measured.
 
-    It runs as ONE job of the sweep queue: `sweep` is a Sweep row that carries the search
-    through the queue (queued order, the server's `SweepSlot`, heartbeat, cancel flag,
-    watchdog). The search's state is that sweep's state.
+    It runs as ONE job of the queue (`profiler_app.jobs`): `sweep` is its job row, of kind
+    "search" (queued order, the server's `SweepSlot`, heartbeat, cancel flag, watchdog).
+    The search's state is that job's state.
     """
 
     class Mode(models.TextChoices):

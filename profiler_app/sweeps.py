@@ -1,26 +1,11 @@
-"""Perf sweeps: create, queue, claim, run, cancel, resume, re-run, and read them back.
+"""Perf sweeps, one kind of job (`jobs` owns the queue, claim, heartbeat, cancel, resume,
+finish): create, measure, re-run, and read them back.
 
-The lifecycle, and why it is built this way:
-
-- A sweep is a row (`Sweep`). Creating one commits it as QUEUED and, in
-  `transaction.on_commit`, sends the Celery task `profiler_app.run_sweep` with a soft time
-  limit computed from its parameters (levels x max windows x window length + margins).
-- One sweep runs per Triton server at a time. `claim` is a conditional UPDATE on that
-  server's `SweepSlot` row (free -> this sweep) and on the sweep (QUEUED -> RUNNING), in one
-  transaction, and only for the head of the server's queue (FIFO by queued time).
-- A task that cannot claim returns at once: it never holds the worker slot while it waits.
-  The sweep that finishes (or the watchdog that declares one interrupted) releases the slot
-  and dispatches the next queued sweep of that server (`dispatch_next`); the watchdog also
-  re-dispatches a queued sweep whose task went missing.
-- Running sweeps beat a heartbeat every 2 s from a monitor thread, which also reads the
-  cancel flag every 0.2 s; the engine polls `should_cancel` every 100 ms, so a cancel stops
-  the sweep within one window and keeps what was measured (no `revoke(terminate=True)`).
 - Points are upserted on (sweep, level, window), so a retried or resumed task never
   duplicates them; a level's summary is the row with window = -1. Every write is published
   to the group `sweep.<id>` right after it (events carry the group's `seq`).
-- `resume` re-queues a failed/cancelled/interrupted sweep; the run then measures only the
-  levels without a complete summary row (partial windows of the others are dropped first).
-  `rerun` copies the parameters into a new sweep.
+- A resumed sweep measures only the levels without a complete summary row (partial
+  windows of the others are dropped first). `rerun` copies the parameters into a new sweep.
 - With `rounds` R > 1 the run is R rounds over the levels, one after another (`round_levels`,
   `repeats`): each level row holds the median of its rounds; a resume measures the rounds
   that are missing.
@@ -37,18 +22,14 @@ import dataclasses
 import hashlib
 import logging
 import math
-import threading
-import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.redact import redact
 from repository_app import events
 from repository_app.naming import InvalidModelName, check_model_name
 from repository_app.triton.client import (
@@ -58,7 +39,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import repeats, verdict
+from . import jobs, repeats, verdict
 from .engine import stats
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
@@ -68,14 +49,11 @@ from .engine.loadgen import (
     WindowResult,
     run_sweep,
 )
-from .models import Sweep, SweepPoint, SweepSlot
+from .models import Sweep, SweepPoint
 
 log = logging.getLogger(__name__)
 
 State = Sweep.State
-HEARTBEAT_EVERY_S = 2.0
-CANCEL_POLL_S = 0.2
-REDISPATCH_AFTER_S = 60.0
 LEGACY_RATE_THREADS = 16
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -179,25 +157,6 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
 # --- creating and queueing --------------------------------------------------------------------
 
 
-class QueueUnavailable(SweepError):
-    """The broker (Redis) does not answer: nothing was queued."""
-
-
-def check_queue() -> None:
-    """Raise QueueUnavailable unless the Celery broker answers a ping."""
-    import redis
-
-    try:
-        redis.Redis.from_url(
-            settings.CELERY_BROKER_URL, socket_connect_timeout=1, socket_timeout=1
-        ).ping()
-    except (redis.RedisError, OSError) as exc:
-        raise QueueUnavailable(
-            f"the task queue (Redis at {redact(settings.CELERY_BROKER_URL)}) is unreachable, so the "
-            "sweep was not queued: try again when Redis is back"
-        ) from exc
-
-
 def create_sweep(
     params: SweepParams,
     *,
@@ -209,13 +168,14 @@ def create_sweep(
     note: str = "",
 ) -> Sweep:
     """A QUEUED sweep row; its task is sent once the row is committed (when `enqueue`).
-    Raises QueueUnavailable, with nothing stored, when the queue cannot take it."""
+    Raises jobs.QueueUnavailable, with nothing stored, when the queue cannot take it."""
     if enqueue:
-        check_queue()
+        jobs.check_queue()
     sha, text = config_snapshot(params.model)
     now = timezone.now()
     with transaction.atomic():
         sweep = Sweep.objects.create(
+            kind=Sweep.Kind.SWEEP,
             model=params.model,
             version=params.version,
             server=settings.TRITON_URL,
@@ -232,7 +192,7 @@ def create_sweep(
             note=note,
         )
         if enqueue:
-            transaction.on_commit(lambda: dispatch(sweep.pk))
+            jobs.enqueue_on_commit(sweep)
     from team import audit
 
     audit.record(
@@ -244,141 +204,11 @@ def create_sweep(
         + (f" × {params.rounds} rounds" if params.rounds > 1 else ""),
         after_sha256=sha,
     )
-    publish_state(sweep)
+    jobs.publish_state(sweep)
     return sweep
-
-
-def dispatch(sweep_id: int) -> bool:
-    """Send the Celery task of a QUEUED sweep. False when it is not queued (or the broker
-    is down: it stays queued and the watchdog dispatches it again later)."""
-    sweep = Sweep.objects.filter(pk=sweep_id, state=State.QUEUED).first()
-    if sweep is None:
-        return False
-    soft, hard = time_limits(params_of(sweep))
-    Sweep.objects.filter(pk=sweep_id).update(dispatched_at=timezone.now())
-    from .tasks import run_sweep_task
-
-    try:
-        run_sweep_task.apply_async(args=[sweep_id], soft_time_limit=soft, time_limit=hard)
-    except Exception as exc:  # noqa: BLE001 - any broker failure: retried by the watchdog
-        log.warning("sweep #%s not dispatched: %s", sweep_id, exc)
-        return False
-    return True
-
-
-def _queued(server: str) -> Any:
-    return Sweep.objects.filter(server=server, state=State.QUEUED).order_by("queued_at", "id")
-
-
-def _ahead_of(sweep: Sweep) -> Any:
-    return _queued(sweep.server).filter(
-        Q(queued_at__lt=sweep.queued_at) | Q(queued_at=sweep.queued_at, id__lt=sweep.pk)
-    )
-
-
-def queue_position(sweep: Sweep) -> int | None:
-    """1 = next to run on its server; None when not queued."""
-    if sweep.state != State.QUEUED:
-        return None
-    return _ahead_of(sweep).count() + 1
-
-
-def running_on(server: str) -> Sweep | None:
-    slot = SweepSlot.objects.filter(server=server).select_related("sweep").first()
-    return slot.sweep if slot and slot.sweep else None
-
-
-def dispatch_next(server: str) -> int | None:
-    """Dispatch the head of the server's queue when its slot is free; returns its id."""
-    if SweepSlot.objects.filter(server=server, sweep__isnull=False).exists():
-        return None
-    head = _queued(server).first()
-    if head is None:
-        return None
-    transaction.on_commit(lambda: dispatch(head.pk))
-    return head.pk
-
-
-# --- claiming the server ----------------------------------------------------------------------
-
-
-class _NotClaimed(Exception):
-    pass
-
-
-def claim(sweep_id: int) -> bool:
-    """QUEUED -> RUNNING, holding the server's slot; False when the slot is taken, the sweep
-    is not queued, or an older queued sweep of the same server comes first."""
-    sweep = Sweep.objects.filter(pk=sweep_id, state=State.QUEUED).first()
-    if sweep is None:
-        return False
-    SweepSlot.objects.get_or_create(server=sweep.server)
-    now = timezone.now()
-    try:
-        with transaction.atomic():
-            if _ahead_of(sweep).exists():
-                raise _NotClaimed
-            took = SweepSlot.objects.filter(server=sweep.server, sweep__isnull=True).update(
-                sweep=sweep_id, claimed_at=now
-            )
-            if not took:
-                raise _NotClaimed
-            started = Sweep.objects.filter(pk=sweep_id, state=State.QUEUED).update(
-                state=State.RUNNING,
-                started_at=now,
-                heartbeat_at=now,
-                finished_at=None,
-                error="",
-                cancel_requested=False,
-            )
-            if not started:
-                raise _NotClaimed  # rolls the slot back too
-    except _NotClaimed:
-        return False
-    Sweep.objects.filter(pk=sweep_id).update(attempts=sweep.attempts + 1)
-    return True
-
-
-def release(sweep_id: int) -> bool:
-    """Free the slot this sweep holds (no-op when it holds none)."""
-    return bool(SweepSlot.objects.filter(sweep_id=sweep_id).update(sweep=None, claimed_at=None))
 
 
 # --- user actions -----------------------------------------------------------------------------
-
-
-def cancel(sweep_id: int) -> str:
-    """A queued sweep is cancelled at once; a running one is asked to stop (within a window)."""
-    now = timezone.now()
-    if Sweep.objects.filter(pk=sweep_id, state=State.QUEUED).update(
-        state=State.CANCELLED, finished_at=now, cancel_requested=True
-    ):
-        sweep = Sweep.objects.get(pk=sweep_id)
-        publish_state(sweep)
-        publish_summary(sweep)
-        return "Cancelled before it started."
-    if Sweep.objects.filter(pk=sweep_id, state=State.RUNNING).update(cancel_requested=True):
-        publish_state(Sweep.objects.get(pk=sweep_id))
-        return "Cancelling: the sweep stops within one measurement window."
-    raise SweepError("only a queued or running sweep can be cancelled")
-
-
-def resume(sweep_id: int) -> Sweep:
-    """Queue a failed/cancelled/interrupted sweep again; it measures only missing levels."""
-    with transaction.atomic():
-        updated = Sweep.objects.filter(pk=sweep_id, state__in=Sweep.RESUMABLE).update(
-            state=State.QUEUED,
-            queued_at=timezone.now(),
-            cancel_requested=False,
-            error="",
-            finished_at=None,
-        )
-        if not updated:
-            raise SweepError("only a failed, cancelled or interrupted sweep can be resumed")
-        transaction.on_commit(lambda: dispatch(sweep_id))
-    sweep = Sweep.objects.get(pk=sweep_id)
-    publish_state(sweep)
-    return sweep
 
 
 def rerun(sweep_id: int, user: Any = None) -> Sweep:
@@ -398,43 +228,6 @@ def set_label(sweep_id: int, name: str, note: str) -> None:
 
 
 # --- running a claimed sweep ------------------------------------------------------------------
-
-
-class _Monitor(threading.Thread):
-    """Beats the heartbeat and reads the cancel flag, off the engine's event loop."""
-
-    def __init__(self, sweep_id: int) -> None:
-        super().__init__(name=f"sweep-{sweep_id}-monitor", daemon=True)
-        self.sweep_id = sweep_id
-        self.cancel = False
-        self.lost = False  # no longer RUNNING (e.g. declared interrupted): stop
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        last_beat = 0.0
-        try:
-            while not self._stop_event.wait(CANCEL_POLL_S):
-                try:
-                    if time.monotonic() - last_beat >= HEARTBEAT_EVERY_S:
-                        last_beat = time.monotonic()
-                        if not Sweep.objects.filter(pk=self.sweep_id, state=State.RUNNING).update(
-                            heartbeat_at=timezone.now()
-                        ):
-                            self.lost = True
-                    flag = (
-                        Sweep.objects.filter(pk=self.sweep_id)
-                        .values_list("cancel_requested", flat=True)
-                        .first()
-                    )
-                    self.cancel = bool(flag)
-                except Exception as exc:  # noqa: BLE001 - a locked DB must not end the sweep
-                    log.warning("sweep #%s monitor: %s", self.sweep_id, exc)
-        finally:
-            connections.close_all()
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(5)
 
 
 def _finite(value: float | None) -> float | None:
@@ -760,21 +553,14 @@ def round_levels(sweep: Sweep, params: SweepParams, round_no: int) -> list[float
     return [lv for lv in levels if 1 <= done.get(level_key(lv), 0) < round_no]
 
 
-def execute(sweep_id: int) -> str:
-    """Run a sweep this process has claimed, to its end; returns the final state.
-
-    Never leaves the sweep RUNNING: every way out goes through `finish`. Rounds run one
+def measure(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
+    """The work of a claimed sweep (the lifecycle around it is `jobs`'). Rounds run one
     after another, each over every level it still needs (`round_levels`), so a resumed
-    sweep measures only what is missing.
-    """
-    sweep = Sweep.objects.get(pk=sweep_id)
+    sweep measures only what is missing."""
     params = params_of(sweep)
     _drop_incomplete(sweep, rounds_done(sweep), params)
-    publish_state(sweep)
-    monitor = _Monitor(sweep_id)
     recorder = _Recorder(sweep, params)
     recorder.commands = [line for line in sweep.command.splitlines() if line]
-    monitor.start()
     state, error = State.SUCCEEDED, ""
     try:
         for round_no in range(1, max(1, params.rounds) + 1):
@@ -787,37 +573,60 @@ def execute(sweep_id: int) -> str:
                 params if round_no == 1 else dataclasses.replace(params, latency_threshold_ms=None)
             )
             if sweep.engine == Sweep.Engine.PERF_ANALYZER:
-                state, error = _run_perf_analyzer(sweep, run_params, todo, monitor, recorder)
+                state, error = _run_perf_analyzer(sweep, run_params, todo, heartbeat, recorder)
             else:
-                state, error = _run_builtin(run_params, todo, monitor, recorder)
-            if state != State.SUCCEEDED or _should_cancel(monitor, recorder):
+                state, error = _run_builtin(run_params, todo, heartbeat, recorder)
+            if state != State.SUCCEEDED or _should_cancel(heartbeat, recorder):
                 break
     except SweepError as exc:
         state, error = State.FAILED, str(exc)
-    except Exception as exc:  # noqa: BLE001 - whatever happened, the sweep must not stay running
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        if isinstance(exc, SoftTimeLimitExceeded):
-            state, error = State.FAILED, "time limit exceeded: the sweep took longer than planned"
-        else:
-            log.exception("sweep #%s failed", sweep_id)
-            state, error = State.FAILED, f"unexpected error: {exc}"
     finally:
-        monitor.stop()
+        heartbeat.stop()  # before the verdict below: its last reading of the cancel flag
         recorder.close()
     if state == State.SUCCEEDED and recorder.abort:
         state, error = State.FAILED, recorder.abort
-    if state == State.SUCCEEDED and monitor.cancel:
+    if state == State.SUCCEEDED and heartbeat.cancel:
         state = State.CANCELLED
-    return finish(sweep_id, state, error)
+    return jobs.Outcome(state, error)
 
 
-def _should_cancel(monitor: _Monitor, recorder: _Recorder) -> bool:
-    return monitor.cancel or monitor.lost or bool(recorder.abort)
+class SweepKind:
+    """A perf sweep as a kind of job (`profiler_app.jobs`)."""
+
+    name = cast(str, Sweep.Kind.SWEEP)
+    noun = "sweep"
+
+    def time_limits(self, job: Sweep) -> tuple[int, int]:
+        return time_limits(params_of(job))
+
+    def run(self, job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
+        return measure(job, heartbeat)
+
+    def summary(self, job: Sweep) -> dict[str, Any]:
+        return knee_summary(job)
+
+    def ended(self, job: Sweep, *, by_worker: bool) -> None:
+        publish_summary(job)
+        if by_worker:
+            events.notify(
+                job.created_by_id,
+                f"Your sweep #{job.pk} of {job.model} {job.state}.",
+                f"/sweeps/{job.pk}/",
+            )
+
+    def tidy(self) -> None:
+        """A dead sweep leaves nothing beyond its row: the watchdog's interrupt is all."""
+
+
+jobs.register(SweepKind())
+
+
+def _should_cancel(heartbeat: jobs.Heartbeat, recorder: _Recorder) -> bool:
+    return heartbeat.stopping or bool(recorder.abort)
 
 
 def _run_builtin(
-    params: SweepParams, levels: list[float], monitor: _Monitor, recorder: _Recorder
+    params: SweepParams, levels: list[float], heartbeat: jobs.Heartbeat, recorder: _Recorder
 ) -> tuple[str, str]:
     async def main() -> Any:
         return await run_sweep(
@@ -825,7 +634,7 @@ def _run_builtin(
             engine_url(params.protocol),
             on_window=lambda w: recorder.call(recorder.window, w),
             on_level=lambda lv: recorder.call(recorder.level, lv),
-            should_cancel=lambda: _should_cancel(monitor, recorder),
+            should_cancel=lambda: _should_cancel(heartbeat, recorder),
             metrics_url=engine_metrics_url(),
             levels=levels,
         )
@@ -853,7 +662,7 @@ def _run_perf_analyzer(
     sweep: Sweep,
     params: SweepParams,
     levels: list[float],
-    monitor: _Monitor,
+    heartbeat: jobs.Heartbeat,
     recorder: _Recorder,
 ) -> tuple[str, str]:
     """perf_analyzer over `levels`. It exits (2) at the first level that does not settle
@@ -888,7 +697,7 @@ def _run_perf_analyzer(
                     binary=binary,
                     on_window=lambda w: recorder.call(recorder.pa_window, w),
                     on_level=lambda done: recorder.call(recorder.pa_level, done),
-                    should_cancel=lambda: _should_cancel(monitor, recorder),
+                    should_cancel=lambda: _should_cancel(heartbeat, recorder),
                 )
 
             result = asyncio.run(main())
@@ -929,29 +738,6 @@ def _shell_join(command: list[str]) -> str:
     return shlex.join(command)
 
 
-def finish(sweep_id: int, state: str, error: str = "") -> str:
-    """RUNNING -> a final state (only from RUNNING: a sweep the watchdog already declared
-    interrupted stays so), with the summary; frees the slot and starts the next sweep."""
-    updated = Sweep.objects.filter(pk=sweep_id, state=State.RUNNING).update(
-        state=state, error=error, finished_at=timezone.now()
-    )
-    sweep = Sweep.objects.get(pk=sweep_id)
-    if updated:
-        Sweep.objects.filter(pk=sweep_id).update(summary=knee_summary(sweep))
-        sweep.refresh_from_db()
-    release(sweep_id)
-    if updated:
-        publish_state(sweep)
-        publish_summary(sweep)
-        events.notify(
-            sweep.created_by_id,
-            f"Your sweep #{sweep.pk} of {sweep.model} {sweep.state}.",
-            f"/sweeps/{sweep.pk}/",
-        )
-    dispatch_next(sweep.server)
-    return sweep.state
-
-
 # --- reading ----------------------------------------------------------------------------------
 
 
@@ -971,6 +757,7 @@ def knee_summary(sweep: Sweep, level_points: Iterable[SweepPoint] | None = None)
 def sweep_json(sweep: Sweep) -> dict[str, Any]:
     return {
         "id": sweep.pk,
+        "kind": sweep.kind,
         "model": sweep.model,
         "version": sweep.version,
         "server": sweep.server,
@@ -985,9 +772,10 @@ def sweep_json(sweep: Sweep) -> dict[str, Any]:
         "started_at": sweep.started_at.isoformat() if sweep.started_at else None,
         "finished_at": sweep.finished_at.isoformat() if sweep.finished_at else None,
         "heartbeat_at": sweep.heartbeat_at.isoformat() if sweep.heartbeat_at else None,
+        "heartbeat_stale": jobs.heartbeat_stale(sweep),
         "cancel_requested": sweep.cancel_requested,
         "levels_total": sweep.levels_total,
-        "queue_position": queue_position(sweep),
+        "queue_position": jobs.queue_position(sweep),
         "summary": sweep.summary if sweep.finished else knee_summary(sweep),
         "name": sweep.name,
         "note": sweep.note,
@@ -1015,20 +803,6 @@ def snapshot(sweep_id: int) -> dict[str, Any] | None:
     seq = events.current_seq(sweep.group)
     points = [point_json(p) for p in SweepPoint.objects.filter(sweep=sweep)]
     return {"group": sweep.group, "seq": seq, "sweep": sweep_json(sweep), "points": points}
-
-
-def publish_state(sweep: Sweep) -> None:
-    events.publish(
-        sweep.group,
-        "sweep.state",
-        {
-            "sweep": sweep.pk,
-            "state": sweep.state,
-            "error": sweep.error,
-            "cancel_requested": sweep.cancel_requested,
-            "queue_position": queue_position(sweep),
-        },
-    )
 
 
 def publish_summary(sweep: Sweep) -> None:

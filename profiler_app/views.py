@@ -1,4 +1,4 @@
-"""Sweep pages: thin views over `sweeps`, `watchdog` and `export`."""
+"""Sweep pages: thin views over `sweeps`, `jobs` and `export`; GET handlers only read."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from team import audit
 
-from . import export, sweeps, watchdog
+from . import export, jobs, sweeps
 from .engine.loadgen import SweepError
 from .forms import SweepForm, SweepLabelForm
-from .models import Sweep
+from .models import Search, Sweep
 from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 
 
@@ -39,20 +39,28 @@ def _wants_json(request: HttpRequest) -> bool:
 @login_required
 @require_GET
 def sweep_list(request: HttpRequest) -> HttpResponse:
-    watchdog.check()
     model = request.GET.get("model", "")
-    rows = Sweep.objects.select_related("created_by")
+    rows = Sweep.objects.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
     if model:
         rows = rows.filter(model=model)
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
     queue = list(Sweep.objects.filter(state=Sweep.State.QUEUED).order_by("queued_at", "id"))
-    for item in queue:
-        item.position = sweeps.queue_position(item)
+    for item in queue:  # one queue per server, whatever the kind of job
+        item.position = jobs.queue_position(item)
     running = Sweep.objects.filter(state=Sweep.State.RUNNING)
+    searches = Search.objects.select_related("sweep", "sweep__created_by")
+    if model:
+        searches = searches.filter(model=model)
     return render(
         request,
         "profiler/sweep_list.html",
-        {"page": page, "model": model, "queue": queue, "running": running},
+        {
+            "page": page,
+            "model": model,
+            "queue": queue,
+            "running": running,
+            "searches": searches[:20],
+        },
     )
 
 
@@ -70,7 +78,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         if form.is_valid() and form.params is not None:
             try:
                 sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
-            except sweeps.QueueUnavailable as exc:
+            except jobs.QueueUnavailable as exc:
                 form.add_error(None, str(exc))
                 status = 503
             else:
@@ -78,7 +86,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
     else:
         preset = request.GET.get("preset", "default")
         form = SweepForm(initial=SweepForm.preset_initial(preset), model=name)
-    history = Sweep.objects.filter(model=name)[:10]
+    history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP)[:10]
     return render(
         request,
         "profiler/sweep_new.html",
@@ -96,8 +104,9 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    watchdog.check()
-    sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+    sweep = get_object_or_404(Sweep.objects.select_related("created_by", "search"), pk=pk)
+    if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its page is the search's
+        return redirect("search_detail", pk=sweep.search.pk)
     data = sweeps.snapshot(pk)
     return render(
         request,
@@ -109,8 +118,10 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_run": _can_run(request),
             "can_manage": can_manage_sweep(request.user, sweep),
             "owner_note": owner_note(sweep),
-            "position": sweeps.queue_position(sweep),
-            "history": Sweep.objects.filter(model=sweep.model).exclude(pk=pk)[:10],
+            "position": jobs.queue_position(sweep),
+            "history": Sweep.objects.filter(model=sweep.model, kind=Sweep.Kind.SWEEP).exclude(
+                pk=pk
+            )[:10],
         },
     )
 
@@ -119,7 +130,6 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
     """All points so far, the sweep and the group's seq: what a client resyncs from."""
-    watchdog.check()
     data = sweeps.snapshot(pk)
     if data is None:
         raise Http404("no such sweep")
@@ -145,7 +155,7 @@ def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpRespons
         message, target = run()
         if action:
             audit.record(request.user, action, model_name=sweep.model, target=f"sweep #{pk}")
-    except SweepError as exc:
+    except (SweepError, jobs.JobError) as exc:
         if _wants_json(request):
             return JsonResponse({"message": str(exc)}, status=409)
         messages.error(request, str(exc))
@@ -159,14 +169,14 @@ def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpRespons
 @login_required
 @require_POST
 def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _action(request, pk, lambda: (sweeps.cancel(pk), pk), "sweep.cancel")
+    return _action(request, pk, lambda: (jobs.cancel(pk), pk), "sweep.cancel")
 
 
 @login_required
 @require_POST
 def sweep_resume(request: HttpRequest, pk: int) -> HttpResponse:
     def run() -> tuple[str, int]:
-        sweep = sweeps.resume(pk)
+        sweep = jobs.resume(pk)
         return f"Sweep #{sweep.pk} queued again: it measures the missing levels.", sweep.pk
 
     return _action(request, pk, run, "sweep.resume")

@@ -139,10 +139,10 @@ def test_sweeps_are_created_validated_listed_and_cancelled_through_the_api(trito
 def test_a_request_rate_sweep_with_its_input_document_through_the_api(
     triton, redis_db, monkeypatch
 ):
-    from profiler_app import sweeps
+    from profiler_app import jobs
     from repository_app.triton.client import TritonClient
 
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     operator = _client("sw-rate", OPERATOR)
     body = {

@@ -481,7 +481,7 @@ def test_apply_refuses_what_it_cannot_write_in_place(repo, admin, monkeypatch):
 def _measured_search(knobs: Knobs) -> Search:
     carrier = Sweep.objects.create(
         model=NAME, server="127.0.0.1:8001", state="succeeded", queued_at=timezone.now(),
-        params={"model": NAME, "start": 1, "end": 1, "step": 1, "search": True}, levels_total=1,
+        kind="search", params={"model": NAME, "start": 1, "end": 1, "step": 1}, levels_total=1,
     )  # fmt: skip
     search = Search.objects.create(
         sweep=carrier, model=NAME, mode="grid", space=Space(counts=(1, 2)).to_json(),

@@ -15,7 +15,7 @@ from channels.layers import channel_layers
 from django.test import Client
 
 from devstack import services as svc
-from profiler_app import sweeps
+from profiler_app import jobs, sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint
 from repository_app import control, events
@@ -249,8 +249,8 @@ def test_triton_stopped_mid_sweep_fails_it_clearly_and_keeps_partial_results(tmp
         stability_percentage=1, max_windows=20,
     )  # fmt: skip
     sweep = sweeps.create_sweep(params, enqueue=False)
-    assert sweeps.claim(sweep.pk)
-    runner = threading.Thread(target=sweeps.execute, args=(sweep.pk,))
+    assert jobs.claim(sweep.pk)
+    runner = threading.Thread(target=jobs.execute, args=(sweep.pk,))
     runner.start()
     try:
         wait_for(lambda: SweepPoint.objects.filter(sweep=sweep).count() >= 2, 60, "some points")

@@ -78,7 +78,7 @@ async def test_notifications_reach_only_their_user(redis_db):
 async def test_the_owner_is_told_when_their_sweep_finishes(triton, redis_db, admin_user):
     from channels.layers import get_channel_layer
 
-    from profiler_app import sweeps
+    from profiler_app import jobs, sweeps
     from profiler_app.engine.loadgen import SweepParams
 
     layer = get_channel_layer()
@@ -87,8 +87,8 @@ async def test_the_owner_is_told_when_their_sweep_finishes(triton, redis_db, adm
     sweep = await sync_to_async(sweeps.create_sweep)(
         SweepParams(model="add_sub", start=1, end=1), user=admin_user, enqueue=False
     )
-    assert await sync_to_async(sweeps.claim)(sweep.pk)
-    await sync_to_async(sweeps.finish)(sweep.pk, "succeeded")
+    assert await sync_to_async(jobs.claim)(sweep.pk)
+    await sync_to_async(jobs.finish)(sweep.pk, jobs.Outcome("succeeded"))
     message = await layer.receive(channel)
     assert message["event"]["message"] == f"Your sweep #{sweep.pk} of add_sub succeeded."
     assert message["event"]["url"] == f"/sweeps/{sweep.pk}/"

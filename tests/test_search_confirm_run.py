@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler_app import sweeps
+from profiler_app import jobs
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search
 from profiler_app.search import confirm, report, runner
@@ -51,8 +51,8 @@ def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_it
     search = runner.create_search(request, enqueue=False)
     # 2 candidates, then the top one and the current config twice each.
     assert search.sweep.levels_total == 2 + 2 * 2
-    assert sweeps.claim(search.sweep_id)
-    assert runner.execute(search.sweep_id) == "succeeded"
+    assert jobs.claim(search.sweep_id)
+    assert jobs.execute(search.sweep_id) == "succeeded"
     search = Search.objects.select_related("sweep").get(pk=search.pk)
     # The budget: twice the current config's p95 at the knee of what it measured (one level).
     assert search.constraints["latency_budget_ms"] > 0

@@ -41,7 +41,7 @@ def _search(db_rounds: dict[Knobs, tuple[float, list[float]]]) -> Search:
     """A finished search: each candidate's first measurement and its rounds (infer/s)."""
     carrier = Sweep.objects.create(
         model="busy_compute", server="x", state="succeeded", finished_at=timezone.now(),
-        params={"model": "busy_compute", "start": 4, "end": 4, "search": True},
+        kind="search", params={"model": "busy_compute", "start": 4, "end": 4},
     )  # fmt: skip
     search = Search.objects.create(
         sweep=carrier, model="busy_compute", mode="grid", space=Space(counts=(1, 2, 3)).to_json(),

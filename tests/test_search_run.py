@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from profiler_app import sweeps
+from profiler_app import jobs, sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.search import runner
@@ -66,8 +66,8 @@ def _request(space: Space, **kw) -> runner.SearchRequest:
 
 
 def _run_here(search: Search) -> str:
-    assert sweeps.claim(search.sweep_id)
-    return runner.execute(search.sweep_id)
+    assert jobs.claim(search.sweep_id)
+    return jobs.execute(search.sweep_id)
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -192,7 +192,7 @@ def test_through_the_worker_the_search_runs_as_one_job_of_the_sweep_queue(
                     stability_percentage=100, max_windows=3)
     )  # fmt: skip
     search = runner.create_search(_request(Space(counts=(1, 2))))
-    assert sweeps.queue_position(Sweep.objects.get(pk=search.sweep_id)) in (1, None)
+    assert jobs.queue_position(Sweep.objects.get(pk=search.sweep_id)) in (1, None)
     _wait_for(
         lambda: Sweep.objects.get(pk=search.sweep_id).state in Sweep.FINISHED, 600, "the search"
     )

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from profiler_app import sweeps
+from profiler_app import jobs, sweeps
 from profiler_app.models import Search, Sweep
 from profiler_app.search import forms as search_forms
 from profiler_app.search import runner
@@ -91,7 +91,7 @@ def no_triton_no_big_lists(monkeypatch):
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
     monkeypatch.setattr(runner, "has_gpus", lambda: False)
     monkeypatch.setattr(search_forms, "range", small_range, raising=False)
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
 
 
 @pytest.fixture()
@@ -198,7 +198,7 @@ def test_a_space_built_in_code_is_bounded_too():
 def _search(owner, state: str = "queued") -> Search:
     carrier = Sweep.objects.create(
         model=MODEL, server="127.0.0.1:8001",
-        params={"model": MODEL, "start": 2, "end": 2, "step": 1, "search": True},
+        kind="search", params={"model": MODEL, "start": 2, "end": 2, "step": 1},
         created_by=owner, state=state, queued_at=timezone.now(), levels_total=2,
     )  # fmt: skip
     return Search.objects.create(

@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from profiler_app import sweeps
+from profiler_app import jobs, sweeps
 from profiler_app.engine import inputs
 from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
 from profiler_app.engine.loadgen import SweepError, SweepParams
@@ -70,7 +70,7 @@ def no_triton(monkeypatch):
         raise AssertionError("Triton was asked before the parameters were refused")
 
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
 
 
 @pytest.fixture()

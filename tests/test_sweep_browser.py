@@ -63,7 +63,7 @@ def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
 def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table(
     browser, web_server, admin_credentials
 ):
-    from profiler_app import sweeps
+    from profiler_app import jobs, sweeps
     from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import SweepPoint
 
@@ -75,8 +75,8 @@ def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table
             sweep=sweep, level=level, window=SweepPoint.LEVEL, requests=300, throughput=sent,
             p95_us=1500.0, stable=True, extra=extra,
         )  # fmt: skip
-    assert sweeps.claim(sweep.pk)
-    sweeps.finish(sweep.pk, "succeeded", "")
+    assert jobs.claim(sweep.pk)
+    jobs.finish(sweep.pk, jobs.Outcome("succeeded", ""))
     context = browser.new_context()
     page = context.new_page()
     try:

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from profiler_app import sweeps, watchdog
-from profiler_app.engine.loadgen import SweepError, SweepParams
+from profiler_app import jobs, sweeps, watchdog
+from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def no_dispatch(monkeypatch, redis_db) -> list[int]:
     """Record the tasks that would be sent instead of sending them."""
     sent: list[int] = []
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: sent.append(sweep_id) or True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: sent.append(sweep_id) or True)
     return sent
 
 
@@ -29,64 +29,64 @@ def _sweep(model: str = "add_batched", **params) -> Sweep:
 
 def test_claiming_a_free_server_makes_the_sweep_running_and_holds_the_slot():
     sweep = _sweep()
-    assert sweeps.claim(sweep.pk)
+    assert jobs.claim(sweep.pk)
     sweep.refresh_from_db()
     assert sweep.state == "running" and sweep.started_at and sweep.heartbeat_at
     assert SweepSlot.objects.get(server=sweep.server).sweep_id == sweep.pk
-    assert not sweeps.claim(sweep.pk), "a second claim of the same sweep must fail"
+    assert not jobs.claim(sweep.pk), "a second claim of the same sweep must fail"
 
 
 def test_a_second_sweep_waits_with_position_one_while_the_server_is_busy(
     no_dispatch, django_capture_on_commit_callbacks
 ):
     first, second, third = _sweep(), _sweep(), _sweep()
-    assert sweeps.claim(first.pk)
-    assert not sweeps.claim(second.pk)
-    assert sweeps.queue_position(Sweep.objects.get(pk=second.pk)) == 1
-    assert sweeps.queue_position(Sweep.objects.get(pk=third.pk)) == 2
-    assert sweeps.queue_position(Sweep.objects.get(pk=first.pk)) is None
+    assert jobs.claim(first.pk)
+    assert not jobs.claim(second.pk)
+    assert jobs.queue_position(Sweep.objects.get(pk=second.pk)) == 1
+    assert jobs.queue_position(Sweep.objects.get(pk=third.pk)) == 2
+    assert jobs.queue_position(Sweep.objects.get(pk=first.pk)) is None
     # The third cannot jump the queue even when the server frees up.
     with django_capture_on_commit_callbacks(execute=True):
-        sweeps.finish(first.pk, "succeeded")
+        jobs.finish(first.pk, jobs.Outcome("succeeded"))
     assert no_dispatch == [second.pk], "the finishing sweep dispatches the head of the queue"
-    assert not sweeps.claim(third.pk)
-    assert sweeps.claim(second.pk)
+    assert not jobs.claim(third.pk)
+    assert jobs.claim(second.pk)
 
 
 def test_a_sweep_on_another_server_does_not_wait(settings):
     first = _sweep()
-    assert sweeps.claim(first.pk)
+    assert jobs.claim(first.pk)
     settings.TRITON_URL = "10.0.0.9:8001"
     other = _sweep()
-    assert sweeps.claim(other.pk)
+    assert jobs.claim(other.pk)
 
 
 def test_finish_only_moves_a_running_sweep_and_always_frees_the_slot():
     sweep = _sweep()
-    assert sweeps.claim(sweep.pk)
+    assert jobs.claim(sweep.pk)
     Sweep.objects.filter(pk=sweep.pk).update(state="interrupted")
-    assert sweeps.finish(sweep.pk, "succeeded") == "interrupted"
+    assert jobs.finish(sweep.pk, jobs.Outcome("succeeded")) == "interrupted"
     assert SweepSlot.objects.get(server=sweep.server).sweep_id is None
 
 
 def test_cancelling_a_queued_sweep_is_immediate_and_a_running_one_is_flagged():
     queued, running = _sweep(), _sweep()
-    assert sweeps.claim(queued.pk) is True
+    assert jobs.claim(queued.pk) is True
     # `queued` now runs; make the other one the queued one.
     running, queued = queued, running
-    assert "within one measurement window" in sweeps.cancel(running.pk)
+    assert "within one measurement window" in jobs.cancel(running.pk)
     assert Sweep.objects.get(pk=running.pk).cancel_requested
-    sweeps.cancel(queued.pk)
+    jobs.cancel(queued.pk)
     assert Sweep.objects.get(pk=queued.pk).state == "cancelled"
-    with pytest.raises(SweepError):
-        sweeps.cancel(queued.pk)
+    with pytest.raises(jobs.JobError):
+        jobs.cancel(queued.pk)
 
 
 def test_the_watchdog_interrupts_a_sweep_whose_heartbeat_is_stale(
     no_dispatch, django_capture_on_commit_callbacks
 ):
     stale, waiting = _sweep(), _sweep()
-    assert sweeps.claim(stale.pk)
+    assert jobs.claim(stale.pk)
     Sweep.objects.filter(pk=stale.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=watchdog.STALE_AFTER_S + 5)
     )
@@ -100,7 +100,7 @@ def test_the_watchdog_interrupts_a_sweep_whose_heartbeat_is_stale(
 
 def test_the_watchdog_leaves_a_sweep_with_a_fresh_heartbeat_alone():
     sweep = _sweep()
-    assert sweeps.claim(sweep.pk)
+    assert jobs.claim(sweep.pk)
     assert watchdog.check() == []
     assert Sweep.objects.get(pk=sweep.pk).state == "running"
 
@@ -114,16 +114,16 @@ def test_the_watchdog_redispatches_a_queued_sweep_whose_task_went_missing(no_dis
 
 def test_resume_requeues_and_keeps_only_complete_levels():
     sweep = _sweep()
-    assert sweeps.claim(sweep.pk)
+    assert jobs.claim(sweep.pk)
     SweepPoint.objects.create(sweep=sweep, level=1, window=0, requests=5, throughput=10)
     SweepPoint.objects.create(sweep=sweep, level=1, window=-1, requests=5, throughput=10)
     SweepPoint.objects.create(sweep=sweep, level=2, window=0, requests=5, throughput=10)
-    sweeps.finish(sweep.pk, "interrupted", "worker died")
-    resumed = sweeps.resume(sweep.pk)
+    jobs.finish(sweep.pk, jobs.Outcome("interrupted", "worker died"))
+    resumed = jobs.resume(sweep.pk)
     assert resumed.state == "queued" and resumed.error == ""
     assert sweeps.completed_levels(resumed) == [1.0]
-    with pytest.raises(SweepError):
-        sweeps.resume(sweep.pk)  # already queued
+    with pytest.raises(jobs.JobError):
+        jobs.resume(sweep.pk)  # already queued
 
 
 def test_a_rerun_is_a_new_sweep_with_the_same_parameters():

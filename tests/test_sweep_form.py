@@ -108,9 +108,9 @@ def test_inputs_that_cannot_be_built_are_refused_on_the_shape_field(
 def test_a_valid_form_creates_a_queued_sweep_and_redirects_to_it(
     runner, add_batched_ready, redis_db, monkeypatch
 ):
-    from profiler_app import sweeps
+    from profiler_app import jobs
 
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
     page = runner.post("/models/add_batched/benchmark/", GOOD)
     sweep = Sweep.objects.get()
     assert page.status_code == 302 and page["Location"] == f"/sweeps/{sweep.pk}/"
@@ -139,9 +139,9 @@ def _json_file(content: bytes, name: str = "input.json"):
 def test_request_rate_fields_and_a_json_input_file_are_stored_with_the_sweep(
     runner, add_batched_ready, redis_db, monkeypatch
 ):
-    from profiler_app import sweeps
+    from profiler_app import jobs
 
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
     document = b'{"data": [{"INPUT0": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]}]}'
     page = runner.post(
         "/models/add_batched/benchmark/",

@@ -17,11 +17,11 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from dashboard.routing import websocket_urlpatterns
-from profiler_app import export, sweeps, watchdog
+from profiler_app import export, jobs, sweeps, watchdog
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
+from profiler_app.jobs import run_job_task
 from profiler_app.models import Sweep, SweepPoint
-from profiler_app.tasks import run_sweep_task
 from repository_app.triton.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for
@@ -77,7 +77,7 @@ async def test_a_short_sweep_completes_and_streams_windows_levels_and_summary_in
     assert connected
     snapshot = await communicator.receive_json_from(timeout=60)
     assert snapshot["type"] == "sweep.snapshot" and snapshot["points"] == []
-    await sync_to_async(sweeps.dispatch)(sweep.pk)
+    await sync_to_async(jobs.dispatch)(sweep.pk)
     received = []
     try:
         deadline = time.monotonic() + 300  # a bound, not a target
@@ -134,7 +134,7 @@ def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery
         180,
         "two windows",
     )
-    assert "within one measurement window" in sweeps.cancel(sweep.pk)
+    assert "within one measurement window" in jobs.cancel(sweep.pk)
     wait_for(lambda: _state(sweep.pk) == "cancelled", 180, "the sweep to be cancelled")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.finished_at and stored.error == ""
@@ -153,7 +153,7 @@ def test_one_sweep_at_a_time_the_second_waits_with_position_one_and_runs_after(
     # previous test's sweep. They bound the wait; they are not a speed target.
     wait_for(lambda: _state(first.pk) == "running", 240, "the first sweep to start")
     assert _state(second.pk) == "queued"
-    assert sweeps.queue_position(Sweep.objects.get(pk=second.pk)) == 1
+    assert jobs.queue_position(Sweep.objects.get(pk=second.pk)) == 1
     wait_for(lambda: _state(second.pk) == "succeeded", 300, "the second sweep to succeed")
     first, second = Sweep.objects.get(pk=first.pk), Sweep.objects.get(pk=second.pk)
     assert first.state == "succeeded"
@@ -185,7 +185,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
             _params(start=1, end=3, max_windows=4, stability_percentage=50), enqueue=False
         )
         soft, hard = sweeps.time_limits(sweeps.params_of(sweep))
-        run_sweep_task.apply_async(
+        run_job_task.apply_async(
             args=[sweep.pk], queue=queue, soft_time_limit=soft, time_limit=hard
         )
         wait_for(
@@ -206,7 +206,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
     assert "heartbeat" in Sweep.objects.get(pk=sweep.pk).error
     level_one = SweepPoint.objects.get(sweep_id=sweep.pk, level=1, window=-1)
 
-    sweeps.resume(sweep.pk)
+    jobs.resume(sweep.pk)
     wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the resumed sweep to succeed")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.attempts == 2

@@ -12,7 +12,7 @@ import io
 
 import pytest
 
-from profiler_app import export, sweeps
+from profiler_app import export, jobs, sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
@@ -33,8 +33,8 @@ def add_batched(triton):
 
 def _run(params: SweepParams, engine: str) -> Sweep:
     sweep = sweeps.create_sweep(params, engine=engine, enqueue=False)
-    assert sweeps.claim(sweep.pk)
-    sweeps.execute(sweep.pk)
+    assert jobs.claim(sweep.pk)
+    jobs.execute(sweep.pk)
     return Sweep.objects.get(pk=sweep.pk)
 
 

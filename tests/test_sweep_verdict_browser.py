@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from profiler_app import sweeps
+from profiler_app import jobs, sweeps
 from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
 from profiler_app.search import runner
@@ -30,8 +30,8 @@ def _finished_sweep() -> Sweep:
             p95_us=p95, p50_us=p95 / 2, p99_us=p95 * 1.2, stable=stable,
             extra={"windows": 3 if stable else 10, "throughput_spread": 0.01 if stable else 0.18},
         )  # fmt: skip
-    assert sweeps.claim(sweep.pk)
-    sweeps.finish(sweep.pk, "succeeded", "")
+    assert jobs.claim(sweep.pk)
+    jobs.finish(sweep.pk, jobs.Outcome("succeeded", ""))
     return sweep
 
 
@@ -75,7 +75,7 @@ def test_a_finished_search_has_no_cancel_one_best_marker_and_labelled_points(
     base, two = Knobs(1, "KIND_CPU", 32, True, 200), Knobs(2, "KIND_CPU", 32, True, 200)
     carrier = Sweep.objects.create(
         model="busy_compute", server="x", state="succeeded", finished_at=timezone.now(),
-        params={"model": "busy_compute", "start": 2, "end": 4, "step": 2, "search": True},
+        kind="search", params={"model": "busy_compute", "start": 2, "end": 4, "step": 2},
     )  # fmt: skip
     search = Search.objects.create(
         sweep=carrier, model="busy_compute", mode="grid", space=Space(counts=(1, 2)).to_json(),

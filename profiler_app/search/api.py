@@ -75,7 +75,6 @@ class SearchListView(APIView):
         summary="Config searches, newest first",
     )
     def get(self, request: Request) -> Response:
-        runner.reconcile()
         rows = Search.objects.select_related("sweep", "sweep__created_by")
         if request.query_params.get("model"):
             rows = rows.filter(model=request.query_params["model"])
@@ -122,7 +121,6 @@ class SearchDetailView(APIView):
         operation_id="searches_detail",
     )
     def get(self, request: Request, pk: int) -> Response:
-        runner.reconcile()
         data = runner.snapshot(pk)
         if data is None:
             get_object_or_404(Search, pk=pk)

@@ -177,7 +177,10 @@ def latest_probe(model: str, config_sha256: str) -> Sweep | None:
         model=model, config_sha256=config_sha256, state=Sweep.State.SUCCEEDED
     ).order_by("-finished_at", "-id")
     for sweep in rows[:20]:
-        if sweep.params.get("search") or sweep.params.get("mode", "concurrency") != "concurrency":
+        if (
+            sweep.kind != Sweep.Kind.SWEEP
+            or sweep.params.get("mode", "concurrency") != "concurrency"
+        ):
             continue
         return sweep
     return None

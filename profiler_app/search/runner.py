@@ -1,12 +1,10 @@
-"""Running a config search as one job of the sweep queue.
+"""Running a config search: one kind of job of the benchmark queue (`profiler_app.jobs`).
 
-Design: a `Search` row owns a `Sweep` row (its "carrier"). The carrier is queued, claimed,
-heart-beaten, cancelled, interrupted and resumed exactly like any sweep, with the same
-functions (`sweeps.claim`, `sweeps.cancel`, `sweeps.resume`, `sweeps.release`,
-`sweeps.dispatch_next`, `watchdog.check`): so one job runs per Triton server, whether
-it is a sweep or a search, in one FIFO queue, and a search holds the server for its whole
-run. The only routing is in `tasks.run_sweep_task`: a carrier is handed to
-`run_search_task`, which has its own time limits.
+Design: a `Search` row owns a job row (`Sweep` of kind "search"). The job is queued,
+claimed, heart-beaten, cancelled, interrupted and resumed by the one lifecycle
+(`jobs`), like a sweep: so one job runs per Triton server, whether it is a sweep or a
+search, in one FIFO queue, and a search holds the server for its whole run. This module
+is the kind (`SearchKind`): its time limits, its work, its summary and its events.
 
 A run, candidate by candidate (`_Run.evaluate`):
 1. a candidate measured before (a resumed search) is read back, not measured again;
@@ -21,8 +19,8 @@ A run, candidate by candidate (`_Run.evaluate`):
 Whatever ends the run (success, cancel, a failure, Triton down), `restore` runs before the
 carrier is finished: the saved config.pbtxt is loaded again *as an override* (a plain
 load would not re-read files whose timestamps did not change), or the model is unloaded
-when it was not loaded before. A worker that dies cannot restore: `reconcile` (called by
-the search pages and before each search starts) restores every finished search whose
+when it was not loaded before. A worker that dies cannot restore: `restore_pending` (the
+watchdog's pass, and the start of each search) restores every finished search whose
 restore is still pending.
 """
 
@@ -48,7 +46,7 @@ from repository_app.triton import gpus
 from repository_app.triton.client import TritonError, engine_url, get_client
 from team import audit
 
-from .. import sweeps, watchdog
+from .. import jobs, sweeps
 from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep
 from ..models import Search, SearchCandidate, Sweep
 from . import confirm, defaults, objective, strategies
@@ -198,6 +196,7 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
     )
     with transaction.atomic():
         carrier = Sweep.objects.create(
+            kind=Sweep.Kind.SEARCH,
             model=request.model,
             version=params.version,
             server=settings.TRITON_URL,
@@ -205,7 +204,6 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
             config_text=text,
             params={
                 **sweeps.params_to_json(params),
-                "search": True,
                 "confirm_top": request.confirm_top,
                 "confirm_rounds": request.confirm_rounds,
                 "budget_auto": request.budget_auto,
@@ -229,7 +227,7 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
         carrier.summary = {"recommendation": f"Config search #{search.pk}", "search": search.pk}
         carrier.save(update_fields=["summary"])
         if enqueue:
-            transaction.on_commit(lambda: dispatch(carrier.pk))
+            jobs.enqueue_on_commit(carrier)
     audit.record(
         actor or "system",
         "search.start",
@@ -238,29 +236,8 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
         detail=f"{request.mode}, {runs} candidate runs at most, {request.objective}",
         after_sha256=sha,
     )
-    sweeps.publish_state(carrier)
+    jobs.publish_state(carrier)
     return search
-
-
-def dispatch(sweep_id: int) -> bool:
-    """Send the search task of a queued carrier, with the search's own time limits."""
-    carrier = Sweep.objects.filter(pk=sweep_id, state=State.QUEUED).first()
-    if carrier is None:
-        return False
-    soft, hard = time_limits(sweeps.params_of(carrier), max(1, carrier.levels_total))
-    Sweep.objects.filter(pk=sweep_id).update(dispatched_at=timezone.now())
-    from ..tasks import run_search_task
-
-    try:
-        run_search_task.apply_async(args=[sweep_id], soft_time_limit=soft, time_limit=hard)
-    except Exception as exc:  # noqa: BLE001 - broker down: the watchdog re-dispatches
-        log.warning("search carrier #%s not dispatched: %s", sweep_id, exc)
-        return False
-    return True
-
-
-def is_carrier(sweep_id: int) -> bool:
-    return Search.objects.filter(sweep_id=sweep_id).exists()
 
 
 # --- user actions -----------------------------------------------------------------------------
@@ -268,16 +245,16 @@ def is_carrier(sweep_id: int) -> bool:
 
 def cancel(search: Search) -> str:
     try:
-        return sweeps.cancel(search.sweep_id)
-    except SweepError as exc:
-        raise SearchError(str(exc).replace("sweep", "search")) from None
+        return jobs.cancel(search.sweep_id)
+    except jobs.JobError as exc:
+        raise SearchError(str(exc)) from None
 
 
 def resume(search: Search) -> str:
     try:
-        sweeps.resume(search.sweep_id)
-    except SweepError as exc:
-        raise SearchError(str(exc).replace("sweep", "search")) from None
+        jobs.resume(search.sweep_id)
+    except jobs.JobError as exc:
+        raise SearchError(str(exc)) from None
     return f"Search #{search.pk} queued again: it skips the candidates already measured."
 
 
@@ -304,13 +281,12 @@ def restore(search: Search) -> str:
     return message
 
 
-def reconcile() -> list[int]:
-    """Notice dead workers, then restore finished searches whose restore is pending."""
-    watchdog.check()
+def restore_pending() -> list[int]:
+    """Restore finished searches whose restore is pending (their worker died)."""
     done = []
     pending = Search.objects.filter(restore_pending=True, sweep__state__in=Sweep.FINISHED)
     for search in pending:
-        # Claim the restore (any number of pages may call this at once).
+        # Claim the restore (any number of watchdogs may run this at once).
         if Search.objects.filter(pk=search.pk, restore_pending=True).update(restore_pending=False):
             restore(search)
             done.append(search.pk)
@@ -549,9 +525,9 @@ def summarize(search: Search) -> dict[str, Any]:
 
 
 class _Run:
-    def __init__(self, search: Search, monitor: Any) -> None:
+    def __init__(self, search: Search, heartbeat: jobs.Heartbeat) -> None:
         self.search = search
-        self.monitor = monitor
+        self.heartbeat = heartbeat
         self.params = sweeps.params_of(search.sweep)
         carrier = search.sweep.params
         self.confirm_top = int(carrier.get("confirm_top") or 0)
@@ -563,7 +539,7 @@ class _Run:
         self.client = get_client()
 
     def stopping(self) -> bool:
-        return bool(self.monitor.cancel or self.monitor.lost)
+        return self.heartbeat.stopping
 
     def publish(self, kind: str, payload: dict[str, Any]) -> None:
         events.publish(self.group, kind, {"search": self.search.pk, **payload})
@@ -749,19 +725,17 @@ class _Run:
         return levels, ""
 
 
-def execute(sweep_id: int) -> str:
-    """Run a claimed search to its end; the model is restored whatever happens."""
-    search = Search.objects.select_related("sweep").get(sweep_id=sweep_id)
+def measure(job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
+    """The work of a claimed search (the lifecycle around it is `jobs`'); the model is
+    restored whatever happens."""
+    restore_pending()  # what an earlier search's dead worker left
+    search = Search.objects.select_related("sweep").get(sweep_id=job.pk)
     Search.objects.filter(pk=search.pk).update(restore_pending=True, restore_message="")
-    sweeps.publish_state(search.sweep)
-    monitor = sweeps._Monitor(sweep_id)
-    monitor.start()
-    state, error = State.SUCCEEDED, ""
     if not search.environment:
         search.environment = defaults.server_environment()
         Search.objects.filter(pk=search.pk).update(environment=search.environment)
     try:
-        run = _Run(search, monitor)
+        run = _Run(search, heartbeat)
         baseline = Knobs.from_json(search.baseline)
         dims = Space.from_json(search.space).dimensions(baseline)
         if search.mode == Search.Mode.GRID:
@@ -770,49 +744,50 @@ def execute(sweep_id: int) -> str:
             strategies.hill_climb(dims, baseline, run.evaluate, max_runs=search.max_runs)
         run.confirm()
     except _Stop:
-        state = State.CANCELLED
+        return jobs.Outcome(State.CANCELLED)
     except (_Fatal, SearchError, SpaceError) as exc:
-        state, error = State.FAILED, str(exc)
-    except Exception as exc:  # noqa: BLE001 - whatever happened, restore and finish
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        if isinstance(exc, SoftTimeLimitExceeded):
-            state, error = State.FAILED, "time limit exceeded: the search took longer than planned"
-        else:
-            log.exception("search #%s failed", search.pk)
-            state, error = State.FAILED, f"unexpected error: {exc}"
+        return jobs.Outcome(State.FAILED, str(exc))
     finally:
         restore(search)
-        monitor.stop()
     result = summarize(search)
-    if state == State.SUCCEEDED and result["best_key"] is None and not result["rows"]:
-        state, error = State.FAILED, "no candidate was measured"
-    elif state == State.SUCCEEDED and all(r["state"] == "failed" for r in result["rows"]):
-        state, error = State.FAILED, result["recommendation"]
-    Search.objects.filter(pk=search.pk).update(result=result)
-    return finish(search, state, error, result)
+    if result["best_key"] is None and not result["rows"]:
+        return jobs.Outcome(State.FAILED, "no candidate was measured")
+    if all(r["state"] == "failed" for r in result["rows"]):
+        return jobs.Outcome(State.FAILED, result["recommendation"])
+    return jobs.Outcome(State.SUCCEEDED)
 
 
-def finish(search: Search, state: str, error: str, result: dict[str, Any]) -> str:
-    """RUNNING -> final (only from RUNNING), free the server, start the next job."""
-    carrier_id = search.sweep_id
-    updated = Sweep.objects.filter(pk=carrier_id, state=State.RUNNING).update(
-        state=state,
-        error=error,
-        finished_at=timezone.now(),
-        summary={"recommendation": result["recommendation"], "search": search.pk},
-    )
-    carrier = Sweep.objects.get(pk=carrier_id)
-    sweeps.release(carrier_id)
-    if updated:
-        sweeps.publish_state(carrier)
+class SearchKind:
+    """A config search as a kind of job (`profiler_app.jobs`)."""
+
+    name = cast(str, Sweep.Kind.SEARCH)
+    noun = "search"
+
+    def time_limits(self, job: Sweep) -> tuple[int, int]:
+        return time_limits(sweeps.params_of(job), max(1, job.levels_total))
+
+    def run(self, job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
+        return measure(job, heartbeat)
+
+    def summary(self, job: Sweep) -> dict[str, Any]:
+        """The ranking goes to the search's row; the job keeps the recommendation."""
+        search = Search.objects.get(sweep_id=job.pk)
+        result = summarize(search)
+        Search.objects.filter(pk=search.pk).update(result=result)
+        return {"recommendation": result["recommendation"], "search": search.pk}
+
+    def ended(self, job: Sweep, *, by_worker: bool) -> None:
+        search = Search.objects.get(sweep_id=job.pk)
+        result = search.result or summarize(search)  # one cancelled while queued has none
         events.publish(
-            carrier.group,
-            "search.result",
-            {"search": search.pk, "result": result, "state": carrier.state},
+            job.group, "search.result", {"search": search.pk, "result": result, "state": job.state}
         )
-    sweeps.dispatch_next(carrier.server)
-    return carrier.state
+
+    def tidy(self) -> None:
+        restore_pending()
+
+
+jobs.register(SearchKind())
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -829,7 +804,8 @@ def search_json(search: Search) -> dict[str, Any]:
         "state": carrier.state,
         "error": carrier.error,
         "cancel_requested": carrier.cancel_requested,
-        "queue_position": sweeps.queue_position(carrier),
+        "queue_position": jobs.queue_position(carrier),
+        "heartbeat_stale": jobs.heartbeat_stale(carrier),
         "planned_runs": carrier.levels_total,
         "space": search.space,
         "constraints": search.constraints,

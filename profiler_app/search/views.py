@@ -83,7 +83,6 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    runner.reconcile()
     search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
     return render(
         request,
@@ -102,7 +101,6 @@ def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def search_data(request: HttpRequest, pk: int) -> JsonResponse:
-    runner.reconcile()
     data = runner.snapshot(pk)
     if data is None:
         raise Http404("no such search")

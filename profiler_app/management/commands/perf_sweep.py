@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from profiler_app import export, sweeps
+from profiler_app import export, jobs, sweeps
 from profiler_app.engine.loadgen import (
     DEFAULT_MAX_THREADS,
     MAX_ROUNDS,
@@ -134,8 +134,8 @@ class Command(BaseCommand):
             name=opts["name"][:120],
             note=opts["note"],
         )
-        if not sweeps.claim(sweep.pk):
-            busy = sweeps.running_on(sweep.server)
+        if not jobs.claim(sweep.pk):
+            busy = jobs.running_on(sweep.server)
             reason = f"sweep #{busy.pk} is running there" if busy else "other sweeps are queued"
             Sweep.objects.filter(pk=sweep.pk).update(
                 state=Sweep.State.FAILED, error=f"Triton at {sweep.server} is busy: {reason}"
@@ -143,7 +143,7 @@ class Command(BaseCommand):
             raise CommandError(f"Triton at {sweep.server} is busy ({reason}); try again later")
         rounds = f" × {params.rounds} rounds" if params.rounds > 1 else ""
         self.stderr.write(f"sweep #{sweep.pk}: {params.model} {mode} {params.range_text}{rounds}")
-        state = sweeps.execute(sweep.pk)
+        state = jobs.execute(sweep.pk)
         sweep.refresh_from_db()
         self.stdout.write(export.summary_text(sweep))
         if opts["csv"]:

@@ -1,0 +1,407 @@
+"""The one job lifecycle: every perf sweep and every config search is a job of this queue.
+
+In the spirit of NetBox's `JobRunner`: this module owns a job's whole life, and a kind of
+job (`JobKind`: a sweep, `profiler_app.sweeps`; a config search,
+`profiler_app.search.runner`) supplies only what differs: its time limits, its work, the
+summary it leaves and what it announces when it ends. Kinds register themselves when
+their module is imported (`ProfilerAppConfig.ready`), so this module imports neither.
+
+The guarantees, and why:
+- A job is a `Sweep` row with a `kind`. Creating one commits it QUEUED and, on commit,
+  sends the one Celery task (`profiler_app.run_job`) with the kind's time limits.
+- One job runs per Triton server at a time, in one FIFO queue whatever its kind. `claim`
+  is a conditional UPDATE on the server's `SweepSlot` (free -> this job) and on the job
+  (QUEUED -> RUNNING), in one transaction, and only for the head of the queue, so a
+  second copy of the task (or one redelivered after the job was declared interrupted)
+  does nothing.
+- A task that cannot claim returns at once: a queued job never holds a worker process.
+  The job that ends (or the watchdog that declares one interrupted) frees the slot and
+  dispatches the next queued job of that server; the watchdog re-dispatches a queued job
+  whose task went missing.
+- A running job beats `heartbeat_at` every 2 s from a `Heartbeat` thread, which also reads
+  the cancel flag every 0.2 s; the work polls it, so Cancel stops a job within one
+  measurement window and keeps what was measured (never `revoke(terminate=True)`).
+- Every way out of `run` goes through `finish`: RUNNING -> a final state only from
+  RUNNING (a job the watchdog declared interrupted stays so), with the kind's summary.
+- `resume` queues a failed/cancelled/interrupted job again; the kind measures only what
+  is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from celery import shared_task
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from dashboard.redact import redact
+from repository_app import events
+
+from .models import Sweep, SweepSlot
+
+log = logging.getLogger(__name__)
+
+State = Sweep.State
+HEARTBEAT_EVERY_S = 2.0
+CANCEL_POLL_S = 0.2
+REDISPATCH_AFTER_S = 60.0
+STALE_AFTER_S = 20.0  # no heartbeat for this long: the watchdog declares the job interrupted
+
+
+class JobError(Exception):
+    """A job cannot be created or changed; the message is fit to show a user."""
+
+
+class QueueUnavailable(JobError):
+    """The broker (Redis) does not answer: nothing was queued."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str
+    error: str = ""
+
+
+class JobKind(Protocol):
+    """What one kind of job supplies; the lifecycle around it is this module's."""
+
+    name: str  # the value of Sweep.kind
+    noun: str  # "sweep", "search": for messages
+
+    def time_limits(self, job: Sweep) -> tuple[int, int]:
+        """(soft, hard) seconds for the task."""
+
+    def run(self, job: Sweep, heartbeat: Heartbeat) -> Outcome:
+        """Do the work of a claimed job; return how it ended. Raising is allowed: the
+        lifecycle turns it into FAILED with a message."""
+
+    def summary(self, job: Sweep) -> dict[str, Any]:
+        """What the job leaves in `Sweep.summary` when it ends (or is interrupted)."""
+
+    def ended(self, job: Sweep, *, by_worker: bool) -> None:
+        """Announce the final state beyond `sweep.state` (its summary, a notification when
+        `by_worker`: the job ran to its end); also called when the watchdog declared it
+        interrupted or a queued job was cancelled."""
+
+    def tidy(self) -> None:
+        """The watchdog's pass over what dead workers of this kind left behind."""
+
+
+KINDS: dict[str, JobKind] = {}
+
+
+def register(kind: JobKind) -> JobKind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+def kind_of(job: Sweep) -> JobKind:
+    return KINDS[job.kind]
+
+
+# --- queueing ---------------------------------------------------------------------------------
+
+
+def check_queue() -> None:
+    """Raise QueueUnavailable unless the Celery broker answers a ping."""
+    import redis
+
+    try:
+        redis.Redis.from_url(
+            settings.CELERY_BROKER_URL, socket_connect_timeout=1, socket_timeout=1
+        ).ping()
+    except (redis.RedisError, OSError) as exc:
+        raise QueueUnavailable(
+            f"the task queue (Redis at {redact(settings.CELERY_BROKER_URL)}) is unreachable, so "
+            "nothing was queued: try again when Redis is back"
+        ) from exc
+
+
+def enqueue_on_commit(job: Sweep) -> None:
+    """Send the job's task once the transaction that created (or re-queued) it commits."""
+    transaction.on_commit(lambda: dispatch(job.pk))
+
+
+def dispatch(job_id: int) -> bool:
+    """Send the task of a QUEUED job. False when it is not queued (or the broker is down:
+    it stays queued and the watchdog dispatches it again later)."""
+    job = Sweep.objects.filter(pk=job_id, state=State.QUEUED).first()
+    if job is None:
+        return False
+    soft, hard = kind_of(job).time_limits(job)
+    Sweep.objects.filter(pk=job_id).update(dispatched_at=timezone.now())
+    try:
+        run_job_task.apply_async(args=[job_id], soft_time_limit=soft, time_limit=hard)
+    except Exception as exc:  # noqa: BLE001 - any broker failure: retried by the watchdog
+        log.warning("job #%s not dispatched: %s", job_id, exc)
+        return False
+    return True
+
+
+def queued(server: str) -> QuerySet[Sweep]:
+    return Sweep.objects.filter(server=server, state=State.QUEUED).order_by("queued_at", "id")
+
+
+def _ahead_of(job: Sweep) -> QuerySet[Sweep]:
+    return queued(job.server).filter(
+        Q(queued_at__lt=job.queued_at) | Q(queued_at=job.queued_at, id__lt=job.pk)
+    )
+
+
+def queue_position(job: Sweep) -> int | None:
+    """1 = next to run on its server; None when not queued."""
+    if job.state != State.QUEUED:
+        return None
+    return _ahead_of(job).count() + 1
+
+
+def running_on(server: str) -> Sweep | None:
+    slot = SweepSlot.objects.filter(server=server).select_related("sweep").first()
+    return slot.sweep if slot and slot.sweep else None
+
+
+def dispatch_next(server: str) -> int | None:
+    """Dispatch the head of the server's queue when its slot is free; returns its id."""
+    if SweepSlot.objects.filter(server=server, sweep__isnull=False).exists():
+        return None
+    head = queued(server).first()
+    if head is None:
+        return None
+    enqueue_on_commit(head)
+    return head.pk
+
+
+# --- claiming the server ----------------------------------------------------------------------
+
+
+class _NotClaimed(Exception):
+    pass
+
+
+def claim(job_id: int) -> bool:
+    """QUEUED -> RUNNING, holding the server's slot; False when the slot is taken, the job
+    is not queued, or an older queued job of the same server comes first."""
+    job = Sweep.objects.filter(pk=job_id, state=State.QUEUED).first()
+    if job is None:
+        return False
+    SweepSlot.objects.get_or_create(server=job.server)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            if _ahead_of(job).exists():
+                raise _NotClaimed
+            took = SweepSlot.objects.filter(server=job.server, sweep__isnull=True).update(
+                sweep=job_id, claimed_at=now
+            )
+            if not took:
+                raise _NotClaimed
+            started = Sweep.objects.filter(pk=job_id, state=State.QUEUED).update(
+                state=State.RUNNING,
+                started_at=now,
+                heartbeat_at=now,
+                finished_at=None,
+                error="",
+                cancel_requested=False,
+            )
+            if not started:
+                raise _NotClaimed  # rolls the slot back too
+    except _NotClaimed:
+        return False
+    Sweep.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
+    return True
+
+
+def release(job_id: int) -> bool:
+    """Free the slot this job holds (no-op when it holds none)."""
+    return bool(SweepSlot.objects.filter(sweep_id=job_id).update(sweep=None, claimed_at=None))
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+class Heartbeat(threading.Thread):
+    """Beats the heartbeat and reads the cancel flag, off the work's event loop."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(name=f"job-{job_id}-heartbeat", daemon=True)
+        self.job_id = job_id
+        self.cancel = False
+        self.lost = False  # no longer RUNNING (e.g. declared interrupted): stop
+        self._stop_event = threading.Event()
+
+    @property
+    def stopping(self) -> bool:
+        return self.cancel or self.lost
+
+    def run(self) -> None:
+        last_beat = 0.0
+        try:
+            while not self._stop_event.wait(CANCEL_POLL_S):
+                try:
+                    if time.monotonic() - last_beat >= HEARTBEAT_EVERY_S:
+                        last_beat = time.monotonic()
+                        if not Sweep.objects.filter(pk=self.job_id, state=State.RUNNING).update(
+                            heartbeat_at=timezone.now()
+                        ):
+                            self.lost = True
+                    flag = (
+                        Sweep.objects.filter(pk=self.job_id)
+                        .values_list("cancel_requested", flat=True)
+                        .first()
+                    )
+                    self.cancel = bool(flag)
+                except Exception as exc:  # noqa: BLE001 - a locked DB must not end the job
+                    log.warning("job #%s heartbeat: %s", self.job_id, exc)
+        finally:
+            connections.close_all()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(5)
+
+
+def run(job_id: int) -> str:
+    """Claim the job's server and run the job to its end; 'waiting' when the server is busy
+    (the job that holds it dispatches this one when it ends)."""
+    if not claim(job_id):
+        return "waiting"
+    return execute(job_id)
+
+
+def execute(job_id: int) -> str:
+    """Run a job this process has claimed, to its end; returns the final state. Never
+    leaves it RUNNING: every way out goes through `finish`."""
+    job = Sweep.objects.select_related("created_by").get(pk=job_id)
+    kind = kind_of(job)
+    publish_state(job)
+    heartbeat = Heartbeat(job_id)
+    heartbeat.start()
+    try:
+        outcome = kind.run(job, heartbeat)
+    except Exception as exc:  # noqa: BLE001 - whatever happened, the job must not stay running
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        if isinstance(exc, SoftTimeLimitExceeded):
+            message = f"time limit exceeded: the {kind.noun} took longer than planned"
+        else:
+            log.exception("%s #%s failed", kind.noun, job_id)
+            message = f"unexpected error: {exc}"
+        outcome = Outcome(State.FAILED, message)
+    finally:
+        heartbeat.stop()
+    return finish(job_id, outcome)
+
+
+def finish(job_id: int, outcome: Outcome) -> str:
+    """RUNNING -> a final state (only from RUNNING: a job the watchdog already declared
+    interrupted stays so), with the kind's summary; frees the slot, starts the next job."""
+    updated = Sweep.objects.filter(pk=job_id, state=State.RUNNING).update(
+        state=outcome.state, error=outcome.error, finished_at=timezone.now()
+    )
+    job = Sweep.objects.select_related("created_by").get(pk=job_id)
+    if updated:
+        job.summary = kind_of(job).summary(job)
+        Sweep.objects.filter(pk=job_id).update(summary=job.summary)
+    release(job_id)
+    if updated:
+        publish_state(job)
+        kind_of(job).ended(job, by_worker=True)
+    dispatch_next(job.server)
+    return job.state
+
+
+def interrupt(job: Sweep, message: str) -> bool:
+    """RUNNING -> INTERRUPTED when its heartbeat is still the stale one read (the
+    watchdog's step); frees the slot, leaves the kind's summary, starts the next job."""
+    if not Sweep.objects.filter(
+        pk=job.pk, state=State.RUNNING, heartbeat_at=job.heartbeat_at
+    ).update(state=State.INTERRUPTED, error=message, finished_at=timezone.now()):
+        return False
+    release(job.pk)
+    job.refresh_from_db()
+    job.summary = kind_of(job).summary(job)
+    Sweep.objects.filter(pk=job.pk).update(summary=job.summary)
+    publish_state(job)
+    kind_of(job).ended(job, by_worker=False)
+    dispatch_next(job.server)
+    return True
+
+
+@shared_task(name="profiler_app.run_job", ignore_result=True)
+def run_job_task(job_id: int) -> str:
+    """The one Celery task: any kind of job (see the module's docstring)."""
+    return run(job_id)
+
+
+# --- user actions -----------------------------------------------------------------------------
+
+
+def cancel(job_id: int) -> str:
+    """A queued job is cancelled at once; a running one is asked to stop (within a window)."""
+    job = Sweep.objects.filter(pk=job_id).first()
+    noun = kind_of(job).noun if job is not None else "job"
+    if Sweep.objects.filter(pk=job_id, state=State.QUEUED).update(
+        state=State.CANCELLED, finished_at=timezone.now(), cancel_requested=True
+    ):
+        job = Sweep.objects.get(pk=job_id)
+        publish_state(job)
+        kind_of(job).ended(job, by_worker=False)
+        return "Cancelled before it started."
+    if Sweep.objects.filter(pk=job_id, state=State.RUNNING).update(cancel_requested=True):
+        publish_state(Sweep.objects.get(pk=job_id))
+        return f"Cancelling: the {noun} stops within one measurement window."
+    raise JobError(f"only a queued or running {noun} can be cancelled")
+
+
+def resume(job_id: int) -> Sweep:
+    """Queue a failed/cancelled/interrupted job again; it does only what is missing."""
+    job = Sweep.objects.filter(pk=job_id).first()
+    noun = kind_of(job).noun if job is not None else "job"
+    with transaction.atomic():
+        updated = Sweep.objects.filter(pk=job_id, state__in=Sweep.RESUMABLE).update(
+            state=State.QUEUED,
+            queued_at=timezone.now(),
+            cancel_requested=False,
+            error="",
+            finished_at=None,
+        )
+        if not updated:
+            raise JobError(f"only a failed, cancelled or interrupted {noun} can be resumed")
+        transaction.on_commit(lambda: dispatch(job_id))
+    job = Sweep.objects.get(pk=job_id)
+    publish_state(job)
+    return job
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def publish_state(job: Sweep) -> None:
+    events.publish(
+        job.group,
+        "sweep.state",
+        {
+            "sweep": job.pk,
+            "kind": job.kind,
+            "state": job.state,
+            "error": job.error,
+            "cancel_requested": job.cancel_requested,
+            "queue_position": queue_position(job),
+        },
+    )
+
+
+def heartbeat_stale(job: Sweep) -> bool:
+    """A RUNNING job whose heartbeat stopped: what a page says while the watchdog (in the
+    workers) has not yet declared it interrupted; reading pages never change a job."""
+    if job.state != State.RUNNING:
+        return False
+    last = job.heartbeat_at or job.started_at
+    return last is not None and (timezone.now() - last).total_seconds() > STALE_AFTER_S
