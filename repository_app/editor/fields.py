@@ -18,6 +18,16 @@ INT64 = (-(2**63), 2**63 - 1)
 UINT64 = (0, 2**64 - 1)
 
 
+class ProtoIntField(forms.IntegerField):
+    """An optional integer config field within its protobuf type's range (`bounds`, one of
+    the tuples above); counts and durations stored in signed types are `non_negative`."""
+
+    def __init__(self, bounds: tuple[int, int], *, non_negative: bool = True, **kwargs: Any):
+        kwargs.setdefault("required", False)
+        minimum = 0 if non_negative else bounds[0]
+        super().__init__(min_value=max(minimum, bounds[0]), max_value=bounds[1], **kwargs)
+
+
 class IntListField(forms.CharField):
     """A comma-separated list of integers ("16, -1"); brackets are tolerated.
 

@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 from tritonclient.grpc import model_config_pb2 as pb
 
-from .fields import INT32, UINT32, UINT64, IntListField
+from .fields import INT32, UINT32, UINT64, IntListField, ProtoIntField
 from .section_forms import (
     EnsembleFields,
     OptimizationFields,
@@ -91,10 +91,8 @@ class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, Optimizat
         "backend's default is used: model.plan, model.onnx, model.pt, model.py, model.xml, "
         "model.savedmodel, model.graphdef.",
     )
-    max_batch_size = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=INT32[1],
+    max_batch_size = ProtoIntField(
+        INT32,
         help_text="The maximum batch size that the model supports for the types of batching that "
         "can be exploited by Triton. If the model's first dimension is the batch dimension and all "
         "inputs and outputs have it, set a value >= 1 and leave the batch dimension out of dims; "
@@ -116,11 +114,9 @@ class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, Optimizat
         "be <= max_batch_size. For most models preferred_batch_size should not be specified: "
         "the batcher then creates batches as large as possible up to max_batch_size.",
     )
-    max_queue_delay_microseconds = forms.IntegerField(
+    max_queue_delay_microseconds = ProtoIntField(
+        UINT64,
         label="Max queue delay (µs)",
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
         help_text="How long a request may be delayed in the scheduler to allow other requests to "
         "join the dynamic batch. 0 (the default) forms a batch from whatever is queued at once.",
     )
@@ -129,17 +125,13 @@ class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, Optimizat
         help_text="Force all responses to be returned in the same order as requests were "
         "received (may cost throughput).",
     )
-    priority_levels = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
+    priority_levels = ProtoIntField(
+        UINT64,
         help_text="The number of priority levels the dynamic batcher supports (0 = no "
         "priorities). Requests with a higher priority (lower number) are batched first.",
     )
-    default_priority_level = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
+    default_priority_level = ProtoIntField(
+        UINT64,
         help_text="The priority of requests that do not set one; must be between 1 and "
         "priority_levels when priorities are used.",
     )
@@ -150,11 +142,9 @@ class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, Optimizat
         help_text="What happens to a request whose queue timeout expires: REJECT it, or DELAY it "
         "(it stays queued but loses its place to requests that have not timed out).",
     )
-    default_timeout_microseconds = forms.IntegerField(
+    default_timeout_microseconds = ProtoIntField(
+        UINT64,
         label="Default queue policy: timeout (µs)",
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
         help_text="How long a request may wait in the queue (0 = no timeout).",
     )
     allow_timeout_override = forms.BooleanField(
@@ -162,11 +152,9 @@ class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, Optimizat
         required=False,
         help_text="Let a request set a shorter timeout than the default.",
     )
-    max_queue_size = forms.IntegerField(
+    max_queue_size = ProtoIntField(
+        UINT32,
         label="Default queue policy: max queue size",
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
         help_text="Requests arriving when the queue holds this many are rejected (0 = unlimited).",
     )
     # Version policy.
@@ -177,11 +165,9 @@ class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, Optimizat
         "Latest: only the latest 'n' versions (the numerically greatest). Specific: only the "
         "listed versions. If no version policy is specified, Latest with n=1 is used.",
     )
-    latest_num_versions = forms.IntegerField(
+    latest_num_versions = ProtoIntField(
+        UINT32,
         label="Latest: number of versions",
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
         help_text="How many of the newest versions to serve (policy latest).",
     )
     specific_versions = IntListField(
@@ -253,10 +239,8 @@ class OutputForm(TensorForm):
 
 
 class InstanceGroupForm(forms.Form):
-    count = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=INT32[1],
+    count = ProtoIntField(
+        INT32,
         help_text="How many execution instances to create (per listed GPU for KIND_GPU).",
     )
     kind = forms.ChoiceField(
@@ -272,11 +256,9 @@ class InstanceGroupForm(forms.Form):
         maximum=INT32[1],
         help_text="GPU ids for KIND_GPU/KIND_AUTO, comma-separated (empty = all GPUs).",
     )
-    rate_limiter_priority = forms.IntegerField(
+    rate_limiter_priority = ProtoIntField(
+        UINT32,
         label="Rate-limiter priority",
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
         help_text="With tritonserver --rate-limit=execution_count, instances competing for "
         "resources are chosen by priority: an instance with priority 2 gets half the "
         "scheduling chances of one with priority 1. Empty: not set. The resources each "

@@ -29,6 +29,7 @@ from .fields import (
     UINT64,
     FloatListField,
     IntListField,
+    ProtoIntField,
     ShapesField,
     float32_shortest,
     float32_text,
@@ -137,11 +138,9 @@ class SequenceBatchingFields(forms.Form):
         "requests, like the dynamic batcher; a sequence may use a different batch slot for "
         "each request.",
     )
-    seq_direct_max_queue_delay_microseconds = forms.IntegerField(
+    seq_direct_max_queue_delay_microseconds = ProtoIntField(
+        UINT64,
         label="Direct: max queue delay (µs)",
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
         help_text="How long a candidate request may wait in the sequence batcher's queue for "
         "other requests to join the batch. Only used when minimum slot utilization is set. "
         "Default 0.",
@@ -155,11 +154,9 @@ class SequenceBatchingFields(forms.Form):
         "the queue delay: 0.5 runs it as soon as half the slots are ready. Default 0: a "
         "batch runs as soon as one slot is ready.",
     )
-    seq_oldest_max_candidate_sequences = forms.IntegerField(
+    seq_oldest_max_candidate_sequences = ProtoIntField(
+        INT32,
         label="Oldest: max candidate sequences",
-        required=False,
-        min_value=0,
-        max_value=INT32[1],
         help_text="How many candidate sequences the batcher keeps (it may exceed "
         "max_batch_size); further sequences wait in an ordered backlog until a candidate "
         "completes.",
@@ -171,11 +168,9 @@ class SequenceBatchingFields(forms.Form):
         help_text="Batch sizes to form from the candidate sequences; a batch of one of these "
         "sizes runs at once. Comma-separated, each <= max_batch_size.",
     )
-    seq_oldest_max_queue_delay_microseconds = forms.IntegerField(
+    seq_oldest_max_queue_delay_microseconds = ProtoIntField(
+        UINT64,
         label="Oldest: max queue delay (µs)",
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
         help_text="How long a candidate request may wait for other requests to join the "
         "batch. Default 0.",
     )
@@ -185,11 +180,9 @@ class SequenceBatchingFields(forms.Form):
         help_text="Return responses in the order the requests arrived. With decoupled models "
         "this can hold back other sequences' responses.",
     )
-    seq_max_sequence_idle_microseconds = forms.IntegerField(
+    seq_max_sequence_idle_microseconds = ProtoIntField(
+        UINT64,
         label="Max sequence idle (µs)",
-        required=False,
-        min_value=0,
-        max_value=UINT64[1],
         help_text="How long a sequence may have no request queued before Triton ends it and "
         "frees its batch slot for another sequence. Not set (or 0): 1000000 (1 second).",
     )
@@ -222,11 +215,9 @@ class PolicyFields(forms.Form):
 
 
 class EnsembleFields(forms.Form):
-    ens_max_inflight_requests = forms.IntegerField(
+    ens_max_inflight_requests = ProtoIntField(
+        UINT32,
         label="Max in-flight requests",
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
         help_text="The most requests in flight between the ensemble's steps, so a fast "
         "(decoupled) step cannot queue unbounded work for a slower one downstream. 0: no "
         "limit. Triton 2.63 and newer.",
@@ -234,11 +225,10 @@ class EnsembleFields(forms.Form):
 
 
 class OptimizationFields(forms.Form):
-    opt_graph_level = forms.IntegerField(
+    opt_graph_level = ProtoIntField(
+        INT32,
+        non_negative=False,
         label="Graph optimization level",
-        required=False,
-        min_value=INT32[0],
-        max_value=INT32[1],
         help_text="For ONNX Runtime and TensorFlow models. -1: disabled (ONNX Runtime: basic "
         "optimizations only); 0: the framework's default; 1 and up: that level (ONNX Runtime "
         "1: basic and extended). For TensorFlow it turns XLA on or off. Empty: not set.",
@@ -282,11 +272,9 @@ class OptimizationFields(forms.Form):
         choices=PINNED,
         help_text="The same for outputs. Default: enabled.",
     )
-    opt_gather_kernel_buffer_threshold = forms.IntegerField(
+    opt_gather_kernel_buffer_threshold = ProtoIntField(
+        UINT32,
         label="Gather kernel buffer threshold",
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
         help_text="Gather input buffers with a GPU kernel when at least this many are to be "
         "gathered (TensorRT backend). 0: the gather kernel is off.",
     )
@@ -435,11 +423,10 @@ class StepForm(RowForm):
         help_text="The model this step runs. Its inputs and outputs are offered in the tensor "
         "maps below.",
     )
-    model_version = forms.IntegerField(
-        required=False,
+    model_version = ProtoIntField(
+        INT64,
+        non_negative=False,
         initial=-1,
-        min_value=INT64[0],
-        max_value=INT64[1],
         help_text="The version to run; -1 (or empty) runs the latest version.",
     )
 
@@ -472,16 +459,12 @@ class StepMapForm(ChildForm):
 
 class WarmupForm(RowForm):
     name = forms.CharField(required=False, help_text="The name of this warmup sample.")
-    batch_size = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
+    batch_size = ProtoIntField(
+        UINT32,
         help_text="The batch size of the warmup request: >= 1, and 1 for models that do not batch.",
     )
-    count = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
+    count = ProtoIntField(
+        UINT32,
         help_text="How many times the sample is run. 0 (the default): once. For sequence "
         "models more than 1 may break the sequence.",
     )
@@ -531,19 +514,15 @@ class ResourceForm(ChildForm):
         required=False,
         help_text="One copy for the whole system instead of one per device.",
     )
-    count = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=UINT32[1],
+    count = ProtoIntField(
+        UINT32,
         help_text="How many copies of the resource one execution of the instance holds.",
     )
 
 
 class GraphSpecForm(RowForm):
-    batch_size = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=INT32[1],
+    batch_size = ProtoIntField(
+        INT32,
         help_text="The batch size of the CUDA graph: 0 when max_batch_size is 0, else between "
         "1 and max_batch_size.",
     )
