@@ -109,7 +109,7 @@ def kind_of(job: Sweep) -> JobKind:
 # --- queueing ---------------------------------------------------------------------------------
 
 
-def check_queue() -> None:
+def check_queue(noun: str = "sweep") -> None:
     """Raise QueueUnavailable unless the Celery broker answers a ping."""
     import redis
 
@@ -120,7 +120,7 @@ def check_queue() -> None:
     except (redis.RedisError, OSError) as exc:
         raise QueueUnavailable(
             f"the task queue (Redis at {redact(settings.CELERY_BROKER_URL)}) is unreachable, so "
-            "nothing was queued: try again when Redis is back"
+            f"the {noun} was not queued: try again when Redis is back"
         ) from exc
 
 

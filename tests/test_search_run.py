@@ -133,7 +133,9 @@ def test_a_search_that_fails_restores_the_original_config(busy, client, monkeypa
     assert _served(client) == ORIGINAL, "the 3-instance candidate was loaded, then undone"
 
 
-def test_cancel_stops_the_search_restores_and_resume_skips_measured_candidates(busy, client):
+def test_cancel_stops_the_search_restores_and_resume_skips_measured_candidates(
+    busy, client, monkeypatch
+):
     request = _request(
         Space(counts=(1, 2, 3)),
         measure=SweepParams(
@@ -168,6 +170,8 @@ def test_cancel_stops_the_search_restores_and_resume_skips_measured_candidates(b
     measured_at = first.measured_at
     assert SearchCandidate.objects.filter(search=search, state="measuring").count() == 1
 
+    # This test runs the job itself: the session's Celery worker must not take it first.
+    monkeypatch.setattr(jobs, "dispatch", lambda job_id: True)
     runner.resume(search)
     assert _run_here(Search.objects.get(pk=search.pk)) == "succeeded"
     first.refresh_from_db()

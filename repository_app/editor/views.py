@@ -369,15 +369,7 @@ def _form_post(
     if action == "fill":
         return _fill(request, name, result.text, base_sha, message, again)
     if action == "to_text":
-        return _page(
-            request,
-            name,
-            mode="text",
-            base_sha=base_sha,
-            text=result.text,
-            findings=saving.editor_findings(result.text, name),
-            message=message,
-        )
+        return _text_page(request, name, result.text, base_sha, message)
     if action in ("check", "to_form"):
         return again()
     assert result.config is not None
@@ -389,6 +381,21 @@ def _form_post(
         return again()
     return _save(
         request, name, action, result.text, base_sha, message, "form", result.findings, again
+    )
+
+
+def _text_page(
+    request: HttpRequest, name: str, text: str, base_sha: str, message: str
+) -> HttpResponse:
+    """`text` in text mode with its findings, unsaved (the user reviews it, then saves)."""
+    return _page(
+        request,
+        name,
+        mode="text",
+        base_sha=base_sha,
+        text=text,
+        findings=saving.editor_findings(text, name),
+        message=message,
     )
 
 
@@ -404,15 +411,7 @@ def _fill_template(
         if left:
             note += f"; still to fill: {', '.join('${' + n + '}' for n in left)}"
         messages.info(request, note + ". Nothing is saved yet: review the text, then save.")
-    return _page(
-        request,
-        name,
-        mode="text",
-        base_sha=base_sha,
-        text=filled,
-        findings=saving.editor_findings(filled, name),
-        message=message,
-    )
+    return _text_page(request, name, filled, base_sha, message)
 
 
 def _fill(request, name, text, base_sha, message, again):  # type: ignore[no-untyped-def]
@@ -423,15 +422,7 @@ def _fill(request, name, text, base_sha, message, again):  # type: ignore[no-unt
         messages.error(request, f"Fill from model: {exc}")
         return again(422)
     messages.info(request, note)
-    return _page(
-        request,
-        name,
-        mode="text",
-        base_sha=base_sha,
-        text=filled,
-        findings=saving.editor_findings(filled, name),
-        message=message,
-    )
+    return _text_page(request, name, filled, base_sha, message)
 
 
 def _save(

@@ -106,13 +106,12 @@ def _parent_path(path: str) -> str:
     return path[:dot] if dot > 0 else ""
 
 
-class _Walker:
-    """Recursive-descent walk over tokens, recording each field's position."""
+class TokenCursor:
+    """A position in a token list (the walks over config text share it)."""
 
-    def __init__(self, tokens: list[Token], positions: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
         self.pos = 0
-        self.positions = positions
 
     def peek(self) -> Token | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -121,6 +120,14 @@ class _Walker:
         tok = self.tokens[self.pos]
         self.pos += 1
         return tok
+
+
+class _Walker(TokenCursor):
+    """Recursive-descent walk over tokens, recording each field's position."""
+
+    def __init__(self, tokens: list[Token], positions: dict[str, tuple[int, int]]) -> None:
+        super().__init__(tokens)
+        self.positions = positions
 
     def record(self, path: str, tok: Token) -> None:
         self.positions.setdefault(path, (tok.line, tok.col))

@@ -30,6 +30,7 @@ from .parsing import (
     ModelConfig,
     ParseResult,
     Token,
+    TokenCursor,
     decode_config_bytes,
     parse_config,
     tokenize,
@@ -210,22 +211,13 @@ def _stand_ins(text: str, bare: dict[tuple[int, int], Placeholder]) -> dict[tupl
     return walker.values
 
 
-class _TypeWalker:
+class _TypeWalker(TokenCursor):
     """Walk the tokens alongside the descriptor; note which field each marker stands for."""
 
     def __init__(self, tokens: list[Token], markers: set[tuple[int, int]]) -> None:
-        self.tokens = tokens
-        self.pos = 0
+        super().__init__(tokens)
         self.markers = markers
         self.values: dict[tuple[int, int], str] = {}
-
-    def peek(self) -> Token | None:
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self) -> Token:
-        tok = self.tokens[self.pos]
-        self.pos += 1
-        return tok
 
     def is_marker(self, tok: Token) -> bool:
         return (tok.line, tok.col) in self.markers
