@@ -21,6 +21,7 @@ from team import audit
 
 from . import export, jobs, sweeps
 from .forms import SweepForm
+from .measure_api import SweepPointSerializer
 from .models import Sweep
 from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 
@@ -131,7 +132,11 @@ class SweepDetailView(APIView):
 class SweepPointsView(APIView):
     @extend_schema(
         responses=inline_serializer(
-            "SweepPoints", {"seq": serializers.IntegerField(), "points": serializers.ListField()}
+            "SweepPoints",
+            {
+                "seq": serializers.IntegerField(),
+                "points": SweepPointSerializer(many=True),
+            },
         ),
         summary="Every stored window and level summary (window -1) of a sweep",
     )

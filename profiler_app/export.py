@@ -3,69 +3,19 @@
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import repeats, sweeps, verdict
-from .engine import stats
-from .engine.loadgen import LevelResult, ServerBreakdown, SweepResult
-from .engine.perf_analyzer import export_csv
+from . import measure, repeats, sweeps, verdict
+from .engine.perf_analyzer import levels_csv
 from .models import Sweep, SweepPoint
 
 
-def _latency(p: SweepPoint) -> stats.LatencySummary | None:
-    """The level's latencies; an unknown one is NaN (perf_analyzer reports only the chosen
-    percentile of a level that did not settle), None when none is known."""
-    values = [p.avg_us, p.p50_us, p.p90_us, p.p95_us, p.p99_us]
-    if all(v is None for v in values):
-        return None
-    avg, p50, p90, p95, p99 = (math.nan if v is None else v for v in values)
-    return stats.LatencySummary(
-        count=p.requests, avg_us=avg, std_us=0.0, p50_us=p50, p90_us=p90, p95_us=p95, p99_us=p99
-    )
-
-
-def _server(p: SweepPoint) -> ServerBreakdown | None:
-    if p.server_request_us is None:
-        return None
-    return ServerBreakdown(
-        request_count=p.requests,
-        inference_count=p.requests,
-        execution_count=p.requests,
-        request_us=p.server_request_us,
-        queue_us=p.queue_us or 0.0,
-        compute_input_us=p.compute_input_us or 0.0,
-        compute_infer_us=p.compute_infer_us or 0.0,
-        compute_output_us=p.compute_output_us or 0.0,
-    )
-
-
-def sweep_result(sweep: Sweep) -> SweepResult:
-    """The stored level rows as the engine's SweepResult (levels only, no raw windows)."""
-    levels = [
-        LevelResult(
-            level=p.level,
-            windows=[],
-            stable=bool(p.stable),
-            throughput=p.throughput,
-            latency=_latency(p),
-            server=_server(p),
-            throughput_spread=p.extra.get("throughput_spread") or 0.0,
-            latency_spread=p.extra.get("latency_spread") or 0.0,
-            errors=p.errors,
-            client_cpu_us=p.extra.get("client_cpu_us") or 0.0,
-            over_threshold=bool(p.extra.get("over_threshold")),
-            cancelled=bool(p.extra.get("cancelled")),
-        )
-        for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-    ]
-    return SweepResult(sweeps.params_of(sweep), levels, cancelled=sweep.state == "cancelled")
-
-
 def to_csv(sweep: Sweep) -> str:
-    """perf_analyzer's --verbose-csv columns, µs, sorted by level."""
-    return export_csv(sweep_result(sweep))
+    """perf_analyzer's --verbose-csv columns, µs, sorted by level: the stored level rows,
+    in the one shape of a measurement."""
+    rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
+    return levels_csv([measure.Level.from_point(p) for p in rows], sweeps.params_of(sweep).mode)
 
 
 def to_json(sweep: Sweep) -> dict[str, Any]:

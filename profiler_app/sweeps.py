@@ -39,8 +39,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import jobs, repeats, verdict
-from .engine import stats
+from . import jobs, measure, repeats, verdict
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
     LevelResult,
@@ -230,56 +229,14 @@ def set_label(sweep_id: int, name: str, note: str) -> None:
 # --- running a claimed sweep ------------------------------------------------------------------
 
 
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
-def latency_fields(lat: stats.LatencySummary | None) -> dict[str, float | None]:
-    if lat is None:
-        return {k: None for k in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")}
-    return {
-        "avg_us": lat.avg_us,
-        "p50_us": lat.p50_us,
-        "p90_us": lat.p90_us,
-        "p95_us": lat.p95_us,
-        "p99_us": lat.p99_us,
-    }
-
-
-def _server_fields(server: Any) -> dict[str, float | None]:
-    keys = ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
-    if server is None:
-        return {"server_request_us": None, **{k: None for k in keys}}
-    return {"server_request_us": server.request_us, **{k: getattr(server, k) for k in keys}}
-
-
-def _gpu_fields(sample: Any) -> dict[str, float | None]:
-    if sample is None:
-        return {}
-    return {"gpu_utilization": sample.utilization, "gpu_memory_bytes": sample.memory_used_bytes}
+# The one shape of a measurement (profiler_app.measure); these names stay for callers.
+latency_fields = measure.latency_fields
 
 
 def point_json(p: SweepPoint) -> dict[str, Any]:
-    return {
-        "level": p.level,
-        "window": p.window,
-        "throughput": p.throughput,
-        "requests": p.requests,
-        "errors": p.errors,
-        "duration_s": p.duration_s,
-        "avg_us": p.avg_us,
-        "p50_us": p.p50_us,
-        "p90_us": p.p90_us,
-        "p95_us": p.p95_us,
-        "p99_us": p.p99_us,
-        "server_request_us": p.server_request_us,
-        "queue_us": p.queue_us,
-        "compute_input_us": p.compute_input_us,
-        "compute_infer_us": p.compute_infer_us,
-        "compute_output_us": p.compute_output_us,
-        "stable": p.stable,
-        "extra": p.extra,
-    }
+    """A stored row (a window, or a level's summary at window -1) as exports, events and
+    the API show it."""
+    return measure.point_json(p)
 
 
 class _Recorder:
@@ -313,7 +270,7 @@ class _Recorder:
 
     @property
     def chosen_key(self) -> str:
-        return "avg_us" if self.params.percentile == "avg" else f"p{int(self.params.percentile)}_us"
+        return measure.latency_key(self.params.percentile)
 
     def _window_number(self, index: int) -> int:
         return (self.round - 1) * self.params.max_windows + index
@@ -376,119 +333,37 @@ class _Recorder:
         )
 
     def window(self, w: WindowResult) -> None:
-        point = self._upsert(
-            w.level,
-            self._window_number(w.index),
-            {
-                "throughput": w.throughput,
-                "requests": w.requests,
-                "errors": w.errors,
-                "duration_s": w.duration_s,
-                **latency_fields(w.latency),
-                **_server_fields(w.server),
-                "stable": None,
-                "extra": {
-                    "client_cpu_us": w.client_cpu_us,
-                    "send_rate": w.send_rate,
-                    "error_messages": w.error_messages,
-                    "avg_batch": w.server.avg_batch_size if w.server else None,
-                    "round": self.round,
-                    **_gpu_fields(w.gpu),
-                },
-            },
-        )
-        # closed_at: lets viewers (and benchmarks/bench_live.py) see the delivery delay.
+        self._store_window(w.measured())
+        self._check_errors(w.level, w.errors, w.error_messages)
+
+    def _store_window(self, m: measure.Window) -> None:
+        """Both engines' windows: stored at this round's number, then sent with closed_at
+        (it lets viewers, and benchmarks/bench_live.py, see the delivery delay)."""
+        m.extra["round"] = self.round
+        point = self._upsert(m.level, self._window_number(m.window), m.columns())
         events.publish(
             self.group,
             "sweep.window",
-            {"sweep": self.sweep.pk, "point": point_json(point), "closed_at": w.closed_at},
+            {
+                "sweep": self.sweep.pk,
+                "point": {**point_json(point), "closed_at": m.closed_at},
+                "closed_at": m.closed_at,
+            },
         )
-        self._check_errors(w.level, w.errors, w.error_messages)
 
     def level(self, lv: LevelResult) -> None:
+        m = lv.measured()
         cancelled = lv.cancelled or bool(self.abort)
-        fields = {
-            "throughput": lv.throughput,
-            "requests": lv.latency.count if lv.latency else 0,
-            "errors": lv.errors,
-            "duration_s": sum(w.duration_s for w in lv.windows),
-            **latency_fields(lv.latency),
-            **_server_fields(lv.server),
-            "stable": lv.stable,
-            "extra": {
-                "windows": len(lv.windows),
-                "throughput_spread": _finite(lv.throughput_spread),
-                "latency_spread": _finite(lv.latency_spread),
-                "over_threshold": lv.over_threshold,
-                "cancelled": cancelled,
-                "client_cpu_us": lv.client_cpu_us,
-                "avg_batch": lv.server.avg_batch_size if lv.server else None,
-                "send_rate": lv.send_rate,
-                "behind_schedule": lv.behind_schedule,
-                **_gpu_fields(lv.gpu),
-            },
-        }
-        self._store_level(lv.level, fields, cancelled)
+        m.extra["cancelled"] = cancelled
+        self._store_level(lv.level, m.columns(), cancelled)
 
     # perf_analyzer's streamed output
     def pa_window(self, w: Any) -> None:
-        point = self._upsert(
-            w.level,
-            self._window_number(w.index),
-            {
-                "throughput": w.throughput,
-                self.chosen_key: w.latency_us,
-                "extra": {"engine": "perf_analyzer", "round": self.round},
-            },
-        )
-        events.publish(
-            self.group, "sweep.window", {"sweep": self.sweep.pk, "point": point_json(point)}
-        )
+        self._store_window(w.measured(self.chosen_key))
 
     def pa_level(self, lv: Any) -> None:
-        pct = lv.percentiles_us
-        server = lv.server
-        fields: dict[str, Any] = {
-            "throughput": lv.throughput,
-            "requests": lv.request_count,
-            "avg_us": lv.avg_latency_us,
-            "p50_us": pct.get(50),
-            "p90_us": pct.get(90),
-            "p95_us": pct.get(95),
-            "p99_us": pct.get(99),
-            "server_request_us": server.get("request_us"),
-            "queue_us": server.get("queue_us"),
-            "compute_input_us": server.get("compute_input_us"),
-            "compute_infer_us": server.get("compute_infer_us"),
-            "compute_output_us": server.get("compute_output_us"),
-            "stable": lv.stable,
-            "extra": {
-                "windows": len(lv.windows),
-                "over_threshold": lv.over_threshold,
-                "cancelled": False,
-                "engine": "perf_analyzer",
-            },
-        }
-        # perf_analyzer prints no summary for a level that did not settle, nor for the one
-        # that went over the latency threshold: their last 3 windows (as they would have
-        # been merged) stand for them. A level with neither was cut short (cancelled).
-        from_windows = (
-            not lv.request_count and bool(lv.windows) and (not lv.stable or lv.over_threshold)
-        )
-        cancelled = not lv.request_count and not from_windows
-        if from_windows:
-            last = lv.windows[-stats.STABILITY_WINDOWS :]
-            tputs = [w.throughput for w in last]
-            lats = [w.latency_us for w in last]
-            fields["throughput"] = sum(tputs) / len(tputs)
-            fields[self.chosen_key] = sum(lats) / len(lats)
-            fields["extra"].update(
-                throughput_spread=_finite(stats.spread(tputs)),
-                latency_spread=_finite(stats.spread(lats)),
-                from_windows=True,
-            )
-        fields["extra"]["cancelled"] = cancelled
-        self._store_level(lv.level, fields, cancelled)
+        m = lv.measured(self.chosen_key)
+        self._store_level(lv.level, m.columns(), bool(m.extra["cancelled"]))
 
     def set_average(self, level: float, avg_us: float) -> None:
         """perf_analyzer's average latency of this round, read from its CSV afterwards."""
@@ -553,7 +428,7 @@ def round_levels(sweep: Sweep, params: SweepParams, round_no: int) -> list[float
     return [lv for lv in levels if 1 <= done.get(level_key(lv), 0) < round_no]
 
 
-def measure(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
+def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     """The work of a claimed sweep (the lifecycle around it is `jobs`'). Rounds run one
     after another, each over every level it still needs (`round_levels`), so a resumed
     sweep measures only what is missing."""
@@ -600,7 +475,7 @@ class SweepKind:
         return time_limits(params_of(job))
 
     def run(self, job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
-        return measure(job, heartbeat)
+        return measure_sweep(job, heartbeat)
 
     def summary(self, job: Sweep) -> dict[str, Any]:
         return knee_summary(job)

@@ -24,6 +24,7 @@ from typing import Any
 
 from .engine import stats
 from .engine.loadgen import SweepParams
+from .search import objective
 
 UNFINISHED = {
     "failed": "failed",
@@ -117,6 +118,16 @@ def _caveat(
     return f"{head}, so {pronoun} left out of the verdict; {advice}."
 
 
+def _best_within(
+    curve: Sequence[stats.CurvePoint], budget_ms: float, percentile: int | str
+) -> stats.CurvePoint | None:
+    """The highest throughput within the budget: a search's max-throughput score, so a
+    sweep's "best" and a search's pick follow one rule."""
+    constraints = objective.Constraints(latency_budget_ms=budget_ms, percentile=percentile)
+    found = objective.score(curve, constraints, "max_throughput")
+    return found.level if found is not None and found.feasible else None
+
+
 def summarize(points: Iterable[Any], params: SweepParams, state: str) -> dict[str, Any]:
     """The verdict of a sweep in `state` from its level rows (SweepPoints or dicts)."""
     rows = sorted(
@@ -130,7 +141,7 @@ def summarize(points: Iterable[Any], params: SweepParams, state: str) -> dict[st
     budget = params.latency_threshold_ms
     label = "concurrency" if params.mode == "concurrency" else "request rate"
     knee = stats.find_knee(curve, latency_budget_ms=budget)
-    best = stats.best_within_budget(curve, budget) if budget else None
+    best = _best_within(curve, budget, params.percentile) if budget else None
 
     range_levels = params.levels()
     finished_ok = state == "succeeded"

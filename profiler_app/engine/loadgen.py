@@ -38,6 +38,7 @@ from repository_app.triton import aio
 from repository_app.triton.client import TritonError
 from repository_app.triton.gpus import GpuSample
 
+from .. import measure
 from . import gpu, stats
 from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
@@ -244,6 +245,28 @@ class WindowResult:
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
 
+    def measured(self) -> measure.Window:
+        """The window in the one shape of a measurement (`profiler_app.measure`)."""
+        return measure.Window(
+            level=self.level,
+            throughput=self.throughput,
+            requests=self.requests,
+            errors=self.errors,
+            duration_s=self.duration_s,
+            **measure.latency_fields(self.latency),
+            **measure.server_fields(self.server),
+            stable=None,
+            extra={
+                "client_cpu_us": self.client_cpu_us,
+                "send_rate": self.send_rate,
+                "error_messages": self.error_messages,
+                "avg_batch": self.server.avg_batch_size if self.server else None,
+                **measure.gpu_fields(self.gpu),
+            },
+            window=self.index,
+            closed_at=self.closed_at,
+        )
+
 
 @dataclass
 class LevelResult:
@@ -265,6 +288,31 @@ class LevelResult:
     # reply), so the server saw less load than the level says (perf_analyzer's "delayed").
     behind_schedule: bool = False
 
+    def measured(self) -> measure.Level:
+        """The level in the one shape of a measurement (`profiler_app.measure`)."""
+        return measure.Level(
+            level=self.level,
+            throughput=self.throughput,
+            requests=self.latency.count if self.latency else 0,
+            errors=self.errors,
+            duration_s=sum(w.duration_s for w in self.windows),
+            **measure.latency_fields(self.latency),
+            **measure.server_fields(self.server),
+            stable=self.stable,
+            extra={
+                "windows": len(self.windows),
+                "throughput_spread": measure.finite(self.throughput_spread),
+                "latency_spread": measure.finite(self.latency_spread),
+                "over_threshold": self.over_threshold,
+                "cancelled": self.cancelled,
+                "client_cpu_us": self.client_cpu_us,
+                "avg_batch": self.server.avg_batch_size if self.server else None,
+                "send_rate": self.send_rate,
+                "behind_schedule": self.behind_schedule,
+                **measure.gpu_fields(self.gpu),
+            },
+        )
+
 
 @dataclass
 class SweepResult:
@@ -275,14 +323,9 @@ class SweepResult:
     outputs: Any = None
 
     def curve(self) -> list[stats.CurvePoint]:
-        chosen = self.params.percentile
-        return [
-            stats.CurvePoint(
-                lv.level, lv.throughput, lv.latency.value(chosen) if lv.latency else 0.0
-            )
-            for lv in self.levels
-            if lv.latency is not None
-        ]
+        key = measure.latency_key(self.params.percentile)
+        points = (lv.measured().curve_point(key) for lv in self.levels)
+        return [p for p in points if p is not None]
 
     def recommendation(
         self, *, min_gain_pct: float = 5.0, latency_budget_ms: float | None = None

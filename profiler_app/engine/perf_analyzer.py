@@ -27,11 +27,14 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import measure
+from . import stats
 from .loadgen import SweepParams, SweepResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,6 +162,20 @@ class PaWindow:
     index: int  # 0-based
     throughput: float
     latency_us: float  # the stabilising latency: pN or avg
+    closed_at: float = 0.0  # wall clock (time.time()) when its line was read
+
+    def measured(self, chosen_key: str) -> measure.Window:
+        """The window in the one shape of a measurement: perf_analyzer prints only its
+        throughput and the stabilising latency (`chosen_key`, e.g. "p95_us")."""
+        window = measure.Window(
+            self.level,
+            self.throughput,
+            extra={"engine": "perf_analyzer"},
+            window=self.index,
+            closed_at=self.closed_at,
+        )
+        setattr(window, chosen_key, self.latency_us)
+        return window
 
 
 @dataclass
@@ -173,6 +190,53 @@ class PaLevel:
     stable: bool = True
     over_threshold: bool = False
     windows: list[PaWindow] = field(default_factory=list)
+
+    def measured(self, chosen_key: str) -> measure.Level:
+        """The level in the one shape of a measurement. perf_analyzer prints no summary for
+        a level that did not settle, nor for the one that went over the latency threshold:
+        their last 3 windows (as they would have been merged) stand for them, at the
+        chosen latency (`chosen_key`). A level with neither was cut short (cancelled)."""
+        pct, server = self.percentiles_us, self.server
+        level = measure.Level(
+            level=self.level,
+            throughput=self.throughput,
+            requests=self.request_count,
+            avg_us=self.avg_latency_us,
+            p50_us=pct.get(50),
+            p90_us=pct.get(90),
+            p95_us=pct.get(95),
+            p99_us=pct.get(99),
+            server_request_us=server.get("request_us"),
+            queue_us=server.get("queue_us"),
+            compute_input_us=server.get("compute_input_us"),
+            compute_infer_us=server.get("compute_infer_us"),
+            compute_output_us=server.get("compute_output_us"),
+            stable=self.stable,
+            extra={
+                "windows": len(self.windows),
+                "over_threshold": self.over_threshold,
+                "cancelled": False,
+                "engine": "perf_analyzer",
+            },
+        )
+        from_windows = (
+            not self.request_count
+            and bool(self.windows)
+            and (not self.stable or self.over_threshold)
+        )
+        if from_windows:
+            last = self.windows[-stats.STABILITY_WINDOWS :]
+            tputs = [w.throughput for w in last]
+            lats = [w.latency_us for w in last]
+            level.throughput = sum(tputs) / len(tputs)
+            setattr(level, chosen_key, sum(lats) / len(lats))
+            level.extra.update(
+                throughput_spread=measure.finite(stats.spread(tputs)),
+                latency_spread=measure.finite(stats.spread(lats)),
+                from_windows=True,
+            )
+        level.extra["cancelled"] = not self.request_count and not from_windows
+        return level
 
 
 _LEVEL = re.compile(r"^Request (?:concurrency: (\d+)|Rate: ([\d.]+) inference requests)")
@@ -240,7 +304,11 @@ class StdoutParser:
             return events
         if m := _PASS.match(line):
             window = PaWindow(
-                level.level, int(m.group(1)) - 1, float(m.group(2)), float(m.group(3))
+                level.level,
+                int(m.group(1)) - 1,
+                float(m.group(2)),
+                float(m.group(3)),
+                closed_at=time.time(),
             )
             level.windows.append(window)
             return [window]
@@ -307,55 +375,61 @@ def parse_csv(text: str) -> list[dict[str, float]]:
 
 
 def export_csv(result: SweepResult) -> str:
-    """Our sweep as perf_analyzer's --verbose-csv CSV (µs, sorted by level).
+    """Our sweep as perf_analyzer's --verbose-csv CSV (see `levels_csv`)."""
+    return levels_csv([lv.measured() for lv in result.levels], result.params.mode)
+
+
+def levels_csv(levels: Sequence[measure.Level], mode: str = "concurrency") -> str:
+    """Measured levels as perf_analyzer's --verbose-csv CSV (µs, sorted by level).
 
     "Client Send"/"Client Recv" are 0: the built-in engine sends pre-serialised requests
     and does not decode responses. "Network+Server Send/Recv" is what perf_analyzer makes
     it: avg client latency minus server request time (plus client send/recv, here 0).
-    A latency that is not known (NaN: a level perf_analyzer reported only from its windows,
+    A latency that is not known (a level perf_analyzer reported only from its windows,
     because it did not settle) is an empty cell: the level is kept, as it is on the page.
+    A level without any latency is left out.
     """
 
-    def us(value: float) -> int | str:
-        return "" if math.isnan(value) else round(value)
+    def us(value: float | None) -> int | str:
+        return "" if value is None or math.isnan(value) else round(value)
 
     columns = list(CSV_COLUMNS)
-    if result.params.mode == "request_rate":
+    if mode == "request_rate":
         columns[0] = "Request Rate"
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
-    for level in sorted(result.levels, key=lambda lv: lv.level):
-        lat = level.latency
-        if lat is None:
+    for level in sorted(levels, key=lambda lv: lv.level):
+        if all(level.latency(k) is None for k in measure.LATENCY_FIELDS):
             continue
-        server = level.server
-        queue = server.queue_us if server else 0.0
-        c_in = server.compute_input_us if server else 0.0
-        c_inf = server.compute_infer_us if server else 0.0
-        c_out = server.compute_output_us if server else 0.0
-        server_total = server.request_us if server else 0.0
-        network = max(0.0, lat.avg_us - server_total) if server else 0.0
-        if math.isnan(lat.avg_us):
-            network = math.nan
+        has_server = level.server_request_us is not None
+
+        def server(value: float | None, known: bool = has_server) -> int:
+            return round(value or 0.0) if known else 0
+
+        avg = level.avg_us
+        if avg is None or math.isnan(avg):
+            network: int | str = ""
+        else:
+            network = round(max(0.0, avg - (level.server_request_us or 0.0))) if has_server else 0
         writer.writerow(
             [
                 f"{level.level:g}",
                 f"{level.throughput:g}",
                 0,
-                us(network),
-                round(queue),
-                round(c_in),
-                round(c_inf),
-                round(c_out),
+                network,
+                server(level.queue_us),
+                server(level.compute_input_us),
+                server(level.compute_infer_us),
+                server(level.compute_output_us),
                 0,
-                us(lat.p50_us),
-                us(lat.p90_us),
-                us(lat.p95_us),
-                us(lat.p99_us),
-                us(lat.avg_us),
+                us(level.p50_us),
+                us(level.p90_us),
+                us(level.p95_us),
+                us(level.p99_us),
+                us(avg),
                 0,
-                us(lat.avg_us),
+                us(avg),
             ]
         )
     return out.getvalue()

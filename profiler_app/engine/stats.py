@@ -24,6 +24,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# A level at its chosen latency (re-exported: the knee and recommendation take it), defined
+# with the measured level it is read from.
+from ..measure import CurvePoint as CurvePoint
+
 STABILITY_WINDOWS = 3  # perf_analyzer's load_parameters_.stability_window
 REPORTED_PERCENTILES = (50, 90, 95, 99)
 
@@ -122,15 +126,6 @@ def over_latency_limit(latencies_us: Sequence[float], limit_ms: float | None) ->
 
 
 @dataclass(frozen=True)
-class CurvePoint:
-    """One level of a sweep as the knee/recommendation logic needs it."""
-
-    level: float  # concurrency or request rate
-    throughput: float  # infer/s
-    latency_us: float  # the chosen latency (avg or pN)
-
-
-@dataclass(frozen=True)
 class Knee:
     index: int  # index into the points
     reason: str  # "gain" (throughput flattens), "budget" (latency over it) or "end"
@@ -165,9 +160,13 @@ def find_knee(
 
 
 def best_within_budget(points: Sequence[CurvePoint], latency_budget_ms: float) -> CurvePoint | None:
-    """The highest-throughput level whose chosen latency is within the budget."""
-    fitting = [p for p in points if p.latency_us <= latency_budget_ms * 1000]
-    return max(fitting, key=lambda p: p.throughput) if fitting else None
+    """The highest-throughput level whose chosen latency is within the budget: the search's
+    max-throughput score (`objective.score`), so a sweep and a search pick alike."""
+    from ..search import objective  # the one scoring rule; it imports nothing of the engine
+
+    budget = objective.Constraints(latency_budget_ms=latency_budget_ms)
+    found = objective.score(points, budget, "max_throughput")
+    return found.level if found is not None and found.feasible else None
 
 
 def _ms(us: float) -> str:

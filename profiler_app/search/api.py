@@ -15,6 +15,7 @@ from dashboard.api_errors import form_error_response
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
+from ..measure_api import SearchLevelSerializer
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 from . import confirm, runner
@@ -56,7 +57,17 @@ Snapshot = inline_serializer(
     {
         "seq": serializers.IntegerField(),
         "search": serializers.DictField(),
-        "candidates": serializers.ListField(),
+        "candidates": serializers.ListField(
+            child=inline_serializer(
+                "SearchCandidate",
+                {
+                    "key": serializers.CharField(),
+                    "state": serializers.CharField(),
+                    "levels": SearchLevelSerializer(many=True),
+                    "effective_levels": SearchLevelSerializer(many=True),
+                },
+            )
+        ),
         "result": serializers.DictField(),
     },
 )

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .. import repeats
+from .. import measure, repeats
 from .objective import Score
 
 DEFAULT_TOP = 3
 DEFAULT_ROUNDS = 3
 MAX_TOP = 10
 MAX_ROUNDS = 10
-# The fields of a level (`runner.level_json`) taken as medians over rounds: a sweep's
+# The figures of a level (`runner.level_json`) taken as medians over rounds: a sweep's
 # round fields, and the search's batch size.
 MEDIAN_FIELDS = (*repeats.MEDIAN_FIELDS, "avg_batch")
 
@@ -47,62 +46,49 @@ def good_rounds(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rounds if r.get("levels") and not r.get("error")]
 
 
+def _figure(level: measure.Level, name: str) -> float | None:
+    value = getattr(level, name) if hasattr(level, name) else level.extra.get(name)
+    return None if value is None else float(value)
+
+
 def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per concurrency measured in every good round: the median of each figure; stable
-    only when every round settled there."""
+    only when every round settled there (`level_json` rows, plus `rounds`: how many)."""
     usable = good_rounds(rounds)
     if not usable:
         return []
-    by_round = [{lv["concurrency"]: lv for lv in r["levels"]} for r in usable]
+    by_round = [{lv.level: lv for lv in map(measure.Level.from_json, r["levels"])} for r in usable]
     common = sorted(set.intersection(*(set(levels) for levels in by_round)))
     out = []
     for c in common:
         rows = [levels[c] for levels in by_round]
-        level: dict[str, Any] = {"concurrency": c}
+        medians: dict[str, Any] = {}
         for name in MEDIAN_FIELDS:
-            values = [r[name] for r in rows if r.get(name) is not None]
-            level[name] = statistics.median(values) if values else None
-        level["throughput"] = level["throughput"] or 0.0
-        level["stable"] = all(r.get("stable") is not False for r in rows)
-        level["windows"] = sum(int(r.get("windows") or 0) for r in rows)
-        level["errors"] = sum(int(r.get("errors") or 0) for r in rows)
-        level["rounds"] = len(rows)
-        out.append(level)
+            values = [v for v in (_figure(r, name) for r in rows) if v is not None]
+            medians[name] = statistics.median(values) if values else None
+        avg_batch = medians.pop("avg_batch")
+        level = measure.Level(
+            level=c,
+            **{**medians, "throughput": medians["throughput"] or 0.0},
+            requests=sum(r.requests for r in rows),
+            errors=sum(r.errors for r in rows),
+            duration_s=sum(r.duration_s for r in rows),
+            stable=all(r.stable is not False for r in rows),
+            extra={
+                "windows": sum(int(r.extra.get("windows") or 0) for r in rows),
+                "avg_batch": avg_batch,
+                "over_threshold": any(r.extra.get("over_threshold") for r in rows),
+            },
+        )
+        out.append({**measure.search_json(level), "rounds": len(rows)})
     return out
-
-
-@dataclass(frozen=True)
-class ObjectiveSpread:
-    """A candidate's objective over its rounds (throughput in infer/s, or latency in µs)."""
-
-    median: float
-    low: float
-    high: float
-    rounds: int
-
-    @property
-    def half_range(self) -> float | None:
-        if self.rounds < 2 or self.median == 0:
-            return None
-        return (self.high - self.low) / 2 / abs(self.median)
-
-    def overlaps(self, other: ObjectiveSpread) -> bool:
-        return self.low <= other.high and other.low <= self.high
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "median": self.median,
-            "low": self.low,
-            "high": self.high,
-            "rounds": self.rounds,
-            "half_range": self.half_range,
-        }
 
 
 def objective_spread(
     rounds: Sequence[dict[str, Any]], score_levels: Callable[[list[dict[str, Any]]], Score | None]
-) -> ObjectiveSpread | None:
-    """The objective of each good round that met the constraints; None with fewer than 2."""
+) -> repeats.Spread | None:
+    """The objective (throughput in infer/s, or latency in µs) of each good round that met
+    the constraints; None with fewer than 2."""
     values = []
     for r in good_rounds(rounds):
         s = score_levels(r["levels"])
@@ -110,10 +96,10 @@ def objective_spread(
             values.append(s.objective)
     if len(values) < 2:
         return None
-    return ObjectiveSpread(statistics.median(values), min(values), max(values), len(values))
+    return repeats.Spread.of(values)
 
 
-def spread_text(spread: ObjectiveSpread | None) -> str:
+def spread_text(spread: repeats.Spread | None) -> str:
     if spread is None or spread.half_range is None:
         return ""
     return f"± {spread.half_range * 100:.0f}% over {spread.rounds} rounds"

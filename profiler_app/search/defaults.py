@@ -29,7 +29,7 @@ from django.conf import settings
 from repository_app.triton import gpus as triton_gpus
 from repository_app.triton.client import TritonError, get_client
 
-from .. import sweeps, verdict
+from .. import measure, sweeps, verdict
 from ..engine import stats
 from ..engine.loadgen import SweepParams
 from ..models import Sweep, SweepPoint
@@ -204,15 +204,13 @@ def running_probe(model: str) -> Sweep | None:
 def auto_budget(levels: Sequence[dict[str, Any]], latency_key: str) -> tuple[float, float] | None:
     """(budget ms, concurrency) from the current config's measured levels (`level_json`
     rows): twice its latency at the knee of what was measured."""
-    points = [
-        (lv["concurrency"], lv["throughput"], lv[latency_key])
-        for lv in levels
-        if lv.get(latency_key) is not None and lv.get("stable") is not False
-    ] or [
-        (lv["concurrency"], lv["throughput"], lv[latency_key])
-        for lv in levels
-        if lv.get(latency_key) is not None
+    measured = [
+        (lv, p)
+        for lv in map(measure.Level.from_json, levels)
+        if (p := lv.curve_point(latency_key)) is not None
     ]
+    points = [(p.level, p.throughput, p.latency_us) for lv, p in measured if lv.stable is not False]
+    points = points or [(p.level, p.throughput, p.latency_us) for _, p in measured]
     found = knee_of(points)
     if found is None:
         return None

@@ -21,6 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..measure import CurvePoint
+
+# A candidate's measured level at the chosen latency (`measure.Level.curve_point`); its
+# `concurrency` is its level.
+Level = CurvePoint
+
 OBJECTIVES = ("max_throughput", "min_latency")
 
 
@@ -56,15 +62,6 @@ class Constraints:
             min_throughput=data.get("min_throughput"),
             gpu_memory_limit_mb=data.get("gpu_memory_limit_mb"),
         )
-
-
-@dataclass(frozen=True)
-class Level:
-    """One measured concurrency level of a candidate."""
-
-    concurrency: float
-    throughput: float  # infer/s
-    latency_us: float  # at the chosen percentile
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,6 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
         for lv in (cand.get("effective_levels") or cand["levels"])
         if lv.get(key) is not None
     ]
-    front = {(k, lvl) for k, lvl in result["front"]}
 
     def trace(
         items: list[tuple[dict, dict]], name: str, labelled: bool = False, **style: Any
@@ -65,9 +64,15 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
             data["mode"] += "+text"
         return data
 
-    on_front = sorted(
-        [p for p in points if (p[0]["key"], p[1]["concurrency"]) in front], key=lambda p: p[1][key]
-    )
+    # The front as the server computed it (runner.pareto_points), already sorted by latency.
+    on_front = [
+        (
+            {"key": p["key"], "seq": p["seq"], "description": p["description"]},
+            {"concurrency": p["concurrency"], "throughput": p["throughput"], key: p["latency_us"]},
+        )
+        for p in result["front_points"]
+    ]
+    front_ids = {(cand["key"], lv["concurrency"]) for cand, lv in on_front}
     best_point = result.get("best_point")
     best = [
         p for p in points if best_point and (p[0]["key"], p[1]["concurrency"]) == tuple(best_point)
@@ -102,7 +107,7 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
             trace(
                 best,
                 "best",
-                bool(best) and best[0] not in on_front,
+                bool(best) and (best[0][0]["key"], best[0][1]["concurrency"]) not in front_ids,
                 marker={"symbol": "star", "size": 16, "color": "#12b76a"},
             ),
         ],

@@ -46,7 +46,7 @@ from repository_app.triton import gpus
 from repository_app.triton.client import TritonError, engine_url, get_client
 from team import audit
 
-from .. import jobs, sweeps
+from .. import jobs, measure, repeats, sweeps
 from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep
 from ..models import Search, SearchCandidate, Sweep
 from . import confirm, defaults, objective, strategies
@@ -297,22 +297,8 @@ def restore_pending() -> list[int]:
 
 
 def level_json(lv: LevelResult) -> dict[str, Any]:
-    server = lv.server
-    return {
-        "concurrency": lv.level,
-        "throughput": lv.throughput,
-        **sweeps.latency_fields(lv.latency),
-        "stable": lv.stable,
-        "windows": len(lv.windows),
-        "errors": lv.errors,
-        "over_threshold": lv.over_threshold,
-        "avg_batch": server.avg_batch_size if server else None,
-        "server_request_us": server.request_us if server else None,
-        "queue_us": server.queue_us if server else None,
-        "compute_input_us": server.compute_input_us if server else None,
-        "compute_infer_us": server.compute_infer_us if server else None,
-        "compute_output_us": server.compute_output_us if server else None,
-    }
+    """A measured level as a candidate stores it (`measure.search_json`)."""
+    return measure.search_json(lv.measured())
 
 
 def constraints_of(search: Search) -> objective.Constraints:
@@ -334,7 +320,7 @@ def score_of(candidate: SearchCandidate, search: Search) -> objective.Score | No
     return score_levels(effective_levels(candidate), search, candidate.gpu_memory_bytes)
 
 
-def spread_of(candidate: SearchCandidate, search: Search) -> confirm.ObjectiveSpread | None:
+def spread_of(candidate: SearchCandidate, search: Search) -> repeats.Spread | None:
     """The candidate's objective over its re-measurement rounds (None without two)."""
     if candidate.state != SearchCandidate.State.MEASURED:
         return None
@@ -347,13 +333,11 @@ def spread_of(candidate: SearchCandidate, search: Search) -> confirm.ObjectiveSp
 def score_levels(
     levels: list[dict[str, Any]], search: Search, gpu_memory_bytes: float | None = None
 ) -> objective.Score | None:
-    """The search's objective for measured levels (`level_json` rows)."""
+    """The search's objective for measured levels (`level_json` rows, or older ones that
+    say `concurrency` only)."""
     c = constraints_of(search)
-    usable = [
-        objective.Level(lv["concurrency"], lv["throughput"], lv[c.latency_key])
-        for lv in levels
-        if lv.get(c.latency_key) is not None
-    ]
+    points = (measure.Level.from_json(lv).curve_point(c.latency_key) for lv in levels)
+    usable = [p for p in points if p is not None]
     memory_mb = gpu_memory_bytes / 2**20 if gpu_memory_bytes else None
     return objective.score(usable, c, search.objective, memory_mb)
 
@@ -388,7 +372,7 @@ def constraints_text(c: objective.Constraints) -> str:
     return ", ".join(p for p in parts if p) or "none"
 
 
-def _median_text(spread: confirm.ObjectiveSpread | None, objective_name: str) -> str:
+def _median_text(spread: repeats.Spread | None, objective_name: str) -> str:
     if spread is None:
         return ""
     value = (
@@ -451,14 +435,7 @@ def summarize(search: Search) -> dict[str, Any]:
                 "tied": tied(cand),
             }
         )
-    points = [
-        objective.Point(lv["throughput"], lv[c.latency_key], (cand.key, lv["concurrency"]))
-        for cand in candidates
-        if cand.state == SearchCandidate.State.MEASURED
-        for lv in effective_levels(cand)
-        if lv.get(c.latency_key) is not None and lv["throughput"] > 0
-    ]
-    front = [list(p.payload) for p in objective.pareto_front(points)]
+    front = pareto_points(candidates, c)
     baseline_cand = next((cand for cand in candidates if cand.baseline), None)
     baseline_score = score_of(baseline_cand, search) if baseline_cand else None
     ties = [cand for cand in candidates if tied(cand)]
@@ -514,7 +491,10 @@ def summarize(search: Search) -> dict[str, Any]:
         best_row["recommended"] = True
     return {
         "rows": rows,
-        "front": front,
+        # The Pareto front, computed here only: [key, concurrency] pairs, and the points the
+        # page and the report draw (sorted by latency).
+        "front": [[p["key"], p["concurrency"]] for p in front],
+        "front_points": front,
         "best_key": best_key,
         # The one operating point the chart marks "best": the candidate and concurrency.
         "best_point": [best_key, best_row["concurrency"]] if best_row else None,
@@ -522,6 +502,36 @@ def summarize(search: Search) -> dict[str, Any]:
         "re_measured": len(re_measured),
         "runs": sum(1 for cand in candidates if cand.state != SearchCandidate.State.MEASURING),
     }
+
+
+def pareto_points(
+    candidates: list[SearchCandidate], c: objective.Constraints
+) -> list[dict[str, Any]]:
+    """The measured levels on the Pareto front (each candidate at the levels it is judged
+    on), sorted by latency, with what a chart labels them with."""
+    points = []
+    for cand in candidates:
+        if cand.state != SearchCandidate.State.MEASURED:
+            continue
+        for row in effective_levels(cand):
+            lv = measure.Level.from_json(row)
+            lat = lv.latency(c.latency_key)
+            if lat is not None and lv.throughput > 0:
+                points.append(objective.Point(lv.throughput, lat, (cand, lv, row.get("rounds"))))
+    return [
+        {
+            "key": cand.key,
+            "seq": cand.seq,
+            "baseline": cand.baseline,
+            "description": Knobs.from_json(cand.knobs).describe(),
+            "concurrency": lv.level,
+            "throughput": lv.throughput,
+            "latency_us": p.latency_us,
+            "rounds": rounds,
+        }
+        for p in objective.pareto_front(points)
+        for cand, lv, rounds in [p.payload]
+    ]
 
 
 class _Run:
@@ -725,7 +735,7 @@ class _Run:
         return levels, ""
 
 
-def measure(job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
+def run_search(job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     """The work of a claimed search (the lifecycle around it is `jobs`'); the model is
     restored whatever happens."""
     restore_pending()  # what an earlier search's dead worker left
@@ -767,7 +777,7 @@ class SearchKind:
         return time_limits(sweeps.params_of(job), max(1, job.levels_total))
 
     def run(self, job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
-        return measure(job, heartbeat)
+        return run_search(job, heartbeat)
 
     def summary(self, job: Sweep) -> dict[str, Any]:
         """The ranking goes to the search's row; the job keeps the recommendation."""

@@ -1,7 +1,7 @@
 // The config search page: candidates keyed by config key (a resync or a late event never
 // duplicates one), live over the search's queue job group (/ws/sweeps/<carrier>/), resync
-// over HTTP on gaps. The Pareto chart grows as levels are measured; the ranking comes
-// from the server (search.result events).
+// over HTTP on gaps. The Pareto chart grows as levels are measured; the ranking and the
+// Pareto front come from the server (search.result events).
 "use strict";
 
 window.SearchPage = (function () {
@@ -34,6 +34,13 @@ window.SearchPage = (function () {
     if (data.result) result = data.result;
   }
 
+  // A measured level as the chart draws it (`c`: its candidate, or a front point).
+  function chartPoint(c, concurrency, throughput, latencyUs, rounds) {
+    return { key: c.key, seq: c.seq, baseline: c.baseline, concurrency: concurrency,
+      short: "#" + c.seq + " @" + concurrency,
+      label: "#" + c.seq + " " + c.description + " @ concurrency " + concurrency + (rounds ? " (median of " + rounds + " rounds)" : ""),
+      x: latencyUs / 1000, y: throughput };
+  }
   // Each candidate's levels as it is judged: the medians of its re-measurement rounds
   // when it has them (effective_levels), else its one measurement.
   function points() {
@@ -44,24 +51,22 @@ window.SearchPage = (function () {
       const levels = (c.effective_levels && c.effective_levels.length) ? c.effective_levels : (c.levels || []);
       levels.forEach(function (lv) {
         if (lv[key] === null || lv[key] === undefined || !(lv.throughput > 0)) return;
-        out.push({ key: c.key, seq: c.seq, baseline: c.baseline, concurrency: lv.concurrency,
-          short: "#" + c.seq + " @" + lv.concurrency,
-          label: "#" + c.seq + " " + c.description + " @ concurrency " + lv.concurrency + (lv.rounds ? " (median of " + lv.rounds + " rounds)" : ""),
-          x: lv[key] / 1000, y: lv.throughput });
+        out.push(chartPoint(c, lv.concurrency, lv.throughput, lv[key], lv.rounds));
       });
     });
     return out;
   }
-  function front(pts) {  // the same rule as objective.pareto_front
-    const sorted = pts.slice().sort(function (a, b) { return a.x - b.x || b.y - a.y; });
-    const out = []; let best = -Infinity;
-    sorted.forEach(function (p) { if (p.y > best) { out.push(p); best = p.y; } });
-    return out;
+  // The Pareto front is the server's (result.front_points, sorted by latency): drawn, not
+  // computed here.
+  function front() {
+    return ((result && result.front_points) || []).map(function (p) {
+      return chartPoint(p, p.concurrency, p.throughput, p.latency_us, p.rounds);
+    });
   }
 
   function renderChart() {
     const pts = points();
-    const f = front(pts);
+    const f = front();
     // One "best" marker: the recommended candidate at the concurrency it is judged at.
     const bp = result && result.best_point;
     const best = pts.filter(function (p) { return bp && p.key === bp[0] && p.concurrency === bp[1]; }).slice(0, 1);
@@ -80,7 +85,7 @@ window.SearchPage = (function () {
       trace(f, "Pareto front", { mode: "lines+markers+text", marker: { color: "#1570ef", size: 10 }, line: { color: "#1570ef" } }, true),
       trace(current, "current config", { marker: { symbol: "circle-open", size: 14, color: "#101828" } }, false),
       // Labelled where the front's label does not already name it.
-      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }, best.length > 0 && f.indexOf(best[0]) < 0),
+      trace(best, "best", { marker: { symbol: "star", size: 16, color: "#12b76a" } }, best.length > 0 && !f.some(function (p) { return p.key === best[0].key && p.concurrency === best[0].concurrency; })),
     ], {
       // The legend above the plot area: at the bottom it sat on the x axis title.
       margin: { l: 60, r: 15, t: 40, b: 45 }, legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" }, shapes: shapes,

@@ -1,0 +1,162 @@
+"""One measured level and one measurement window: the one shape of a measurement.
+
+Both engines convert what they measured into it (`LevelResult.measured`,
+`WindowResult.measured`, `PaLevel.measured`, `PaWindow.measured`), a sweep stores it as a
+`SweepPoint` row (its fields are the row's columns), a search keeps it per candidate
+(`runner.level_json`), and exports, websocket events and the REST API (`measure_api`)
+show its `to_json`. The chosen-latency view of it (`CurvePoint`) is what the knee, the
+verdict and a search's score read.
+
+Field names are the `SweepPoint` columns. Figures that were not measured are None (a
+perf_analyzer window knows only the chosen latency); `extra` holds what only some
+measurements have (windows, spreads, client CPU, GPU, rounds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+LEVEL_ROW = -1  # SweepPoint.window of a level's summary row
+
+LATENCY_FIELDS = ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")
+SERVER_FIELDS = (
+    "server_request_us",
+    "queue_us",
+    "compute_input_us",
+    "compute_infer_us",
+    "compute_output_us",
+)
+# Old search rows (before the one shape) said `concurrency` for `level`, and kept these
+# `extra` entries at the top level; they are still read, and still written for the API.
+SEARCH_ALIASES = ("windows", "over_threshold", "avg_batch")
+
+
+def latency_key(percentile: int | str) -> str:
+    """The field of the chosen latency: "avg_us" or "p95_us"."""
+    return "avg_us" if percentile == "avg" else f"p{int(percentile)}_us"
+
+
+def finite(value: Any) -> float | None:
+    """None for a missing or infinite figure (JSON has no inf)."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """A measured level at its chosen latency: what the knee, the verdict and a search's
+    score compare."""
+
+    level: float  # concurrency or request rate
+    throughput: float  # infer/s
+    latency_us: float  # the chosen latency (avg or pN)
+
+    @property
+    def concurrency(self) -> float:
+        """A search's name for the level (it sweeps concurrency only)."""
+        return self.level
+
+
+@dataclass
+class Level:
+    """One measured level (a sweep's summary row, a search candidate's level)."""
+
+    level: float  # concurrency or request rate
+    throughput: float = 0.0  # infer/s
+    requests: int = 0
+    errors: int = 0
+    duration_s: float = 0.0
+    avg_us: float | None = None
+    p50_us: float | None = None
+    p90_us: float | None = None
+    p95_us: float | None = None
+    p99_us: float | None = None
+    server_request_us: float | None = None
+    queue_us: float | None = None
+    compute_input_us: float | None = None
+    compute_infer_us: float | None = None
+    compute_output_us: float | None = None
+    stable: bool | None = None  # None: not known (a window, a hand-made row)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def latency(self, key: str) -> float | None:
+        """A latency field by name ("p95_us"), None where it was not measured."""
+        value = getattr(self, key)
+        return None if value is None else float(value)
+
+    def curve_point(self, key: str) -> CurvePoint | None:
+        """The level at latency `key`; None where that latency is unknown."""
+        lat = self.latency(key)
+        return None if lat is None else CurvePoint(self.level, self.throughput, lat)
+
+    def columns(self) -> dict[str, Any]:
+        """The SweepPoint column values (all but `level`)."""
+        return {f.name: getattr(self, f.name) for f in fields(Level) if f.name != "level"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(Level)}
+
+    @classmethod
+    def from_point(cls, point: Any) -> Level:
+        """From a SweepPoint row."""
+        return cls(**{f.name: getattr(point, f.name) for f in fields(Level)})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Level:
+        """From `to_json`, a stored search level (old ones say `concurrency`, and keep
+        windows/over_threshold/avg_batch at the top level), or a `point_json` row."""
+        level = data["level"] if data.get("level") is not None else data["concurrency"]
+        extra = dict(data.get("extra") or {})
+        for name in SEARCH_ALIASES:
+            if name not in extra and data.get(name) is not None:
+                extra[name] = data[name]
+        known = {f.name for f in fields(Level)} - {"level", "extra"}
+        values = {k: data[k] for k in known if k in data}
+        return cls(level=float(level), extra=extra, **values)
+
+
+@dataclass
+class Window(Level):
+    """One measurement window of a level: a level's fields, its number and when it closed.
+    (`columns` leaves both out: the number is part of the row's key, closed_at is only
+    sent, in the `sweep.window` event.)"""
+
+    window: int = 0  # the stored window number (0-based, rounds after one another)
+    closed_at: float | None = None  # wall clock (time.time()) when the engine closed it
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "window": self.window, "closed_at": self.closed_at}
+
+
+def search_json(level: Level) -> dict[str, Any]:
+    """A search candidate's level as stored and sent: `to_json`, plus the names its API has
+    always had (`concurrency` for `level`; windows, over_threshold, avg_batch at the top)."""
+    aliases = {name: level.extra.get(name) for name in SEARCH_ALIASES}
+    return {**level.to_json(), "concurrency": level.level, **aliases}
+
+
+def latency_fields(lat: Any) -> dict[str, float | None]:
+    """The latency fields of a `stats.LatencySummary` (all None without one)."""
+    return {k: None if lat is None else getattr(lat, k) for k in LATENCY_FIELDS}
+
+
+def server_fields(server: Any) -> dict[str, float | None]:
+    """The server fields of a `loadgen.ServerBreakdown` (all None without one)."""
+    if server is None:
+        return dict.fromkeys(SERVER_FIELDS)
+    rest = {k: getattr(server, k) for k in SERVER_FIELDS[1:]}
+    return {"server_request_us": server.request_us, **rest}
+
+
+def gpu_fields(sample: Any) -> dict[str, float | None]:
+    """`extra` entries of a GPU sample (none without one)."""
+    if sample is None:
+        return {}
+    return {"gpu_utilization": sample.utilization, "gpu_memory_bytes": sample.memory_used_bytes}
+
+
+def point_json(point: Any) -> dict[str, Any]:
+    """A stored SweepPoint row: a level row (window -1) or a window."""
+    return {**Level.from_point(point).to_json(), "window": point.window}
