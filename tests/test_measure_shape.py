@@ -149,8 +149,8 @@ TWO = Knobs(2, "KIND_CPU", 32, True, 200)
 @pytest.mark.django_db
 def test_the_pareto_front_is_the_servers_and_the_page_draws_it() -> None:
     carrier = Sweep.objects.create(
-        model="busy_compute", server="x", state="succeeded", finished_at=timezone.now(),
-        params={"model": "busy_compute", "start": 2, "end": 4, "search": True},
+        kind="search", model="busy_compute", server="x", state="succeeded",
+        finished_at=timezone.now(), params={"model": "busy_compute", "start": 2, "end": 4},
     )  # fmt: skip
     search = Search.objects.create(
         sweep=carrier, model="busy_compute", mode="grid", space=Space(counts=(1, 2)).to_json(),
