@@ -1,8 +1,12 @@
 """Group names and the event schema for live updates (one module owns both).
 
-Every event carries `seq`, a per-group counter kept in Redis, so a client that sees a
-gap (or reconnects) knows to resync over HTTP. The latest repository snapshot is kept
-in Redis too, so a page that connects late gets the whole state first.
+One envelope: every event is `{"type", "group", "seq", ...its fields}`, built only by
+`publish`. `seq` is a per-group counter kept in Redis, so a client that sees a gap (or
+reconnects) knows to resync over HTTP. Each type's fields are declared once, in
+`EVENT_FIELDS`; `publish` refuses a type that is not declared or an event that lacks one
+of its fields, so producers cannot drift apart (the sweep's and the search's engines,
+the worker and the watchdog all send the same shape). The latest repository snapshot is
+kept in Redis too, so a page that connects late gets the whole state first.
 """
 
 from __future__ import annotations
@@ -25,6 +29,47 @@ REPOSITORY_GROUP = "repository"
 SERVER_GROUP = "server"
 ACTIVITY_GROUP = "activity"
 SNAPSHOT_KEY = "dashboard:repository:snapshot"
+
+
+# Every event type with the fields it always carries (it may carry more, e.g. a model's
+# states or the derived metrics of whatever GPUs exist). Groups: see the *_GROUP names and
+# the *_group functions below.
+EVENT_FIELDS: dict[str, frozenset[str]] = {
+    # repository group
+    "models.states": frozenset({"models", "full"}),
+    "model.action": frozenset({"model", "action", "phase", "by"}),
+    "model.versions": frozenset({"model"}),
+    # model groups (model_group)
+    "model.stats": frozenset({"model", "stats"}),
+    "config.saved": frozenset({"model", "revision", "sha256", "by", "diff_url"}),
+    "presence": frozenset({"model", "users"}),
+    # server group
+    "server.metrics": frozenset({"time", "models", "gpus"}),
+    # activity group (team.audit.recorded)
+    "activity": frozenset({"id", "at", "user", "action", "model", "target", "outcome"}),
+    # user groups (user_group)
+    "notify": frozenset({"message", "url"}),
+    # job groups (sweep_group): a sweep or a config search
+    "sweep.state": frozenset({"sweep", "kind", "state", "error", "cancel_requested"}),
+    "sweep.window": frozenset({"sweep", "point", "closed_at"}),
+    "sweep.level": frozenset({"sweep", "point", "levels_done", "levels_total", "round"}),
+    "sweep.summary": frozenset({"sweep", "state", "error", "summary"}),
+    "search.candidate": frozenset({"search", "candidate"}),
+    "search.result": frozenset({"search", "state", "result"}),
+}
+
+
+class UndeclaredEvent(ValueError):
+    """A programming error: an event type or field that EVENT_FIELDS does not declare."""
+
+
+def check_event(event_type: str, payload: dict[str, Any]) -> None:
+    fields = EVENT_FIELDS.get(event_type)
+    if fields is None:
+        raise UndeclaredEvent(f"event type {event_type!r} is not declared in EVENT_FIELDS")
+    missing = fields - payload.keys()
+    if missing:
+        raise UndeclaredEvent(f"{event_type} event without {', '.join(sorted(missing))}")
 
 
 def model_group(name: str) -> str:
@@ -67,6 +112,7 @@ def publish(
     ``snapshot``: the event is the whole state, kept for late joiners; it is saved before it
     is sent, so whoever has seen it and connects afterwards gets this state or a newer one.
     """
+    check_event(event_type, payload)
     try:
         event = {"type": event_type, "group": group, "seq": next_seq(group), **payload}
         if snapshot:

@@ -560,7 +560,7 @@ class _Run:
     def publish_result(self) -> None:
         result = summarize(self.search)
         Search.objects.filter(pk=self.search.pk).update(result=result)
-        self.publish("search.result", {"result": result})
+        publish_result(self.search, result, cast(str, State.RUNNING))
 
     def _row(self, knobs: Knobs) -> SearchCandidate:
         candidate = SearchCandidate.objects.filter(search=self.search, key=knobs.key).first()
@@ -767,6 +767,15 @@ def run_search(job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     return jobs.Outcome(State.SUCCEEDED)
 
 
+def publish_result(search: Search, result: dict[str, Any], state: str) -> None:
+    """The ranking so far (while running) or at the end: one shape from both places."""
+    events.publish(
+        events.sweep_group(search.sweep_id),
+        "search.result",
+        {"search": search.pk, "state": state, "result": result},
+    )
+
+
 class SearchKind:
     """A config search as a kind of job (`profiler_app.jobs`)."""
 
@@ -788,10 +797,8 @@ class SearchKind:
 
     def ended(self, job: Sweep, *, by_worker: bool) -> None:
         search = Search.objects.get(sweep_id=job.pk)
-        result = search.result or summarize(search)  # one cancelled while queued has none
-        events.publish(
-            job.group, "search.result", {"search": search.pk, "result": result, "state": job.state}
-        )
+        # One cancelled while queued has no result yet.
+        publish_result(search, search.result or summarize(search), job.state)
 
     def tidy(self) -> None:
         restore_pending()

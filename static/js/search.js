@@ -225,9 +225,9 @@ window.SearchPage = (function () {
       "search.candidate": function (e) { merge([e.candidate]); schedule(); },
       "search.result": function (e) {
         result = e.result;
-        if (e.state) search.state = e.state;
+        search.state = e.state;
         schedule();
-        if (e.state) resyncSoon();
+        if (FINISHED.indexOf(e.state) >= 0) resyncSoon();  // the last ranking: read it all
       },
     }, resync);
   }
