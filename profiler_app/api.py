@@ -60,17 +60,36 @@ SweepCreateSerializer = inline_serializer(
 
 
 class SweepSerializer(serializers.Serializer):
+    """A sweep as `sweeps.sweep_json` returns it (a test holds the two to the same fields)."""
+
     id = serializers.IntegerField()
+    kind = serializers.ChoiceField(Sweep.Kind.choices)
     model = serializers.CharField()
-    name = serializers.CharField()
-    note = serializers.CharField()
-    state = serializers.CharField()
-    engine = serializers.CharField()
+    version = serializers.CharField()
+    server = serializers.CharField(help_text="the Triton server's gRPC address")
+    engine = serializers.ChoiceField(Sweep.Engine.choices)
+    state = serializers.ChoiceField(Sweep.State.choices)
     error = serializers.CharField()
-    params = serializers.DictField()
+    params = serializers.DictField(help_text="the sweep's parameters as stored")
+    command = serializers.CharField(help_text="perf_analyzer's invocations, one per line")
+    config_sha256 = serializers.CharField()
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    heartbeat_at = serializers.DateTimeField(allow_null=True)
+    heartbeat_stale = serializers.BooleanField(
+        help_text="running, but no heartbeat for 20 s: its worker seems gone"
+    )
+    cancel_requested = serializers.BooleanField()
     levels_total = serializers.IntegerField()
     queue_position = serializers.IntegerField(allow_null=True)
-    summary = serializers.DictField()
+    summary = serializers.DictField(help_text="knee, recommendation and caveat")
+    name = serializers.CharField()
+    note = serializers.CharField()
+    rounds = serializers.IntegerField()
+    server_now = serializers.DateTimeField()
+    windows_before_start = serializers.IntegerField()
 
 
 def _require_run(request: Request) -> None:

@@ -159,3 +159,9 @@ def test_stored_search_jobs_become_kind_search_and_the_flag_goes(django_db_block
     assert "search" not in Sweep.objects.get(pk=flagged.pk).params
     migration.to_flag(apps, None)
     assert Sweep.objects.get(pk=flagged.pk).params["search"] is True
+
+
+def test_the_api_schema_describes_every_field_of_a_sweep_as_returned():
+    from profiler_app.api import SweepSerializer
+
+    assert set(sweeps.sweep_json(_sweep())) == set(SweepSerializer().fields)
