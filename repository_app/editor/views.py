@@ -152,39 +152,29 @@ def _open_page(
     saving.record_disk_change(name, current)
     text = current.text
     findings = saving.editor_findings(current.data, name)
+    editor = None
     if mode == "form":
-        editor, parse_findings = form_mapping.forms_for_text(name, text)
-        if editor is not None:
-            return _page(
-                request,
-                name,
-                mode="form",
-                base_sha=current.sha256,
-                text=text,
-                editor=editor,
-                findings=findings,
-                outcome=outcome,
-                status=status,
-            )
-        if page.placeholders(text):
+        editor, _ = form_mapping.forms_for_text(name, text)
+        if editor is None and page.placeholders(text):
             messages.warning(
                 request,
                 "The file is a template, so it opens in text mode: fill its placeholders "
                 "below (or edit them in the text).",
             )
-        else:
+        elif editor is None:
             messages.warning(
                 request, "The file does not parse, so it opens in text mode: fix it there."
             )
     return _page(
         request,
         name,
-        mode="text",
+        mode="form" if editor is not None else "text",
         base_sha=current.sha256,
         text=text,
         findings=findings,
         outcome=outcome,
         status=status,
+        editor=editor,
     )
 
 

@@ -372,22 +372,12 @@ def _syntax_finding(exc: text_format.ParseError, text: str) -> Finding:
     reason = re.sub(r"^\d+:\d+ : ", "", raw)
     reason = re.sub(r"^'.*?': (?=[A-Z])", "", reason, count=1)
     token = _token_at(text, line, col)
-    if m := _UNKNOWN_FIELD_RE.search(raw):
-        return Finding(
-            ERROR,
-            "parse.unknown-field",
-            _unknown_field_message(m.group(1), m.group(2)),
-            line=line,
-            col=col,
-        )
-    if m := _UNKNOWN_ENUM_RE.search(raw):
-        return Finding(
-            ERROR,
-            "parse.unknown-enum",
-            _unknown_enum_message(m.group(1), m.group(2)),
-            line=line,
-            col=col,
-        )
+    for pattern, rule, message in (
+        (_UNKNOWN_FIELD_RE, "parse.unknown-field", _unknown_field_message),
+        (_UNKNOWN_ENUM_RE, "parse.unknown-enum", _unknown_enum_message),
+    ):
+        if m := pattern.search(raw):
+            return Finding(ERROR, rule, message(m.group(1), m.group(2)), line=line, col=col)
     if m := _ONEOF_RE.search(raw):
         return Finding(
             ERROR,
