@@ -29,6 +29,7 @@ The guarantees, and why:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -122,6 +123,48 @@ def check_queue(noun: str = "sweep") -> None:
             f"the task queue (Redis at {redact(settings.CELERY_BROKER_URL)}) is unreachable, so "
             f"the {noun} was not queued: try again when Redis is back"
         ) from exc
+
+
+def config_snapshot(model: str) -> tuple[str, str]:
+    """(sha256, text) of the model's config.pbtxt on disk; empty when there is none."""
+    path = settings.MODEL_REPOSITORY / model / "config.pbtxt"
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return "", ""
+    return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8", errors="replace")
+
+
+def create(
+    kind: str,
+    params: dict[str, Any],
+    *,
+    user: Any,
+    levels_total: int,
+    enqueue: bool,
+    **fields: Any,
+) -> Sweep:
+    """A QUEUED job of `kind` on this dashboard's Triton, with the model's config as it is
+    now; its task is sent when the caller's transaction commits (when `enqueue`)."""
+    model = str(params["model"])
+    sha, text = config_snapshot(model)
+    job = Sweep.objects.create(
+        kind=kind,
+        model=model,
+        version=str(params.get("version") or ""),
+        server=settings.TRITON_URL,
+        config_sha256=sha,
+        config_text=text,
+        params=params,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        state=State.QUEUED,
+        queued_at=timezone.now(),
+        levels_total=levels_total,
+        **fields,
+    )
+    if enqueue:
+        enqueue_on_commit(job)
+    return job
 
 
 def enqueue_on_commit(job: Sweep) -> None:

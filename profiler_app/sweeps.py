@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 import math
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
@@ -80,16 +78,6 @@ def params_of(sweep: Sweep) -> SweepParams:
 def level_key(level: float) -> float:
     """Levels as stored: rounded, so a resumed range lands on the same keys."""
     return round(float(level), 6)
-
-
-def config_snapshot(model: str) -> tuple[str, str]:
-    """(sha256, text) of the model's config.pbtxt on disk; empty when there is none."""
-    path = settings.MODEL_REPOSITORY / model / "config.pbtxt"
-    try:
-        raw = path.read_bytes()
-    except OSError:
-        return "", ""
-    return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8", errors="replace")
 
 
 def time_limits(params: SweepParams) -> tuple[int, int]:
@@ -170,28 +158,18 @@ def create_sweep(
     Raises jobs.QueueUnavailable, with nothing stored, when the queue cannot take it."""
     if enqueue:
         jobs.check_queue()
-    sha, text = config_snapshot(params.model)
-    now = timezone.now()
     with transaction.atomic():
-        sweep = Sweep.objects.create(
-            kind=Sweep.Kind.SWEEP,
-            model=params.model,
-            version=params.version,
-            server=settings.TRITON_URL,
-            config_sha256=sha,
-            config_text=text,
-            params=params_to_json(params),
-            engine=engine,
-            created_by=user if getattr(user, "is_authenticated", False) else None,
-            state=State.QUEUED,
-            queued_at=now,
+        sweep = jobs.create(
+            cast(str, Sweep.Kind.SWEEP),
+            params_to_json(params),
+            user=user,
             levels_total=params.level_count(),
+            enqueue=enqueue,
+            engine=engine,
             rerun_of=rerun_of,
             name=name,
             note=note,
         )
-        if enqueue:
-            jobs.enqueue_on_commit(sweep)
     from team import audit
 
     audit.record(
@@ -201,7 +179,7 @@ def create_sweep(
         target=f"sweep #{sweep.pk}",
         detail=f"{engine} {params.mode} {params.range_text}"
         + (f" × {params.rounds} rounds" if params.rounds > 1 else ""),
-        after_sha256=sha,
+        after_sha256=sweep.config_sha256,
     )
     jobs.publish_state(sweep)
     return sweep

@@ -186,7 +186,6 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
     except SpaceError as exc:
         raise SearchError(str(exc)) from None
     preflight(request)
-    sha, text = sweeps.config_snapshot(request.model)
     actor = user if getattr(user, "is_authenticated", False) else None
     params = dataclasses.replace(
         request.measure,
@@ -195,23 +194,17 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
         latency_threshold_ms=request.constraints.latency_budget_ms,
     )
     with transaction.atomic():
-        carrier = Sweep.objects.create(
-            kind=Sweep.Kind.SEARCH,
-            model=request.model,
-            version=params.version,
-            server=settings.TRITON_URL,
-            config_sha256=sha,
-            config_text=text,
-            params={
+        carrier = jobs.create(
+            cast(str, Sweep.Kind.SEARCH),
+            {
                 **sweeps.params_to_json(params),
                 "confirm_top": request.confirm_top,
                 "confirm_rounds": request.confirm_rounds,
                 "budget_auto": request.budget_auto,
             },
-            created_by=actor,
-            state=State.QUEUED,
-            queued_at=timezone.now(),
+            user=actor,
             levels_total=runs,
+            enqueue=enqueue,
         )
         search = Search.objects.create(
             sweep=carrier,
@@ -226,15 +219,13 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
         )
         carrier.summary = {"recommendation": f"Config search #{search.pk}", "search": search.pk}
         carrier.save(update_fields=["summary"])
-        if enqueue:
-            jobs.enqueue_on_commit(carrier)
     audit.record(
         actor or "system",
         "search.start",
         model_name=request.model,
         target=f"search #{search.pk}",
         detail=f"{request.mode}, {runs} candidate runs at most, {request.objective}",
-        after_sha256=sha,
+        after_sha256=carrier.config_sha256,
     )
     jobs.publish_state(carrier)
     return search
