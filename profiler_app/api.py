@@ -23,7 +23,7 @@ from . import export, jobs, sweeps
 from .forms import SweepForm
 from .measure_api import SweepPointSerializer
 from .models import Sweep
-from .permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
+from .permissions import RUN_PERMISSION, refusal
 
 SweepCreateSerializer = inline_serializer(
     "SweepCreate",
@@ -173,11 +173,7 @@ class SweepCancelView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         _require_run(request)
         sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
-        if not can_manage_sweep(request.user, sweep):
-            message = deny(
-                request.user, "sweep.cancel", model=sweep.model, target=f"sweep #{pk}",
-                message=owner_note(sweep),
-            )  # fmt: skip
+        if message := refusal(request.user, sweep, "sweep.cancel", target=f"sweep #{pk}"):
             return Response({"message": message, "field": None}, status=403)
         try:
             message = jobs.cancel(pk)

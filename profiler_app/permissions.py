@@ -44,6 +44,14 @@ def owner_note(sweep: Sweep, noun: str = "sweep") -> str:
     return f"Started by {owner}: only {owner} or an admin can cancel or resume this {noun}."
 
 
+def refusal(user: Any, job: Sweep, action: str, *, target: str, noun: str = "sweep") -> str:
+    """'' when `user` may cancel or resume `job`; else why not, with the refusal audited
+    (the pages and the API ask this one question)."""
+    if can_manage_sweep(user, job):
+        return ""
+    return deny(user, action, model=job.model, target=target, message=owner_note(job, noun))
+
+
 def deny(user: Any, action: str, *, model: str, target: str, message: str) -> str:
     """Audit a refused action (outcome "denied"); returns the message for the 403."""
     audit.record(user, action, model_name=model, target=target, outcome="denied", detail=message)

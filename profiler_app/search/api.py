@@ -17,7 +17,7 @@ from team import audit
 
 from ..measure_api import SearchLevelSerializer
 from ..models import Search
-from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
+from ..permissions import RUN_PERMISSION, refusal
 from . import confirm, runner
 from .forms import SearchForm
 from .space import knobs_of
@@ -145,11 +145,10 @@ class SearchCancelView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         _require(request, RUN_PERMISSION)
         search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
-        if not can_manage_sweep(request.user, search.sweep):
-            message = deny(
-                request.user, f"search.{self.action}", model=search.model,
-                target=f"search #{pk}", message=owner_note(search.sweep, "search"),
-            )  # fmt: skip
+        if message := refusal(
+            request.user, search.sweep, f"search.{self.action}", target=f"search #{pk}",
+            noun="search",
+        ):  # fmt: skip
             return Response({"message": message, "field": None}, status=403)
         try:
             message = runner.cancel(search) if self.action == "cancel" else runner.resume(search)

@@ -16,7 +16,7 @@ from team import audit
 from .. import sweeps
 from ..engine.loadgen import SweepError
 from ..models import Search
-from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
+from ..permissions import RUN_PERMISSION, can_manage_sweep, owner_note, refusal
 from ..views import attachment
 from . import defaults, report, runner
 from .forms import SearchForm
@@ -114,9 +114,11 @@ def _action(
     if not allowed:
         message = "your role cannot do this"
         return JsonResponse({"message": message}, status=403)
-    if action and not can_manage_sweep(request.user, search.sweep):  # cancel, resume
-        message = owner_note(search.sweep, "search")
-        deny(request.user, action, model=search.model, target=f"search #{pk}", message=message)
+    if action and (  # cancel, resume
+        message := refusal(
+            request.user, search.sweep, action, target=f"search #{pk}", noun="search"
+        )
+    ):
         return JsonResponse({"message": message}, status=403)
     try:
         message = run(search)
