@@ -222,13 +222,7 @@ def _json_sample(
                 )
             arr = np.frombuffer(raw, dtype=dtype)
             shape = shape if shape is not None else resolve_shape(spec, shapes)
-            expected = math.prod(shape)
-            if arr.size != expected:
-                raise InputError(
-                    f"{where}: 'b64' holds {arr.size} {spec.datatype} values for shape "
-                    f"{list(shape)} ({expected})"
-                )
-            return arr.reshape(shape)
+            return _shaped(arr, shape, f"{where}: 'b64' holds {arr.size} {spec.datatype} values")
         if "content" not in value:
             raise InputError(f"{where}: an entry needs 'content' or 'b64'")
         value = value["content"]
@@ -246,12 +240,14 @@ def _json_sample(
             arr = np.asarray(value, dtype=dtype).ravel()
         except (ValueError, TypeError, OverflowError):
             raise _not_numbers(spec, value, dtype, where) from None
+    return _shaped(arr, shape, f"input {spec.name}, sample {index}: {arr.size} values given")
+
+
+def _shaped(arr: np.ndarray, shape: Sequence[int], given: str) -> np.ndarray:
+    """`arr` in `shape`; InputError ("<given> for shape [..] (N)") when the counts differ."""
     expected = math.prod(shape)
     if arr.size != expected:
-        raise InputError(
-            f"input {spec.name}: {arr.size} values given for shape {list(shape)} ({expected}), "
-            f"sample {index}"
-        )
+        raise InputError(f"{given} for shape {list(shape)} ({expected})")
     return arr.reshape(shape)
 
 
