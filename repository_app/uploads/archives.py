@@ -10,11 +10,12 @@ its declared size.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
@@ -261,34 +262,37 @@ def extract(
         return count
 
     try:
-        if result.kind == ".zip":
-            with zipfile.ZipFile(path) as archive:
-                for info in archive.infolist():
-                    member = wanted.get(info.filename)
-                    if member is None:
-                        continue
-                    if member.is_dir:
-                        _mkdir(target(member))
-                        continue
-                    with archive.open(info) as source:
-                        written += write(member, source)
-        else:
-            with tarfile.open(path, _tar_mode(result.kind)) as tar_archive:
-                for tar_info in _iter_tar(tar_archive):
-                    member = wanted.get(tar_info.name)
-                    if member is None:
-                        continue
-                    if member.is_dir:
-                        _mkdir(target(member))
-                        continue
-                    tar_source = tar_archive.extractfile(tar_info)
-                    if tar_source is None:
-                        raise ArchiveError(f"archive member {tar_info.name!r} cannot be read")
-                    with tar_source:
-                        written += write(member, tar_source)
+        for name, open_member in _entries(path, result.kind):
+            member = wanted.get(name)
+            if member is None:
+                continue
+            if member.is_dir:
+                _mkdir(target(member))
+                continue
+            with open_member() as source:
+                written += write(member, source)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
         raise ArchiveError(f"the archive is damaged: {exc}") from exc
     return written
+
+
+def _entries(path: Path, kind: str) -> Iterator[tuple[str, Callable[[], IO[bytes]]]]:
+    """(name, open it) for each member of a zip or tar archive, in the archive's order."""
+    if kind == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                yield info.filename, functools.partial(archive.open, info)
+        return
+    with tarfile.open(path, _tar_mode(kind)) as tar_archive:
+        for tar_info in _iter_tar(tar_archive):
+
+            def open_tar(info: tarfile.TarInfo = tar_info) -> IO[bytes]:
+                source = tar_archive.extractfile(info)
+                if source is None:
+                    raise ArchiveError(f"archive member {info.name!r} cannot be read")
+                return source
+
+            yield tar_info.name, open_tar
 
 
 _MAGIC = ((b"#!", "a script"), (b"\x7fELF", "an executable or shared object"),
