@@ -7,7 +7,7 @@ fix. Unlike Triton, which stops at the first error, every check reports all it f
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as pb
@@ -400,6 +400,21 @@ _BATCH_INPUT_KINDS = {
 }
 
 
+def _unknown_sources(
+    ctx: RuleContext, rule: str, sources: Iterable[str], inputs: Collection[str], path: str
+) -> Iterator[Finding]:
+    """A batch input's or output's source_input entries that name no model input."""
+    for j, src in enumerate(sources):
+        if src not in inputs:
+            yield ctx.finding(
+                ERROR,
+                f"{rule}.unknown-source",
+                f"unknown source input name '{src}' for {ctx.name}: use one of the model "
+                f"inputs ({', '.join(sorted(inputs)) or 'none declared'})",
+                f"{path}.source_input[{j}]",
+            )
+
+
 def check_batch_io(ctx: RuleContext) -> Iterator[Finding]:
     """ValidateBatchIO: kinds, one source each, known source/target names."""
     c = ctx.config
@@ -424,15 +439,7 @@ def check_batch_io(ctx: RuleContext) -> Iterator[Finding]:
                 f"batch input '{bi.target_name}' has {pb.DataType.Name(bi.data_type)}",
                 f"{path}.data_type",
             )
-        for j, src in enumerate(bi.source_input):
-            if src not in inputs:
-                yield ctx.finding(
-                    ERROR,
-                    "batch-input.unknown-source",
-                    f"unknown source input name '{src}' for {ctx.name}: use one of the model "
-                    f"inputs ({', '.join(sorted(inputs)) or 'none declared'})",
-                    f"{path}.source_input[{j}]",
-                )
+        yield from _unknown_sources(ctx, "batch-input", bi.source_input, inputs, path)
     for i, bo in enumerate(c.batch_output):
         path = f"batch_output[{i}]"
         kind = pb.BatchOutput.Kind.Name(bo.kind)
@@ -444,15 +451,7 @@ def check_batch_io(ctx: RuleContext) -> Iterator[Finding]:
                 f"for {ctx.name}: list exactly one source_input",
                 f"{path}.source_input" if bo.source_input else path,
             )
-        for j, src in enumerate(bo.source_input):
-            if src not in inputs:
-                yield ctx.finding(
-                    ERROR,
-                    "batch-output.unknown-source",
-                    f"unknown source input name '{src}' for {ctx.name}: use one of the model "
-                    f"inputs ({', '.join(sorted(inputs)) or 'none declared'})",
-                    f"{path}.source_input[{j}]",
-                )
+        yield from _unknown_sources(ctx, "batch-output", bo.source_input, inputs, path)
         targets: set[str] = set()
         for j, target in enumerate(bo.target_name):
             if target not in outputs:
