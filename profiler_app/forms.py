@@ -9,7 +9,8 @@ from django import forms
 
 from . import sweeps
 from .engine.inputs import InputError, load_input_data, parse_input_json, shape_elements
-from .engine.loadgen import (
+from .models import Sweep
+from .params import (
     DEFAULT_MAX_THREADS,
     MAX_ROUNDS,
     MAX_THREADS_LIMIT,
@@ -19,7 +20,6 @@ from .engine.loadgen import (
     check_range,
     parse_range,
 )
-from .models import Sweep
 
 PERCENTILES = [("95", "p95"), ("50", "p50"), ("90", "p90"), ("99", "p99"), ("avg", "average")]
 INPUT_DATA = [("random", "random"), ("zeros", "zeros"), ("json", "JSON file (below)")]

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from profiler_app import sweeps, watchdog
-from profiler_app.engine.loadgen import SweepError, SweepParams
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
+from profiler_app.params import SweepError, SweepParams
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,9 @@ from channels.testing import WebsocketCommunicator
 
 from dashboard.routing import websocket_urlpatterns
 from profiler_app import export, sweeps, watchdog
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from profiler_app.tasks import run_sweep_task
 from repository_app.triton.client import TritonClient
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .loadgen import SweepParams, SweepResult
+from ..params import SweepParams
+from .loadgen import SweepResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_DIR = ROOT / "var" / "tools"

@@ -8,9 +8,9 @@ from typing import Any
 
 from django import forms
 
-from ..engine.loadgen import MAX_WINDOW_MS, SweepParams
 from ..forms import PERCENTILES, _range
 from ..models import Search
+from ..params import MAX_WINDOW_MS, SweepParams
 from . import confirm, defaults, runner
 from .objective import Constraints
 from .space import (

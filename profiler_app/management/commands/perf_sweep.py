@@ -15,7 +15,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from profiler_app import export, sweeps
-from profiler_app.engine.loadgen import (
+from profiler_app.forms import input_data_document, parse_shapes
+from profiler_app.models import Sweep
+from profiler_app.params import (
     DEFAULT_MAX_THREADS,
     MAX_ROUNDS,
     MAX_WINDOW_MS,
@@ -24,8 +26,6 @@ from profiler_app.engine.loadgen import (
     check_range,
     parse_range,
 )
-from profiler_app.forms import input_data_document, parse_shapes
-from profiler_app.models import Sweep
 
 
 class Command(BaseCommand):
