@@ -22,9 +22,8 @@ from django.utils import timezone
 from profiler_app import sweeps
 from profiler_app.engine import inputs
 from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
-from profiler_app.forms import parse_shapes
 from profiler_app.models import Sweep
-from profiler_app.params import SweepError, SweepParams
+from profiler_app.params import SweepError, SweepParams, parse_shapes
 from repository_app.triton.client import ModelState, TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
