@@ -15,6 +15,7 @@ from dashboard.api_errors import form_error_response
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
+from ..api import MEASUREMENT_FIELDS
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, deny, owner_note
 from . import confirm, runner
@@ -34,11 +35,7 @@ SearchCreateSerializer = inline_serializer(
         "batching_on": serializers.BooleanField(required=False),
         "delays": serializers.CharField(required=False, help_text="µs: 0,100,500"),
         "preferred": serializers.CharField(required=False, help_text="none; 4,8; 16"),
-        "concurrency_range": serializers.CharField(required=False, help_text="A:B:S"),
-        "measurement_interval": serializers.IntegerField(required=False),
-        "max_trials": serializers.IntegerField(required=False),
-        "stability_percentage": serializers.FloatField(required=False),
-        "percentile": serializers.CharField(required=False),
+        **MEASUREMENT_FIELDS,
         "latency_budget": serializers.FloatField(required=False),
         "min_throughput": serializers.FloatField(required=False),
         "gpu_memory_limit": serializers.FloatField(required=False),
