@@ -110,7 +110,7 @@ class SearchForm(forms.Form):
     # The measurement's bounds are the sweep's (`params.from_flags`); a search's windows,
     # paid for every candidate, are capped lower.
     measurement_interval = forms.IntegerField(initial=1000, label="Window (ms)")
-    max_trials = forms.IntegerField(initial=5, min_value=3, max_value=100, label="Max windows")
+    max_trials = forms.IntegerField(initial=5, max_value=100, label="Max windows")
     stability_percentage = forms.FloatField(initial=10, label="Stability (%)")
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95")
     latency_budget = forms.FloatField(
