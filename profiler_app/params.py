@@ -334,14 +334,6 @@ def _stability_percentage(value: Any) -> float:
     return percent
 
 
-def _max_trials(value: Any) -> int:
-    subject = "Max windows"
-    windows = _whole(value, subject)
-    if not 3 <= windows <= MAX_TRIALS:
-        raise _Refused(f"must be between 3 and {MAX_TRIALS} (3 decide stability)", subject)
-    return windows
-
-
 def _batch_size(value: Any) -> int:
     subject = "The batch size"
     size = _whole(value, subject)
@@ -360,20 +352,14 @@ def _latency_threshold(value: Any) -> float | None:
     return ms
 
 
-def _rounds(value: Any) -> int:
-    subject = "Rounds"
-    rounds = _whole(value, subject)
-    if not 1 <= rounds <= MAX_ROUNDS:
-        raise _Refused(f"must be between 1 and {MAX_ROUNDS}", subject)
-    return rounds
+def _whole_between(subject: str, low: int, high: int, why: str = "") -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        number = _whole(value, subject)
+        if not low <= number <= high:
+            raise _Refused(f"must be between {low} and {high}{why}", subject)
+        return number
 
-
-def _max_threads(value: Any) -> int:
-    subject = "Max threads"
-    threads = _whole(value, subject)
-    if not 1 <= threads <= MAX_THREADS_LIMIT:
-        raise _Refused(f"must be between 1 and {MAX_THREADS_LIMIT}", subject)
-    return threads
+    return parse
 
 
 def _percentile(value: Any) -> int | str:
@@ -506,14 +492,16 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
         "arrival": take(
             "request_distribution", _choice("The request distribution", "constant", "poisson")
         ),
-        "max_threads": take("max_threads", _max_threads),
+        "max_threads": take("max_threads", _whole_between("Max threads", 1, MAX_THREADS_LIMIT)),
         "percentile": take("percentile", _percentile),
         "measurement_window_ms": take("measurement_interval", _measurement_interval),
         "stability_percentage": take("stability_percentage", _stability_percentage),
-        "max_windows": take("max_trials", _max_trials),
+        "max_windows": take(
+            "max_trials", _whole_between("Max windows", 3, MAX_TRIALS, " (3 decide stability)")
+        ),
         "batch_size": take("batch_size", _batch_size),
         "latency_threshold_ms": take("latency_threshold", _latency_threshold),
-        "rounds": take("rounds", _rounds),
+        "rounds": take("rounds", _whole_between("Rounds", 1, MAX_ROUNDS)),
         "shapes": take("shape", _shapes),
         "input_data": take("input_data", _input_data),
     }

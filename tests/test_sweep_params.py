@@ -1,13 +1,11 @@
 """One entry for a sweep's parameters (`profiler_app.params.from_flags`): the Benchmark
 form, the REST API, `manage.py perf_sweep` and the config search refuse the same bad flag
 with the same message, naming the field; the API reads its JSON body itself (no input
-file faked for the page's form). Triton is never asked: a fake stands in where a sweep is
-created."""
+file faked for the page's form: see test_security_sweeps). Triton is never asked."""
 
 from __future__ import annotations
 
 import dataclasses
-from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -19,7 +17,6 @@ from profiler_app.forms import SweepForm
 from profiler_app.models import Sweep
 from profiler_app.params import ParamsError, SweepParams, from_flags
 from profiler_app.search.forms import SearchForm
-from repository_app.triton.client import ModelState, TritonClient
 from team.roles import OPERATOR, set_role
 
 pytestmark = pytest.mark.django_db
@@ -119,55 +116,6 @@ def test_the_command_line_names_every_refused_flag_at_once(redis_db):
         "-b must be a whole number.",
         "--rounds must be between 1 and 10.",
     ]
-
-
-@pytest.fixture()
-def fake_triton(monkeypatch):
-    """Triton at its one client seam: add_batched READY, FP32 [-1, 16], batching."""
-    client = mock.create_autospec(TritonClient, instance=True)
-    client.model_states.return_value = [ModelState("add_batched", "1", "READY")]
-    client.model_metadata.return_value = {
-        "name": "add_batched",
-        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": ["-1", "16"]}],
-    }
-    client.model_config.return_value = {"name": "add_batched", "max_batch_size": 64}
-    monkeypatch.setattr(sweeps, "get_client", lambda: client)
-    return client
-
-
-def test_the_api_reads_its_json_body_itself_not_through_the_pages_form(
-    api, redis_db, fake_triton, monkeypatch
-):
-    def through_the_form(self):
-        raise AssertionError("the API went through the Benchmark form")
-
-    monkeypatch.setattr(SweepForm, "clean", through_the_form)
-    document = {"data": [{"INPUT0": [0.5] * 16}, {"INPUT0": [1.5] * 16}]}
-    body = {
-        "model": "add_batched", "mode": "request_rate", "request_rate_range": "100:200:100",
-        "request_distribution": "poisson", "max_threads": 2, "rounds": 2, "input_data": document,
-        "name": "  json  ", "engine": "builtin",
-    }  # fmt: skip
-    created = api.post("/api/v1/sweeps/", body, content_type="application/json")
-    assert created.status_code == 201, created.content
-    sweep = Sweep.objects.get()
-    assert sweep.name == "json" and sweep.engine == "builtin"
-    assert sweep.params == dataclasses.asdict(
-        SweepParams(
-            model="add_batched", mode="request_rate", start=100, end=200, step=100,
-            input_data=document, arrival="poisson", max_threads=2, rounds=2,
-            measurement_window_ms=2000, max_windows=10,  # the page's default preset
-        )
-    )  # fmt: skip
-    # A document the model cannot take: on the field it has always been answered on.
-    bad = api.post(
-        "/api/v1/sweeps/",
-        {**body, "input_data": {"data": [{"INPUT0": [0.5] * 15}]}},
-        content_type="application/json",
-    )
-    assert bad.status_code == 400 and bad.json()["field"] == "input_data_file", bad.json()
-    assert "15 values" in bad.json()["message"]
-    assert Sweep.objects.count() == 1
 
 
 def test_from_flags_reads_text_or_values_and_keeps_the_stored_shape():
