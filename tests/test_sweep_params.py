@@ -19,20 +19,10 @@ from profiler_app.params import ParamsError, SweepParams, from_flags
 from profiler_app.search.forms import SearchForm
 from team.roles import OPERATOR, set_role
 
-pytestmark = pytest.mark.django_db
+from .test_security_search import GOOD as SEARCH
+from .test_security_sweeps import FORM
 
-FORM = {
-    "mode": "concurrency", "concurrency_range": "1:3:1", "request_rate_range": "",
-    "percentile": "95", "measurement_interval": "500", "stability_percentage": "50",
-    "max_trials": "3", "batch_size": "1", "latency_threshold": "", "shape": "",
-    "input_data": "random", "engine": "builtin", "protocol": "grpc", "version": "",
-}  # fmt: skip
-SEARCH = {
-    "mode": "grid", "kind": "KIND_CPU", "counts": "1:2", "batching_on": "on", "delays": "200",
-    "preferred": "none", "concurrency_range": "2", "measurement_interval": "300",
-    "max_trials": "3", "stability_percentage": "100", "percentile": "95",
-    "latency_budget": "50", "objective": "max_throughput",
-}  # fmt: skip
+pytestmark = pytest.mark.django_db
 
 # (flag, its value as typed, the message on the form and the API, the command line's line)
 BAD_FLAGS = [
