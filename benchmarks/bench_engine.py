@@ -29,12 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from profiler_app.engine import perf_analyzer as pa  # noqa: E402
-from profiler_app.engine.loadgen import (  # noqa: E402
-    DEFAULT_MAX_THREADS,
-    SweepParams,
-    _client_plan,
-    run_sweep,
-)
+from profiler_app.engine.loadgen import _client_plan, run_sweep  # noqa: E402
+from profiler_app.params import DEFAULT_MAX_THREADS, SweepParams  # noqa: E402
 
 
 async def measure_once(level: int, params: SweepParams, url: str, args: argparse.Namespace, ours_first: bool) -> dict[str, float] | None:  # fmt: skip

@@ -90,8 +90,8 @@ def main() -> int:
 
     from devstack import services as svc
     from profiler_app import jobs, sweeps
-    from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Sweep
+    from profiler_app.params import SweepParams
     from repository_app.triton.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()

@@ -144,7 +144,8 @@ def _poll_until(stop, env: dict[str, str]) -> None:  # type: ignore[no-untyped-d
 def poller_overhead(grpc_url: str, metrics_url: str, rounds: int) -> str:
     import multiprocessing
 
-    from profiler_app.engine.loadgen import SweepParams, run_sweep_sync
+    from profiler_app.engine.loadgen import run_sweep_sync
+    from profiler_app.params import SweepParams
 
     params = SweepParams(
         model="busy_compute", start=4, end=4, measurement_window_ms=2000,

@@ -55,8 +55,8 @@ def seed() -> tuple[int, str]:
     from django.contrib.sessions.backends.db import SessionStore
 
     from profiler_app import sweeps
-    from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Sweep, SweepPoint
+    from profiler_app.params import SweepParams
 
     params = SweepParams(model="add_batched", start=1, end=8, step=1)
     sweep = Sweep.objects.create(

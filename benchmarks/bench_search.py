@@ -57,8 +57,8 @@ SPACES = {
 
 def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from profiler_app import jobs
-    from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import Search
+    from profiler_app.params import SweepParams
     from profiler_app.search import runner
     from profiler_app.search.objective import Constraints
     from profiler_app.search.space import Space

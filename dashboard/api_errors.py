@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rest_framework.response import Response
@@ -32,12 +33,18 @@ def json_error_handler(exc: Exception, context: dict[str, Any]) -> Response | No
 
 def form_error_response(form: Any) -> Response:
     """A Django form's first error as the API's JSON error (400), all errors alongside."""
-    field, errors = next(iter(form.errors.items()))
+    return errors_response(form.errors)
+
+
+def errors_response(errors: Mapping[str, Sequence[str]]) -> Response:
+    """The first of {field: [message, ...]} as the API's JSON error (400), all alongside;
+    "__all__" (Django's NON_FIELD_ERRORS) is no field."""
+    field, messages = next(iter(errors.items()))
     return Response(
         {
-            "message": errors[0],
+            "message": messages[0],
             "field": None if field == "__all__" else field,
-            "errors": form.errors,
+            "errors": errors,
         },
         status=400,
     )

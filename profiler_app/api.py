@@ -1,11 +1,10 @@
-"""Perf sweeps over the REST API: create (same form rules as the page), list, detail,
-points, cancel and exports."""
+"""Perf sweeps over the REST API: create (a JSON body of perf_analyzer's flags, checked by
+`params.from_flags` like the page's form), list, detail, points, cancel and exports."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -15,27 +14,32 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard.api_errors import form_error_response
+from dashboard.api_errors import errors_response
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from team import audit
 
 from . import export, jobs, sweeps
-from .forms import SweepForm
+from .forms import SweepForm, SweepLabelForm
 from .measure_api import SweepPointSerializer
 from .models import Sweep
-from .permissions import RUN_PERMISSION, refusal
+from .params import ParamsError, SweepError, SweepParams, from_flags, refusal
+from .permissions import RUN_PERMISSION, management_refusal
 
+# The measurement's flags, for the sweep's and the search's schema alike.
+MEASUREMENT_FIELDS: dict[str, serializers.Field] = {
+    "concurrency_range": serializers.CharField(required=False, help_text="A:B:S"),
+    "percentile": serializers.CharField(required=False),
+    "measurement_interval": serializers.IntegerField(required=False),
+    "stability_percentage": serializers.FloatField(required=False),
+    "max_trials": serializers.IntegerField(required=False),
+}
 SweepCreateSerializer = inline_serializer(
     "SweepCreate",
     {
         "model": serializers.CharField(),
         "mode": serializers.ChoiceField(["concurrency", "request_rate"], required=False),
-        "concurrency_range": serializers.CharField(required=False, help_text="A:B:S"),
+        **MEASUREMENT_FIELDS,
         "request_rate_range": serializers.CharField(required=False, help_text="A:B:S"),
-        "percentile": serializers.CharField(required=False),
-        "measurement_interval": serializers.IntegerField(required=False),
-        "stability_percentage": serializers.FloatField(required=False),
-        "max_trials": serializers.IntegerField(required=False),
         "batch_size": serializers.IntegerField(required=False),
         "latency_threshold": serializers.FloatField(required=False),
         "engine": serializers.ChoiceField(["builtin", "perf_analyzer"], required=False),
@@ -120,26 +124,50 @@ class SweepListView(APIView):
             raise serializers.ValidationError({"model": "name the model to benchmark"})
         if not is_safe_model_name(model):
             raise serializers.ValidationError({"model": unsafe_name_message(model)})
-        initial = SweepForm.preset_initial("default")
-        defaults = {
-            "mode": "concurrency", "percentile": "95", "stability_percentage": 10,
-            "batch_size": 1, "input_data": "random", "engine": "builtin", "protocol": "grpc",
-            **initial,
-        }  # fmt: skip
-        fields = {**defaults, **{k: v for k, v in data.items() if k != "model"}}
-        files = {}
-        if isinstance(fields["input_data"], dict | list):  # the JSON document itself
-            document = json.dumps(fields["input_data"]).encode()
-            files["input_data_file"] = SimpleUploadedFile("input_data.json", document)
-            fields["input_data"] = "json"
-        form = SweepForm(fields, files, model=model)
-        if not form.is_valid() or form.params is None:
-            return form_error_response(form)
+        body = dict(data.items())  # a QueryDict gives its last values, as a form reads them
         try:
-            sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
+            params, create_kwargs = _sweep_request(body)
+        except ParamsError as exc:
+            # A JSON document's refusals keep the field they had when it went through the
+            # form as an upload.
+            document = isinstance(body.get("input_data"), dict | list)
+            return errors_response(
+                {
+                    ("input_data_file" if flag == "input_data" and document else flag): [message]
+                    for flag, message in exc.errors.items()
+                }
+            )
+        try:
+            sweep = sweeps.create_sweep(params, user=request.user, **create_kwargs)
         except jobs.QueueUnavailable as exc:
             return Response({"message": str(exc), "field": None}, status=503)
         return Response(sweeps.sweep_json(sweep), status=status.HTTP_201_CREATED)
+
+
+def _sweep_request(body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
+    """The parameters (the page's defaults where the body says nothing) and the engine,
+    name and note of a sweep to create; ParamsError with every refusal, then the preflight's
+    (the model's state on Triton, the inputs it takes)."""
+    errors: dict[str, str] = {}
+    defaults = {"mode": "concurrency", "request_rate_range": ""}
+    params = None
+    try:
+        params = from_flags({**defaults, **SweepForm.preset_initial("default"), **body})
+    except ParamsError as exc:
+        errors.update(exc.errors)
+    engine = body.get("engine", "builtin")
+    if engine not in Sweep.Engine.values:
+        errors["engine"] = "The engine must be builtin or perf_analyzer."
+    labels = SweepLabelForm(body)
+    if not labels.is_valid():
+        errors.update({field: messages[0] for field, messages in labels.errors.items()})
+    if errors or params is None:
+        raise ParamsError(errors)
+    try:
+        sweeps.preflight(params, str(engine))
+    except SweepError as exc:
+        raise refusal(exc, params) from None
+    return params, {"engine": str(engine), **labels.cleaned_data}
 
 
 class SweepDetailView(APIView):
@@ -173,7 +201,9 @@ class SweepCancelView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         _require_run(request)
         sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
-        if message := refusal(request.user, sweep, "sweep.cancel", target=f"sweep #{pk}"):
+        if message := management_refusal(
+            request.user, sweep, "sweep.cancel", target=f"sweep #{pk}"
+        ):
             return Response({"message": message, "field": None}, status=403)
         try:
             message = jobs.cancel(pk)

@@ -44,7 +44,9 @@ def owner_note(sweep: Sweep, noun: str = "sweep") -> str:
     return f"Started by {owner}: only {owner} or an admin can cancel or resume this {noun}."
 
 
-def refusal(user: Any, job: Sweep, action: str, *, target: str, noun: str = "sweep") -> str:
+def management_refusal(
+    user: Any, job: Sweep, action: str, *, target: str, noun: str = "sweep"
+) -> str:
     """'' when `user` may cancel or resume `job`; else why not, with the refusal audited
     (the pages and the API ask this one question)."""
     if can_manage_sweep(user, job):

@@ -42,11 +42,11 @@ from .engine.inputs import InputError, build_payloads, input_specs, max_batch_si
 from .engine.loadgen import (
     LevelResult,
     SweepError,
-    SweepParams,
     WindowResult,
     run_sweep,
 )
 from .models import Sweep, SweepPoint
+from .params import SweepParams
 
 log = logging.getLogger(__name__)
 

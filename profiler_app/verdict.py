@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine import stats
-from .engine.loadgen import SweepParams
+from .params import SweepParams
 from .search import objective
 
 UNFINISHED = {

@@ -18,7 +18,7 @@ from . import export, jobs, sweeps
 from .engine.loadgen import SweepError
 from .forms import SweepForm, SweepLabelForm
 from .models import Search, Sweep
-from .permissions import RUN_PERMISSION, can_manage_sweep, owner_note, refusal
+from .permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
 
 
 def _can_run(request: HttpRequest) -> bool:
@@ -142,7 +142,9 @@ def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpRespons
     if not _can_run(request):
         return JsonResponse({"message": "your role cannot run or cancel sweeps"}, status=403)
     sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
-    if action and (message := refusal(request.user, sweep, action, target=f"sweep #{pk}")):
+    if action and (
+        message := management_refusal(request.user, sweep, action, target=f"sweep #{pk}")
+    ):
         return JsonResponse({"message": message}, status=403)
     try:
         message, target = run()

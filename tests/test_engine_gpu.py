@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from profiler_app.engine import gpu
-from profiler_app.engine.loadgen import SweepParams, run_sweep
+from profiler_app.engine.loadgen import run_sweep
+from profiler_app.params import SweepParams
 from repository_app.triton.client import TritonClient
 from repository_app.triton.gpus import GpuSample, gpu_sample_from_text
 

@@ -10,13 +10,8 @@ import time
 import pytest
 
 from profiler_app.engine.load_workers import Schedule
-from profiler_app.engine.loadgen import (
-    SweepError,
-    SweepParams,
-    WindowResult,
-    _behind,
-    run_sweep,
-)
+from profiler_app.engine.loadgen import WindowResult, _behind, run_sweep
+from profiler_app.params import SweepError, SweepParams
 from repository_app.triton.client import TritonClient
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,8 @@ import pytest
 
 from profiler_app.engine import perf_analyzer as pa
 from profiler_app.engine import stats
-from profiler_app.engine.loadgen import LevelResult, ServerBreakdown, SweepParams, SweepResult
+from profiler_app.engine.loadgen import LevelResult, ServerBreakdown, SweepResult
+from profiler_app.params import SweepParams
 
 DATA = Path(__file__).parent / "data" / "perf_analyzer"
 

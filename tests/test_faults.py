@@ -16,8 +16,8 @@ from django.test import Client
 
 from devstack import services as svc
 from profiler_app import jobs, sweeps
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from repository_app import control, events
 from repository_app.triton.client import TritonClient
 

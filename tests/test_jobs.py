@@ -11,8 +11,8 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from profiler_app import jobs, sweeps, watchdog
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, Sweep
+from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space

@@ -15,9 +15,10 @@ from django.utils import timezone
 from profiler_app import measure, repeats, sweeps, verdict
 from profiler_app.engine import perf_analyzer as pa
 from profiler_app.engine import stats
-from profiler_app.engine.loadgen import LevelResult, ServerBreakdown, SweepParams, WindowResult
+from profiler_app.engine.loadgen import LevelResult, ServerBreakdown, WindowResult
 from profiler_app.measure_api import SearchLevelSerializer, SweepPointSerializer
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from profiler_app.search import confirm, defaults, report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space

@@ -79,7 +79,7 @@ async def test_the_owner_is_told_when_their_sweep_finishes(triton, redis_db, adm
     from channels.layers import get_channel_layer
 
     from profiler_app import jobs, sweeps
-    from profiler_app.engine.loadgen import SweepParams
+    from profiler_app.params import SweepParams
 
     layer = get_channel_layer()
     channel = await layer.new_channel()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from profiler_app import jobs
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search
+from profiler_app.params import SweepParams
 from profiler_app.search import confirm, report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from profiler_app import sweeps
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from profiler_app.search import defaults, strategies
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints, Level, score

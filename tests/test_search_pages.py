@@ -8,8 +8,8 @@ import time
 import pytest
 from plotly.offline import get_plotlyjs
 
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, SearchCandidate, Sweep
+from profiler_app.params import SweepParams
 from profiler_app.search import report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space

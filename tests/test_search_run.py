@@ -9,8 +9,8 @@ import time
 import pytest
 
 from profiler_app import jobs, sweeps
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, SearchCandidate, Sweep
+from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space

@@ -10,6 +10,7 @@ alice (Operator) owns the sweeps, bob is another Operator, dana an Admin.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from unittest import mock
 
@@ -22,9 +23,8 @@ from django.utils import timezone
 from profiler_app import jobs, sweeps
 from profiler_app.engine import inputs
 from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
-from profiler_app.engine.loadgen import SweepError, SweepParams
-from profiler_app.forms import parse_shapes
 from profiler_app.models import Sweep
+from profiler_app.params import SweepError, SweepParams, parse_shapes
 from repository_app.triton.client import ModelState, TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
@@ -276,6 +276,34 @@ def test_the_api_answers_bad_input_data_with_400_on_input_data_file(alice, redis
         content_type="application/json",
     )
     assert created.status_code == 201, created.json()
+
+
+def test_the_api_reads_its_json_body_itself_not_through_the_pages_form(
+    alice, redis_db, fake_triton, monkeypatch
+):
+    from profiler_app.forms import SweepForm
+
+    def through_the_form(self):
+        raise AssertionError("the API went through the Benchmark form")
+
+    monkeypatch.setattr(SweepForm, "clean", through_the_form)
+    document = {"data": [{"INPUT0": [0.5] * 16}, {"INPUT0": [1.5] * 16}]}
+    body = {
+        "model": "add_batched", "mode": "request_rate", "request_rate_range": "100:200:100",
+        "request_distribution": "poisson", "max_threads": 2, "rounds": 2, "input_data": document,
+        "name": "  json  ", "engine": "builtin",
+    }  # fmt: skip
+    created = _page(alice).post("/api/v1/sweeps/", body, content_type="application/json")
+    assert created.status_code == 201, created.content
+    sweep = Sweep.objects.get()
+    assert sweep.name == "json" and sweep.engine == "builtin"
+    assert sweep.params == dataclasses.asdict(
+        SweepParams(
+            model="add_batched", mode="request_rate", start=100, end=200, step=100,
+            input_data=document, arrival="poisson", max_threads=2, rounds=2,
+            measurement_window_ms=2000, max_windows=10,  # the page's default preset
+        )
+    )  # fmt: skip
 
 
 # --- who may cancel, resume and re-run --------------------------------------------------------

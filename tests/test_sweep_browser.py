@@ -64,8 +64,8 @@ def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table
     browser, web_server, admin_credentials
 ):
     from profiler_app import jobs, sweeps
-    from profiler_app.engine.loadgen import SweepParams
     from profiler_app.models import SweepPoint
+    from profiler_app.params import SweepParams
 
     params = SweepParams(model="add_batched", mode="request_rate", start=100, end=50_000, step=49_900)  # fmt: skip
     sweep = sweeps.create_sweep(params, enqueue=False)

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from profiler_app import jobs, sweeps, watchdog
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
+from profiler_app.params import SweepParams
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from profiler_app import export, repeats, sweeps
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from profiler_app.repeats import Spread
 
 

@@ -18,10 +18,10 @@ from channels.testing import WebsocketCommunicator
 
 from dashboard.routing import websocket_urlpatterns
 from profiler_app import export, jobs, sweeps, watchdog
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.jobs import run_job_task
 from profiler_app.models import Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from repository_app.triton.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for

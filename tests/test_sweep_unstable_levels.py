@@ -13,9 +13,9 @@ import io
 import pytest
 
 from profiler_app import export, jobs, sweeps
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

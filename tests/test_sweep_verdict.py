@@ -7,7 +7,7 @@ from typing import Any
 
 from profiler_app import verdict
 from profiler_app.engine import stats
-from profiler_app.engine.loadgen import SweepParams
+from profiler_app.params import SweepParams
 
 
 def _level(

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from profiler_app import jobs, sweeps
-from profiler_app.engine.loadgen import SweepParams
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
+from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space

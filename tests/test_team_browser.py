@@ -57,7 +57,7 @@ def test_a_viewer_sees_an_operators_load_live(browser, web_server, celery_worker
 
 def test_two_people_watch_the_same_sweep_grow_live(browser, web_server, celery_worker, triton):
     from profiler_app import sweeps
-    from profiler_app.engine.loadgen import SweepParams
+    from profiler_app.params import SweepParams
 
     for name, role in (("sara", OPERATOR), ("tom", VIEWER)):
         user = get_user_model().objects.create_user(name, password=f"pw-{name}-12345")

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import measure
+from ..params import SweepParams
 from . import stats
-from .loadgen import SweepParams, SweepResult
+from .loadgen import SweepResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_DIR = ROOT / "var" / "tools"

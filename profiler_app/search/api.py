@@ -15,9 +15,10 @@ from dashboard.api_errors import form_error_response
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
+from ..api import MEASUREMENT_FIELDS
 from ..measure_api import SearchLevelSerializer
 from ..models import Search
-from ..permissions import RUN_PERMISSION, refusal
+from ..permissions import RUN_PERMISSION, management_refusal
 from . import confirm, runner
 from .forms import SearchForm
 from .space import knobs_of
@@ -35,11 +36,7 @@ SearchCreateSerializer = inline_serializer(
         "batching_on": serializers.BooleanField(required=False),
         "delays": serializers.CharField(required=False, help_text="µs: 0,100,500"),
         "preferred": serializers.CharField(required=False, help_text="none; 4,8; 16"),
-        "concurrency_range": serializers.CharField(required=False, help_text="A:B:S"),
-        "measurement_interval": serializers.IntegerField(required=False),
-        "max_trials": serializers.IntegerField(required=False),
-        "stability_percentage": serializers.FloatField(required=False),
-        "percentile": serializers.CharField(required=False),
+        **MEASUREMENT_FIELDS,
         "latency_budget": serializers.FloatField(required=False),
         "min_throughput": serializers.FloatField(required=False),
         "gpu_memory_limit": serializers.FloatField(required=False),
@@ -145,7 +142,7 @@ class SearchCancelView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         _require(request, RUN_PERMISSION)
         search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
-        if message := refusal(
+        if message := management_refusal(
             request.user, search.sweep, f"search.{self.action}", target=f"search #{pk}",
             noun="search",
         ):  # fmt: skip

@@ -31,8 +31,8 @@ from repository_app.triton.client import TritonError, get_client
 
 from .. import measure, sweeps, verdict
 from ..engine import stats
-from ..engine.loadgen import SweepParams
 from ..models import Sweep, SweepPoint
+from ..params import SweepParams
 
 PROBE_NAME = "probe: find best config"
 BUDGET_FACTOR = 2.0

@@ -8,9 +8,9 @@ from typing import Any
 
 from django import forms
 
-from ..engine.loadgen import MAX_WINDOW_MS, SweepParams
-from ..forms import PERCENTILES, _range
+from ..forms import PERCENTILES
 from ..models import Search
+from ..params import ParamsError, SweepParams, from_flags
 from . import confirm, defaults, runner
 from .objective import Constraints
 from .space import (
@@ -22,6 +22,9 @@ from .space import (
     bound_message,
     too_many_message,
 )
+
+# The search's flags that are the measurement's (its percentile is the constraints').
+MEASURE_FLAGS = ("concurrency_range", "measurement_interval", "max_trials", "stability_percentage")
 
 
 def parse_ints(text: str, knob: str) -> tuple[int, ...]:
@@ -104,18 +107,11 @@ class SearchForm(forms.Form):
         help_text="sets separated by ';', 'none' for no preference: none; 4,8; 16",
     )
     concurrency_range = forms.CharField(label="Concurrency range", initial="4:8:4")
-    measurement_interval = forms.IntegerField(
-        initial=1000,
-        min_value=50,
-        max_value=MAX_WINDOW_MS,
-        label="Window (ms)",
-        error_messages={
-            "min_value": "The measurement window must be at least 50 ms.",
-            "max_value": f"The measurement window can be at most {MAX_WINDOW_MS} ms.",
-        },
-    )
-    max_trials = forms.IntegerField(initial=5, min_value=3, max_value=100, label="Max windows")
-    stability_percentage = forms.FloatField(initial=10, min_value=0.001, label="Stability (%)")
+    # The measurement's bounds are the sweep's (`params.from_flags`); a search's windows,
+    # paid for every candidate, are capped lower.
+    measurement_interval = forms.IntegerField(initial=1000, label="Window (ms)")
+    max_trials = forms.IntegerField(initial=5, max_value=100, label="Max windows")
+    stability_percentage = forms.FloatField(initial=10, label="Stability (%)")
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95")
     latency_budget = forms.FloatField(
         required=False,
@@ -216,9 +212,6 @@ class SearchForm(forms.Form):
     def clean_preferred(self) -> tuple[tuple[int, ...], ...]:
         return parse_preferred(self.cleaned_data.get("preferred") or "")
 
-    def clean_concurrency_range(self) -> tuple[float, float, float]:
-        return _range(self.cleaned_data.get("concurrency_range") or "", "concurrency")
-
     def clean_confirm_top(self) -> int:
         value = self.cleaned_data.get("confirm_top")
         return confirm.DEFAULT_TOP if value is None else value
@@ -231,9 +224,20 @@ class SearchForm(forms.Form):
             raise forms.ValidationError("One round gives no spread: 0 (off), or 2 or more rounds.")
         return value
 
+    def _measure(self, data: dict[str, Any]) -> SweepParams | None:
+        """The load every candidate is measured at; None after adding the errors."""
+        flags = {name: data[name] for name in MEASURE_FLAGS if name in data}
+        try:
+            return from_flags({**flags, "model": self.model, "mode": "concurrency"})
+        except ParamsError as exc:
+            for flag, message in exc.errors.items():
+                self.add_error(flag if flag in self.fields else None, message)
+            return None
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if self.errors:
+        measure = self._measure(data)
+        if self.errors or measure is None:
             return data
         try:
             space = Space(
@@ -248,20 +252,11 @@ class SearchForm(forms.Form):
         except SpaceError as exc:
             self.add_error(None, str(exc))
             return data
-        start, end, step = data["concurrency_range"]
         pct = data["percentile"]
         request = runner.SearchRequest(
             model=self.model,
             space=space,
-            measure=SweepParams(
-                model=self.model,
-                start=start,
-                end=end,
-                step=step,
-                measurement_window_ms=data["measurement_interval"],
-                max_windows=data["max_trials"],
-                stability_percentage=data["stability_percentage"],
-            ),
+            measure=measure,
             constraints=Constraints(
                 latency_budget_ms=data.get("latency_budget"),
                 percentile=pct if pct == "avg" else int(pct),

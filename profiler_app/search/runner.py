@@ -47,8 +47,9 @@ from repository_app.triton.client import TritonError, engine_url, get_client
 from team import audit
 
 from .. import jobs, measure, repeats, sweeps
-from ..engine.loadgen import LevelResult, SweepError, SweepParams, run_sweep
+from ..engine.loadgen import LevelResult, SweepError, run_sweep
 from ..models import Search, SearchCandidate, Sweep
+from ..params import SweepParams
 from . import confirm, defaults, objective, strategies
 from .space import Knobs, Space, SpaceError, apply, diff, knobs_of
 

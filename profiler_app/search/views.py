@@ -16,7 +16,7 @@ from team import audit
 from .. import sweeps
 from ..engine.loadgen import SweepError
 from ..models import Search
-from ..permissions import RUN_PERMISSION, can_manage_sweep, owner_note, refusal
+from ..permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
 from ..views import attachment
 from . import defaults, report, runner
 from .forms import SearchForm
@@ -115,7 +115,7 @@ def _action(
         message = "your role cannot do this"
         return JsonResponse({"message": message}, status=403)
     if action and (  # cancel, resume
-        message := refusal(
+        message := management_refusal(
             request.user, search.sweep, action, target=f"search #{pk}", noun="search"
         )
     ):

@@ -15,56 +15,59 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from profiler_app import export, jobs, sweeps
-from profiler_app.engine.loadgen import (
-    DEFAULT_MAX_THREADS,
-    MAX_ROUNDS,
-    MAX_WINDOW_MS,
-    SweepError,
-    SweepParams,
-    check_range,
-    parse_range,
-)
-from profiler_app.forms import input_data_document, parse_shapes
+from profiler_app.forms import input_data_document
 from profiler_app.models import Sweep
+from profiler_app.params import (
+    DEFAULTS,
+    INPUT_DATA_KINDS,
+    ParamsError,
+    SweepError,
+    from_flags,
+)
+
+# The flags' names on this command line, where they are not --NAME-WITH-DASHES.
+OPTIONS = {"model": "MODEL", "version": "-x", "protocol": "-i", "batch_size": "-b"}
 
 
 class Command(BaseCommand):
     help = "Run a perf sweep against the configured Triton (perf_analyzer's flag names)."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        # Values stay text: `params.from_flags` reads and checks them, as for the form and
+        # the API, and fills in what is not given (the defaults shown here).
         parser.add_argument("model")
-        parser.add_argument("-x", dest="version", default="", help="model version")
-        parser.add_argument("-i", dest="protocol", choices=["grpc", "http"], default="grpc")
+        parser.add_argument("-x", dest="version", help="model version")
+        parser.add_argument("-i", dest="protocol", help=_default("grpc or http", "protocol"))
         group = parser.add_mutually_exclusive_group()
-        group.add_argument("--concurrency-range", default=None, help="start:end:step")
-        group.add_argument("--request-rate-range", default=None, help="start:end:step")
-        parser.add_argument("-b", dest="batch_size", type=int, default=1)
-        parser.add_argument("--percentile", default="95", help="50, 90, 95, 99 or avg")
-        parser.add_argument("--measurement-interval", type=int, default=2000, help="ms")
-        parser.add_argument("--stability-percentage", type=float, default=10.0)
-        parser.add_argument("--max-trials", type=int, default=10)
-        parser.add_argument("--latency-threshold", type=float, default=None, help="ms")
+        group.add_argument(
+            "--concurrency-range", help=_default("start:end:step", "concurrency_range")
+        )
+        group.add_argument("--request-rate-range", help="start:end:step (requests/s)")
+        parser.add_argument("-b", dest="batch_size", help=_default("batch size", "batch_size"))
+        parser.add_argument("--percentile", help=_default("50, 90, 95, 99 or avg", "percentile"))
+        parser.add_argument("--measurement-interval", help=_default("ms", "measurement_interval"))
+        parser.add_argument(
+            "--stability-percentage", help=_default("percent", "stability_percentage")
+        )
+        parser.add_argument("--max-trials", help=_default("windows per level", "max_trials"))
+        parser.add_argument("--latency-threshold", help="ms")
         parser.add_argument("--shape", action="append", default=[], help="NAME:d1,d2")
         parser.add_argument(
             "--input-data",
-            default="random",
-            help="random, zero(s), or a JSON file in perf_analyzer's --input-data format",
+            help="random, zero(s), or a JSON file in perf_analyzer's --input-data format "
+            "(default random)",
         )
         parser.add_argument(
-            "--request-distribution", choices=["constant", "poisson"], default="constant"
+            "--request-distribution", help=_default("constant or poisson", "request_distribution")
         )
         parser.add_argument(
             "--max-threads",
-            type=int,
-            default=DEFAULT_MAX_THREADS,
-            help="request-rate mode: most requests outstanding at once",
+            help=_default("request-rate mode: most requests outstanding at once", "max_threads"),
         )
         parser.add_argument(
             "--rounds",
-            type=int,
-            default=1,
             help="measure every level this many times, one round over all levels after "
-            "another (median and spread per level)",
+            "another (median and spread per level; default 1)",
         )
         parser.add_argument("--name", default="", help="a name for the sweep")
         parser.add_argument("--note", default="", help="a note stored with the sweep")
@@ -78,50 +81,13 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=opts["as_user"]).first()
             if user is None:
                 raise CommandError(f"no user named {opts['as_user']!r}")
-        mode = "request_rate" if opts["request_rate_range"] else "concurrency"
-        span = opts["request_rate_range"] or opts["concurrency_range"] or "1:1:1"
-        flag = "--request-rate-range" if mode == "request_rate" else "--concurrency-range"
+        flags = {name: opts[name] for name in DEFAULTS if opts.get(name) not in (None, [])}
+        if "input_data" in flags and flags["input_data"] not in INPUT_DATA_KINDS:
+            flags["input_data"] = _input_file(flags["input_data"])
         try:
-            start, end, step = parse_range(span)
-            # The bounds and the level count, before anything is built or stored.
-            check_range(mode, start, end, step)
-        except SweepError as exc:
-            raise CommandError(f"bad range {span!r} ({flag}): {exc}") from None
-        if not 1 <= opts["rounds"] <= MAX_ROUNDS:
-            raise CommandError(f"--rounds must be between 1 and {MAX_ROUNDS}")
-        if not 50 <= opts["measurement_interval"] <= MAX_WINDOW_MS:
-            raise CommandError(f"--measurement-interval must be between 50 and {MAX_WINDOW_MS} ms")
-        percentile: int | str = opts["percentile"]
-        if percentile != "avg":
-            try:
-                percentile = int(percentile)
-            except ValueError:
-                raise CommandError("--percentile must be 50, 90, 95, 99 or avg") from None
-        try:
-            shapes = parse_shapes(" ".join(opts["shape"]))
-        except ValidationError as exc:
-            raise CommandError(f"--shape: {'; '.join(exc.messages)}") from None
-        input_data = _input_data(opts["input_data"])
-        params = SweepParams(
-            model=opts["model"],
-            version=opts["version"],
-            protocol=opts["protocol"],
-            mode=mode,
-            start=start,
-            end=end,
-            step=step,
-            batch_size=opts["batch_size"],
-            shapes=shapes,
-            input_data=input_data,
-            percentile=percentile,
-            measurement_window_ms=opts["measurement_interval"],
-            stability_percentage=opts["stability_percentage"],
-            max_windows=opts["max_trials"],
-            latency_threshold_ms=opts["latency_threshold"],
-            arrival=opts["request_distribution"],
-            max_threads=opts["max_threads"],
-            rounds=opts["rounds"],
-        )
+            params = from_flags({**flags, "model": opts["model"]})
+        except ParamsError as exc:
+            raise CommandError(_refusal(exc, flags)) from None
         try:
             sweeps.preflight(params, opts["engine"])
         except SweepError as exc:
@@ -142,7 +108,9 @@ class Command(BaseCommand):
             )
             raise CommandError(f"Triton at {sweep.server} is busy ({reason}); try again later")
         rounds = f" × {params.rounds} rounds" if params.rounds > 1 else ""
-        self.stderr.write(f"sweep #{sweep.pk}: {params.model} {mode} {params.range_text}{rounds}")
+        self.stderr.write(
+            f"sweep #{sweep.pk}: {params.model} {params.mode} {params.range_text}{rounds}"
+        )
         state = jobs.execute(sweep.pk)
         sweep.refresh_from_db()
         self.stdout.write(export.summary_text(sweep))
@@ -153,16 +121,33 @@ class Command(BaseCommand):
             raise CommandError(f"sweep #{sweep.pk} {state}: {sweep.error or 'no error text'}")
 
 
-def _input_data(value: str) -> str | dict[str, Any]:
-    """perf_analyzer's --input-data: random, zero (or zeros), or a JSON file, read here so
-    the sweep stores its content."""
-    if value in ("random", "zero", "zeros"):
-        return "random" if value == "random" else "zeros"
+def _default(text: str, flag: str) -> str:
+    return f"{text} (default {DEFAULTS[flag]})"
+
+
+def _option(flag: str) -> str:
+    return OPTIONS.get(flag, "--" + flag.replace("_", "-"))
+
+
+def _refusal(exc: ParamsError, flags: dict[str, Any]) -> str:
+    """One line per refused flag, naming it as this command line does."""
+    named = exc.named({flag: _option(flag) for flag in exc.errors})
+    lines = []
+    for flag, line in named.items():
+        if flag.endswith("_range"):  # the range as typed, as perf_analyzer's users read it
+            span = flags.get(flag, DEFAULTS[flag])
+            line = f"bad range {span!r} ({_option(flag)}): {exc.errors[flag]}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _input_file(path: str) -> Any:
+    """perf_analyzer's --input-data JSON file, read here so the sweep stores its content."""
     try:
-        raw = Path(value).read_bytes()
+        raw = Path(path).read_bytes()
     except OSError as exc:
-        raise CommandError(f"--input-data {value}: {exc.strerror or exc}") from None
+        raise CommandError(f"--input-data {path}: {exc.strerror or exc}") from None
     try:
         return input_data_document(raw)
     except ValidationError as exc:
-        raise CommandError(f"--input-data {value}: {'; '.join(exc.messages)}") from None
+        raise CommandError(f"--input-data {path}: {'; '.join(exc.messages)}") from None

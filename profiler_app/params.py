@@ -1,0 +1,511 @@
+"""A sweep's parameters: `SweepParams`, their bounds, and the one entry from perf_analyzer's
+flags (`from_flags`) that the Benchmark form, the REST API, `manage.py perf_sweep` and the
+config search all go through.
+
+`from_flags` takes the flags by name (`concurrency_range`, `measurement_interval`,
+`max_trials`, `batch_size`, ...: perf_analyzer's, with dashes as underscores), as typed
+values or as the strings a command line or a JSON body carries, checks every bound once
+and raises one `ParamsError` carrying a message per refused flag. Ranges are counted by
+arithmetic before any list of levels exists: 1:2:1e-300 would otherwise be 10^300 floats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+from .engine.inputs import InputError, load_input_data, shape_elements
+from .engine.stats import REPORTED_PERCENTILES
+
+# The bounds, one place for every entry (form, API, CLI, search) and the engine.
+MAX_LEVELS = 200
+MAX_CONCURRENCY = 4096  # requests outstanding at once
+MAX_REQUEST_RATE = 1_000_000  # requests/s
+MAX_WINDOW_MS = 600_000  # --measurement-interval
+MAX_TRIALS = 1000  # --max-trials (windows per level)
+MAX_ROUNDS = 10  # repeats of every level (see profiler_app.repeats)
+# Request-rate mode: at most this many requests outstanding (paced threads), perf_analyzer's
+# --max-threads, whose default in that mode is 4.
+DEFAULT_MAX_THREADS = 4
+MAX_THREADS_LIMIT = 64
+MAX_VERSION_CHARS = 32
+MAX_INPUT_DATA_BYTES = 8 * 1024 * 1024  # stored with the sweep, so a re-run has the same data
+# --input-data's keywords (perf_analyzer says "zero"; the form and the API "zeros").
+INPUT_DATA_KINDS = {"random": "random", "zero": "zeros", "zeros": "zeros"}
+
+# The flags `from_flags` reads and their defaults: the command line's, perf_analyzer's where
+# it has one (a single concurrency level, 10 windows).
+DEFAULTS: dict[str, Any] = {
+    "version": "",
+    "protocol": "grpc",
+    "concurrency_range": "1:1:1",
+    "request_rate_range": "",
+    "request_distribution": "constant",
+    "max_threads": DEFAULT_MAX_THREADS,
+    "percentile": "95",
+    "measurement_interval": 2000,
+    "stability_percentage": 10.0,
+    "max_trials": 10,
+    "batch_size": 1,
+    "latency_threshold": None,
+    "rounds": 1,
+    "shape": "",
+    "input_data": "random",
+}
+# Flags that may be left empty ("" from a form or a query string): their default then.
+_OPTIONAL = {"version", "request_distribution", "max_threads", "latency_threshold", "rounds"}
+
+
+class SweepError(RuntimeError):
+    """The sweep could not start or run; the message is fit to show a user."""
+
+
+@dataclass
+class SweepParams:
+    """What to measure and how, with perf_analyzer's defaults where it has them."""
+
+    model: str
+    version: str = ""
+    protocol: str = "grpc"  # "grpc" | "http"
+    mode: str = "concurrency"  # "concurrency" | "request_rate"
+    start: float = 1
+    end: float = 1
+    step: float = 1
+    batch_size: int = 1
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    input_data: str | dict[str, Any] = "random"  # "random" | "zeros" | JSON path/text/dict
+    percentile: int | str = 95  # 50/90/95/99, or "avg"
+    measurement_window_ms: int = 1000
+    stability_percentage: float = 10.0
+    max_windows: int = 10
+    latency_threshold_ms: float | None = None
+    arrival: str = "constant"  # request-rate mode: "constant" | "poisson"
+    seed: int = 0
+    workers: int = 1  # load processes; more only helps when one cannot keep up
+    max_threads: int = DEFAULT_MAX_THREADS  # request-rate mode: perf_analyzer's --max-threads
+    client: str = "auto"  # "aio" | "threads" | "auto" (see loadgen._client_plan)
+    # Rounds over all the levels, each level measured once per round (profiler_app.repeats);
+    # run_sweep itself measures one round: the caller repeats it.
+    rounds: int = 1
+
+    @property
+    def range_text(self) -> str:
+        return f"{self.start:g}:{self.end:g}:{self.step:g}"
+
+    def level_count(self) -> int:
+        """How many levels the range holds, computed (see `level_count`)."""
+        return level_count(self.start, self.end, self.step)
+
+    def levels(self) -> list[float]:
+        """The levels of the range, inclusive, like perf_analyzer's start:end:step. Refuses
+        (SweepError) a range over MAX_LEVELS before building anything."""
+        count = self.level_count()
+        if count > MAX_LEVELS:
+            raise SweepError(_too_many_levels(count))
+        return [self.start + i * self.step for i in range(count)]
+
+    def validate(self) -> None:
+        """The engine's own guard, for parameters built in code or read back from a stored
+        sweep rather than through `from_flags`."""
+        if self.protocol not in ("grpc", "http"):
+            raise SweepError(f"protocol must be grpc or http, not {self.protocol!r}")
+        if self.mode not in ("concurrency", "request_rate"):
+            raise SweepError(f"mode must be concurrency or request_rate, not {self.mode!r}")
+        try:
+            check_range(self.mode, self.start, self.end, self.step)
+        except SweepError as exc:
+            raise SweepError(f"bad range {self.range_text}: {exc}") from None
+        if self.percentile != "avg" and int(self.percentile) not in REPORTED_PERCENTILES:
+            raise SweepError("percentile must be 50, 90, 95, 99 or 'avg'")
+        if self.batch_size < 1 or self.measurement_window_ms < 50 or self.max_windows < 3:
+            raise SweepError("need batch size >= 1, windows >= 50 ms and max windows >= 3")
+        if self.measurement_window_ms > MAX_WINDOW_MS:
+            raise SweepError(f"the measurement window can be at most {MAX_WINDOW_MS} ms")
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise SweepError(f"rounds must be between 1 and {MAX_ROUNDS}")
+        if not 1 <= self.max_threads <= MAX_THREADS_LIMIT:
+            raise SweepError(f"max threads must be between 1 and {MAX_THREADS_LIMIT}")
+        if self.client not in ("auto", "aio", "threads") or self.arrival not in (
+            "constant",
+            "poisson",
+        ):
+            raise SweepError("client must be auto/aio/threads and arrival constant/poisson")
+
+    @property
+    def latency_label(self) -> str:
+        return "avg" if self.percentile == "avg" else f"p{int(self.percentile)}"
+
+
+# --- ranges -----------------------------------------------------------------------------------
+
+
+def parse_range(text: str) -> tuple[float, float, float]:
+    """'1:8:2' -> (1, 8, 2); 'A:B' steps by 1; 'A' is a single level. SweepError (a
+    message fit to show) for anything else, including inf and nan."""
+    try:
+        parts = [float(p) for p in text.split(":")]
+    except ValueError:
+        raise SweepError(f"{text!r} is not start:end:step (numbers)") from None
+    for part in parts:
+        if not math.isfinite(part):
+            raise SweepError(f"{text!r}: {part} is not a finite number")
+    if len(parts) == 1:
+        return parts[0], parts[0], 1.0
+    if len(parts) == 2:
+        return parts[0], parts[1], 1.0
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise SweepError(f"range {text!r} is not start:end[:step]")
+
+
+def level_count(start: float, end: float, step: float) -> int:
+    """How many levels start:end:step holds (inclusive, as perf_analyzer counts them),
+    by arithmetic alone. SweepError, with a message fit to show, for a range that is not
+    finite, starts at 0 or below, is inverted, or has a step of 0 or below."""
+    for value in (start, end, step):
+        if not math.isfinite(value):
+            raise SweepError(f"{value} is not a finite number")
+    if start <= 0:
+        raise SweepError(f"the start ({start:g}) must be above 0")
+    if end < start:
+        raise SweepError(f"the range is inverted: end {end:g} is below start {start:g}")
+    if step <= 0:
+        raise SweepError(f"the step ({step:g}) must be above 0")
+    span = (end - start) / step
+    if not math.isfinite(span):  # a step so small that the quotient overflows
+        raise SweepError(_too_many_levels(None))
+    return int(span + 1e-9) + 1
+
+
+def _too_many_levels(count: int | None) -> str:
+    if count is None or count > 10**9:
+        return f"the range has far more than {MAX_LEVELS} levels: raise the step"
+    return f"{count:,} levels is too many (at most {MAX_LEVELS}): raise the step"
+
+
+def check_range(mode: str, start: float, end: float, step: float) -> int:
+    """The level count of a range for `mode`, after every bound (finite, the order of
+    start/end/step, MAX_CONCURRENCY or MAX_REQUEST_RATE, MAX_LEVELS, whole concurrency
+    levels); SweepError naming what is wrong. Nothing is listed before the count passes."""
+    count = level_count(start, end, step)
+    if mode == "concurrency" and end > MAX_CONCURRENCY:
+        raise SweepError(f"concurrency can be at most {MAX_CONCURRENCY} (the end is {end:g})")
+    if mode == "request_rate" and end > MAX_REQUEST_RATE:
+        raise SweepError(
+            f"the request rate can be at most {MAX_REQUEST_RATE:,} requests/s (the end is {end:g})"
+        )
+    if count > MAX_LEVELS:
+        raise SweepError(_too_many_levels(count))
+    if mode == "concurrency" and not all(
+        float(start + i * step).is_integer() for i in range(count)
+    ):
+        raise SweepError("concurrency levels must be whole numbers")
+    return count
+
+
+# --- refusals ---------------------------------------------------------------------------------
+
+
+class ParamsError(ValidationError):
+    """Flags refused: `errors` maps each flag's name (NON_FIELD_ERRORS for a refusal about
+    none) to one message that names the field, in words a form or a JSON client reads.
+
+    A Django ValidationError with an error dict, so a form can take it as it is. Where a
+    message opens with the field's words ("Rounds must be ..."), `subjects` holds them, and
+    `named` puts the caller's own name for the field there instead (the command line's
+    "--rounds must be ...")."""
+
+    def __init__(self, errors: Mapping[str, str], subjects: Mapping[str, str] | None = None):
+        super().__init__({name: [message] for name, message in errors.items()})
+        self.errors = dict(errors)
+        self.subjects = {k: v for k, v in (subjects or {}).items() if k in self.errors}
+
+    def named(self, names: Mapping[str, str]) -> dict[str, str]:
+        """The messages with each field called what `names` calls it; a message that does
+        not open with the field's words gets the name and a colon before it."""
+        named = {}
+        for flag, message in self.errors.items():
+            name = names.get(flag, flag)
+            subject = self.subjects.get(flag, "")
+            if flag == NON_FIELD_ERRORS:
+                named[flag] = message
+            elif subject and message.startswith(subject):
+                named[flag] = name + message[len(subject) :]
+            else:
+                named[flag] = f"{name}: {message}"
+        return named
+
+
+class _Refused(Exception):
+    """One flag's refusal inside `from_flags`: `subject` opens the message when it is the
+    field's words."""
+
+    def __init__(self, message: str, subject: str = "") -> None:
+        super().__init__(message)
+        self.message = f"{subject} {message}." if subject else message
+        self.subject = subject
+
+
+def refusal(exc: SweepError, params: SweepParams) -> ParamsError:
+    """A preflight refusal (`sweeps.preflight`) on the flag it is about: requests that could
+    not be built from the input data or from the shapes; the model's state, its batch size
+    limit and Triton's answers on none."""
+    message = str(exc)
+    flag = NON_FIELD_ERRORS
+    if message.startswith("inputs:"):
+        if isinstance(params.input_data, dict):
+            flag = "input_data"
+        elif "shape" in message:
+            flag = "shape"
+    return ParamsError({flag: message})
+
+
+# --- one flag at a time -----------------------------------------------------------------------
+
+
+def _sentence(message: str) -> str:
+    return message[:1].upper() + message[1:] + "."
+
+
+def _range(text: Any, mode: str) -> tuple[float, float, float]:
+    """A range flag of `mode`, with every bound of `check_range` (levels counted, never
+    listed, before the cap)."""
+    what = "request-rate" if mode == "request_rate" else "concurrency"
+    text = text.strip() if isinstance(text, str) else ""
+    if not text:
+        raise _Refused(f"Enter a {what} range as start:end:step, e.g. 1:8:1.")
+    try:
+        start, end, step = parse_range(text)
+        check_range(mode, start, end, step)
+    except SweepError as exc:
+        raise _Refused(_sentence(str(exc))) from None
+    return start, end, step
+
+
+def _whole(value: Any, subject: str) -> int:
+    """An int from an int, a whole float or its text ("500", "500.0"); not from a bool."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(re.sub(r"\.0*$", "", value.strip()))
+    raise _Refused("must be a whole number", subject)
+
+
+def _number(value: Any, subject: str) -> float:
+    """A finite float from a number or its text; not from a bool."""
+    number = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = float(value)
+    if not math.isfinite(number):
+        raise _Refused("must be a number", subject)
+    return number
+
+
+def _measurement_interval(value: Any) -> int:
+    subject = "The measurement window"
+    ms = _whole(value, subject)
+    if ms <= 0:
+        raise _Refused("must be a positive number of ms", subject)
+    if ms < 50:
+        raise _Refused("must be at least 50 ms", subject)
+    if ms > MAX_WINDOW_MS:
+        raise _Refused(f"can be at most {MAX_WINDOW_MS} ms", subject)
+    return ms
+
+
+def _stability_percentage(value: Any) -> float:
+    subject = "The stability percentage"
+    percent = _number(value, subject)
+    if percent <= 0 or percent > 1000:
+        raise _Refused("must be above 0 (e.g. 10)", subject)
+    return percent
+
+
+def _batch_size(value: Any) -> int:
+    subject = "The batch size"
+    size = _whole(value, subject)
+    if size < 1:
+        raise _Refused("must be at least 1", subject)
+    return size
+
+
+def _latency_threshold(value: Any) -> float | None:
+    subject = "The latency threshold"
+    if value is None or value == "":
+        return None
+    ms = _number(value, subject)
+    if ms <= 0:
+        raise _Refused("must be above 0 ms (or empty)", subject)
+    return ms
+
+
+def _whole_between(subject: str, low: int, high: int, why: str = "") -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        number = _whole(value, subject)
+        if not low <= number <= high:
+            raise _Refused(f"must be between {low} and {high}{why}", subject)
+        return number
+
+    return parse
+
+
+def _percentile(value: Any) -> int | str:
+    subject = "The percentile"
+    if isinstance(value, str) and value.strip() == "avg":
+        return "avg"
+    try:
+        percentile = _whole(value, subject)
+    except _Refused:
+        percentile = 0
+    if percentile not in REPORTED_PERCENTILES:
+        raise _Refused("must be 50, 90, 95, 99 or avg", subject)
+    return percentile
+
+
+def _choice(subject: str, *choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise _Refused(f"must be {' or '.join(choices)}", subject)
+        return str(value)
+
+    return parse
+
+
+def _version(value: Any) -> str:
+    subject = "The version"
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise _Refused("must be a version number", subject)
+    if len(value.strip()) > MAX_VERSION_CHARS:
+        raise _Refused(f"can be at most {MAX_VERSION_CHARS} characters", subject)
+    return value.strip()
+
+
+def parse_shapes(text: str) -> dict[str, list[int]]:
+    """'INPUT0:16 INPUT1:4,4' (perf_analyzer's --shape NAME:d1,d2, several separated by
+    spaces, commas between dims) -> {"INPUT0": [16], "INPUT1": [4, 4]}; ParamsError on
+    "shape" says what is wrong."""
+    try:
+        return _shapes(text)
+    except _Refused as exc:
+        raise ParamsError({"shape": exc.message}) from None
+
+
+def _shapes(value: Any) -> dict[str, list[int]]:
+    if isinstance(value, list | tuple):  # the command line's --shape, given once per input
+        value = " ".join(str(v) for v in value)
+    if not isinstance(value, str):
+        raise _Refused("The shapes must be text: NAME:d1,d2, several separated by spaces.")
+    shapes: dict[str, list[int]] = {}
+    for item in re.split(r"[\s;]+", value.strip()):
+        if not item:
+            continue
+        name, sep, dims = item.rpartition(":")
+        if not sep or not name or not dims:
+            raise _Refused(f"{item!r} is not NAME:d1,d2")
+        try:
+            values = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise _Refused(f"{item!r}: dimensions must be whole numbers") from None
+        if any(v <= 0 for v in values):
+            raise _Refused(f"{item!r}: dimensions must be positive")
+        try:
+            shape_elements(values, f"input {name}")
+        except InputError as exc:
+            raise _Refused(str(exc)) from None
+        shapes[name] = values
+    return shapes
+
+
+def _input_data(value: Any) -> str | dict[str, Any]:
+    """A keyword, or perf_analyzer's --input-data document (already parsed: the caller
+    reads the file or the upload), checked for its layout and its stored size."""
+    if isinstance(value, str) and value in INPUT_DATA_KINDS:
+        return INPUT_DATA_KINDS[value]
+    if not isinstance(value, dict | list):
+        raise _Refused("must be random, zeros or a JSON document", "The input data")
+    try:
+        load_input_data(value if isinstance(value, dict) else {})
+    except InputError as exc:
+        raise _Refused(str(exc)) from None
+    size = len(json.dumps(value).encode())
+    if size > MAX_INPUT_DATA_BYTES:
+        raise _Refused(
+            f"is {size:,} bytes as JSON; at most {MAX_INPUT_DATA_BYTES:,}", "The input data"
+        )
+    assert isinstance(value, dict)  # load_input_data refused anything else
+    return value
+
+
+def _model(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _Refused("name the model to benchmark")
+    return value
+
+
+# --- the entry --------------------------------------------------------------------------------
+
+
+def from_flags(flags: Mapping[str, Any]) -> SweepParams:
+    """SweepParams from perf_analyzer-named flags (DEFAULTS names them; "model" too, and
+    "mode", which defaults to request_rate when a request-rate range is given); a missing
+    flag takes its default, other keys are ignored. Every flag is checked and every refusal
+    comes back at once, in one ParamsError."""
+    errors: dict[str, str] = {}
+    subjects: dict[str, str] = {}
+
+    def take(name: str, parse: Callable[[Any], Any], default: Any = None) -> Any:
+        value = flags.get(name)
+        if value is None or (value == "" and name in _OPTIONAL):
+            value = DEFAULTS.get(name, default)
+        try:
+            return parse(value)
+        except _Refused as exc:
+            errors[name] = exc.message
+            if exc.subject:
+                subjects[name] = exc.subject
+            return None
+
+    # perf_analyzer has no mode flag: the range given says which.
+    implied = "request_rate" if flags.get("request_rate_range") else "concurrency"
+    mode = take("mode", _choice("The mode", "concurrency", "request_rate"), implied)
+    span_flag = "request_rate_range" if mode == "request_rate" else "concurrency_range"
+    span = take(span_flag, lambda text: _range(text, mode or "concurrency"))
+    values = {
+        "model": take("model", _model),
+        "version": take("version", _version),
+        "protocol": take("protocol", _choice("The protocol", "grpc", "http")),
+        "arrival": take(
+            "request_distribution", _choice("The request distribution", "constant", "poisson")
+        ),
+        "max_threads": take("max_threads", _whole_between("Max threads", 1, MAX_THREADS_LIMIT)),
+        "percentile": take("percentile", _percentile),
+        "measurement_window_ms": take("measurement_interval", _measurement_interval),
+        "stability_percentage": take("stability_percentage", _stability_percentage),
+        "max_windows": take(
+            "max_trials", _whole_between("Max windows", 3, MAX_TRIALS, " (3 decide stability)")
+        ),
+        "batch_size": take("batch_size", _batch_size),
+        "latency_threshold_ms": take("latency_threshold", _latency_threshold),
+        "rounds": take("rounds", _whole_between("Rounds", 1, MAX_ROUNDS)),
+        "shapes": take("shape", _shapes),
+        "input_data": take("input_data", _input_data),
+    }
+    if errors:
+        raise ParamsError(errors, subjects)
+    start, end, step = span
+    return SweepParams(mode=mode, start=start, end=end, step=step, **values)
