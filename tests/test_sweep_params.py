@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from profiler_app import sweeps
+from profiler_app import jobs, sweeps
 from profiler_app.forms import SweepForm
 from profiler_app.models import Sweep
 from profiler_app.params import ParamsError, SweepParams, from_flags
@@ -58,7 +58,7 @@ def no_triton(monkeypatch):
         raise AssertionError("Triton was asked before the parameters were refused")
 
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
-    monkeypatch.setattr(sweeps, "dispatch", lambda sweep_id: True)
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
 
 
 @pytest.fixture()

@@ -240,14 +240,17 @@ def _json_sample(
             arr = np.asarray(value, dtype=dtype).ravel()
         except (ValueError, TypeError, OverflowError):
             raise _not_numbers(spec, value, dtype, where) from None
-    return _shaped(arr, shape, f"input {spec.name}, sample {index}: {arr.size} values given")
+    return _shaped(
+        arr, shape, f"input {spec.name}: {arr.size} values given", after=f", sample {index}"
+    )
 
 
-def _shaped(arr: np.ndarray, shape: Sequence[int], given: str) -> np.ndarray:
-    """`arr` in `shape`; InputError ("<given> for shape [..] (N)") when the counts differ."""
+def _shaped(arr: np.ndarray, shape: Sequence[int], given: str, after: str = "") -> np.ndarray:
+    """`arr` in `shape`; InputError ("<given> for shape [..] (N)<after>") when the counts
+    differ."""
     expected = math.prod(shape)
     if arr.size != expected:
-        raise InputError(f"{given} for shape {list(shape)} ({expected})")
+        raise InputError(f"{given} for shape {list(shape)} ({expected}){after}")
     return arr.reshape(shape)
 
 
