@@ -51,8 +51,16 @@ def graph(base: Path, every_import: bool) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {name: set() for name in found}
     for name, path in found.items():
         tree = ast.parse(path.read_text())
+        typing_only = {  # `if TYPE_CHECKING:` imports never run: they make no circle
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+            for inner in ast.walk(node)
+        }
         nodes = ast.walk(tree) if every_import else iter(tree.body)
         for node in nodes:
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import | ast.ImportFrom):
                 if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                     continue

@@ -21,8 +21,8 @@ from .findings import ERROR, WARNING, Finding, sort_findings
 from .folder import folder_facts
 from .onnx_io import cross_check_onnx, model_file_problem
 from .parsing import FieldLocator, ParseResult
+from .rule_set import run_rules
 from .templates import drop_templated, parse_for_validation
-from .validate import run_rules
 
 _VERSION_RE = re.compile(r"^\d+$")
 

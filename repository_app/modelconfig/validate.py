@@ -32,12 +32,11 @@ from tritonclient.grpc import model_config_pb2
 
 from .backends import BackendFields
 from .context import FolderFacts, RuleContext, ServerFacts
-from .ensemble_rules import check_ensemble
 from .findings import Finding, sort_findings
 from .parsing import FieldLocator, ParseResult
-from .rules import RULES
+from .repository_rules import load_model_dir, validate_repository_dir
+from .rule_set import run_rules
 from .templates import drop_templated, parse_for_validation
-from .versions import check_server_version
 
 __all__ = [
     "FolderFacts",
@@ -48,16 +47,6 @@ __all__ = [
     "validate_repository",
     "validate_text",
 ]
-
-
-def run_rules(ctx: RuleContext) -> list[Finding]:
-    """Run every single-config rule over ``ctx``."""
-    findings: list[Finding] = []
-    for rule in RULES:
-        findings.extend(rule(ctx))
-    findings.extend(check_ensemble(ctx))
-    findings.extend(check_server_version(ctx))
-    return findings
 
 
 def validate_config(
@@ -126,8 +115,6 @@ def validate_model_dir(
     path: str | Path, *, server: ServerFacts | None = None, strict: bool = False
 ) -> list[Finding]:
     """Validate one model folder: its config.pbtxt and the files next to it."""
-    from .repository_rules import load_model_dir
-
     return load_model_dir(Path(path), server=server, strict=strict).findings
 
 
@@ -135,8 +122,6 @@ def validate_repository(
     path: str | Path, *, server: ServerFacts | None = None, strict: bool = False
 ) -> dict[str, list[Finding]]:
     """Validate every model folder of a repository plus cross-model (ensemble) rules."""
-    from .repository_rules import validate_repository_dir
-
     return validate_repository_dir(Path(path), server=server, strict=strict)
 
 
