@@ -441,6 +441,25 @@ def publish_state(job: Sweep) -> None:
     )
 
 
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def lifecycle_json(job: Sweep) -> dict[str, Any]:
+    """Where a job is in its life, as the sweep and the search JSON both show it."""
+    return {
+        "state": job.state,
+        "error": job.error,
+        "cancel_requested": job.cancel_requested,
+        "queue_position": queue_position(job),
+        "created_by": job.created_by.get_username() if job.created_by else "",
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.finished_at),
+        "heartbeat_at": _iso(job.heartbeat_at),
+        "heartbeat_stale": heartbeat_stale(job),
+    }
+
+
 def heartbeat_stale(job: Sweep) -> bool:
     """A RUNNING job whose heartbeat stopped: what a page says while the watchdog (in the
     workers) has not yet declared it interrupted; reading pages never change a job."""
