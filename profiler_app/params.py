@@ -111,32 +111,38 @@ class SweepParams:
             raise SweepError(_too_many_levels(count))
         return [self.start + i * self.step for i in range(count)]
 
+    def flags(self) -> dict[str, Any]:
+        """These parameters as the perf_analyzer-named flags `from_flags` reads."""
+        span = f"{self.start!r}:{self.end!r}:{self.step!r}"
+        return {
+            "model": self.model,
+            "version": self.version,
+            "protocol": self.protocol,
+            "mode": self.mode,
+            "request_rate_range" if self.mode == "request_rate" else "concurrency_range": span,
+            "request_distribution": self.arrival,
+            "max_threads": self.max_threads,
+            "percentile": self.percentile,
+            "measurement_interval": self.measurement_window_ms,
+            "stability_percentage": self.stability_percentage,
+            "max_trials": self.max_windows,
+            "batch_size": self.batch_size,
+            "latency_threshold": self.latency_threshold_ms,
+            "rounds": self.rounds,
+            "shape": " ".join(f"{k}:{','.join(map(str, v))}" for k, v in self.shapes.items()),
+            "input_data": self.input_data,
+        }
+
     def validate(self) -> None:
-        """The engine's own guard, for parameters built in code or read back from a stored
-        sweep rather than through `from_flags`."""
-        if self.protocol not in ("grpc", "http"):
-            raise SweepError(f"protocol must be grpc or http, not {self.protocol!r}")
-        if self.mode not in ("concurrency", "request_rate"):
-            raise SweepError(f"mode must be concurrency or request_rate, not {self.mode!r}")
+        """The same bounds as every entry's (`from_flags`), for parameters built in code or
+        read back from a stored sweep; SweepError with the first refusal."""
+        if self.client not in ("auto", "aio", "threads"):
+            raise SweepError(f"client must be auto, aio or threads, not {self.client!r}")
         try:
-            check_range(self.mode, self.start, self.end, self.step)
-        except SweepError as exc:
-            raise SweepError(f"bad range {self.range_text}: {exc}") from None
-        if self.percentile != "avg" and int(self.percentile) not in REPORTED_PERCENTILES:
-            raise SweepError("percentile must be 50, 90, 95, 99 or 'avg'")
-        if self.batch_size < 1 or self.measurement_window_ms < 50 or self.max_windows < 3:
-            raise SweepError("need batch size >= 1, windows >= 50 ms and max windows >= 3")
-        if self.measurement_window_ms > MAX_WINDOW_MS:
-            raise SweepError(f"the measurement window can be at most {MAX_WINDOW_MS} ms")
-        if not 1 <= self.rounds <= MAX_ROUNDS:
-            raise SweepError(f"rounds must be between 1 and {MAX_ROUNDS}")
-        if not 1 <= self.max_threads <= MAX_THREADS_LIMIT:
-            raise SweepError(f"max threads must be between 1 and {MAX_THREADS_LIMIT}")
-        if self.client not in ("auto", "aio", "threads") or self.arrival not in (
-            "constant",
-            "poisson",
-        ):
-            raise SweepError("client must be auto/aio/threads and arrival constant/poisson")
+            from_flags(self.flags())
+        except ParamsError as exc:
+            first = next(iter(exc.errors.values()))
+            raise SweepError(first[:1].lower() + first[1:].rstrip(".")) from None
 
     @property
     def latency_label(self) -> str:

@@ -15,7 +15,7 @@ from django.test import Client
 from profiler_app import jobs, sweeps
 from profiler_app.forms import SweepForm
 from profiler_app.models import Sweep
-from profiler_app.params import ParamsError, SweepParams, from_flags
+from profiler_app.params import ParamsError, SweepError, SweepParams, from_flags
 from profiler_app.search.forms import SearchForm
 from team.roles import OPERATOR, set_role
 
@@ -128,3 +128,25 @@ def test_from_flags_reads_text_or_values_and_keeps_the_stored_shape():
         "percentile": "The percentile must be 50, 90, 95, 99 or avg.",
         "shape": "The shapes must be text: NAME:d1,d2, several separated by spaces.",
     }
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [
+        ("rounds", 11, "rounds"),
+        ("stability_percentage", 2000.0, "stability_percentage"),
+        ("max_windows", 5000, "max_trials"),
+        ("version", "9" * 40, "version"),
+    ],
+)
+def test_the_engines_guard_refuses_what_the_entry_refuses_in_the_same_words(field, value, flag):
+    """One set of bounds: SweepParams.validate (stored or code-built parameters) says what
+    from_flags says for the same value."""
+    params = dataclasses.replace(SweepParams(model="add_batched"), **{field: value})
+    with pytest.raises(ParamsError) as entry:
+        from_flags(params.flags())
+    with pytest.raises(SweepError) as guard:
+        params.validate()
+    words = entry.value.errors[flag]
+    assert str(guard.value) == words[:1].lower() + words[1:].rstrip(".")
+    SweepParams(model="add_batched").validate()  # the defaults pass both
