@@ -25,9 +25,10 @@ def _can_run(request: HttpRequest) -> bool:
     return request.user.has_perm(RUN_PERMISSION)
 
 
-def attachment(response: HttpResponse, filename: str) -> HttpResponse:
-    """Offer the response as a download named `filename`, escaped (quotes, CR/LF and
+def download(content: str, content_type: str, filename: str) -> HttpResponse:
+    """`content` offered as a download named `filename`, escaped (quotes, CR/LF and
     non-ASCII characters in a model name cannot break or add headers)."""
+    response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
 
@@ -213,18 +214,15 @@ def sweep_label(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def sweep_csv(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = get_object_or_404(Sweep, pk=pk)
-    response = HttpResponse(export.to_csv(sweep), content_type="text/csv")
-    return attachment(response, f"sweep-{pk}-{sweep.model}.csv")
+    return download(export.to_csv(sweep), "text/csv", f"sweep-{pk}-{sweep.model}.csv")
 
 
 @login_required
 @require_GET
 def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = get_object_or_404(Sweep, pk=pk)
-    response = HttpResponse(
-        json.dumps(export.to_json(sweep), indent=2), content_type="application/json"
-    )
-    return attachment(response, f"sweep-{pk}-{sweep.model}.json")
+    document = json.dumps(export.to_json(sweep), indent=2)
+    return download(document, "application/json", f"sweep-{pk}-{sweep.model}.json")
 
 
 @login_required

@@ -17,7 +17,7 @@ from .. import sweeps
 from ..engine.loadgen import SweepError
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
-from ..views import attachment
+from ..views import download
 from . import defaults, report, runner
 from .forms import SearchForm
 from .space import knobs_of
@@ -160,8 +160,8 @@ def search_apply(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def search_report(request: HttpRequest, pk: int) -> HttpResponse:
     search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
-    response = HttpResponse(report.build(search), content_type="text/html; charset=utf-8")
-    return attachment(response, f"config-search-{pk}-{search.model}.html")
+    html = report.build(search)
+    return download(html, "text/html; charset=utf-8", f"config-search-{pk}-{search.model}.html")
 
 
 @login_required
