@@ -135,7 +135,9 @@ window.SearchPage = (function () {
   function renderStatus() {
     const state = search.state;
     const el = document.getElementById("search-state");
-    el.textContent = state + (search.cancel_requested && state === "running" ? " (cancelling…)" : "");
+    el.textContent = state + (search.cancel_requested && state === "running" ? " (cancelling…)" : "")
+      // Pages only read: a worker's watchdog, not this page, declares the job interrupted.
+      + (search.heartbeat_stale && state === "running" ? " (no heartbeat for 20 s: its worker seems gone)" : "");
     el.className = "state-" + state;
     setText("queue-position", state === "queued" && search.queue_position ? "position " + search.queue_position + " in the queue" : "");
     const err = document.getElementById("search-error");

@@ -61,7 +61,9 @@ window.SweepPage = (function () {
   function renderStatus() {
     const state = sweep.state;
     const stateEl = document.getElementById("sweep-state");
-    stateEl.textContent = state + (sweep.cancel_requested && state === "running" ? " (cancelling…)" : "");
+    stateEl.textContent = state + (sweep.cancel_requested && state === "running" ? " (cancelling…)" : "")
+      // Pages only read: a worker's watchdog, not this page, declares the job interrupted.
+      + (sweep.heartbeat_stale && state === "running" ? " (no heartbeat for 20 s: its worker seems gone)" : "");
     stateEl.className = "state-" + state;
     setText("queue-position", state === "queued" && sweep.queue_position
       ? "position " + sweep.queue_position + " in the queue for " + sweep.server : "");
