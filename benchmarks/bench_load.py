@@ -77,7 +77,10 @@ async def websocket_fanout(base: str, cookie: str, viewers: int, events_n: int, 
         before = rss_mb(pid)[0]
         for n in range(events_n):
             await sync_to_async(events.publish)(
-                events.ACTIVITY_GROUP, "activity", {"n": n, "sent": time.time()}
+                events.ACTIVITY_GROUP,
+                "activity",
+                # An activity event's declared fields (events.EVENT_FIELDS), then the probe's.
+                {**dict.fromkeys(events.EVENT_FIELDS["activity"], ""), "n": n, "sent": time.time()},
             )
             await asyncio.sleep(0.1)
         await asyncio.wait(listeners, timeout=30)

@@ -28,6 +28,11 @@ TEST_MODELS = Path(__file__).resolve().parent / "models"
 # Upper bounds only, never targets: they keep a broken run from hanging, and are far above
 # what a busy two-core CI machine takes (speed is measured by `make bench`, not here).
 SERVICE_START_S = 180  # a Daphne or Celery subprocess up and answering
+# The fields every "activity" event carries (repository_app.events.EVENT_FIELDS), for tests
+# that flood the activity group.
+ACTIVITY = {
+    "id": 0, "at": "", "user": "test", "action": "test", "model": "", "target": "", "outcome": "ok"
+}  # fmt: skip
 BROWSER_WAIT_MS = 300_000  # a page condition that waits on real services (poller ticks...)
 
 

@@ -21,7 +21,7 @@ from profiler_app.params import SweepParams
 from repository_app import control, events
 from repository_app.triton.client import TritonClient
 
-from .conftest import SERVICE_START_S, start_celery_worker, wait_for
+from .conftest import ACTIVITY, SERVICE_START_S, start_celery_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +167,7 @@ async def test_a_consumer_that_falls_behind_is_bounded_and_sees_the_gap(redis_db
     def burst() -> int:
         last = 0
         for i in range(capacity + 500):
-            event = events.publish(events.ACTIVITY_GROUP, "activity", {"n": i})
+            event = events.publish(events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "n": i})
             last = event["seq"]
         return last
 

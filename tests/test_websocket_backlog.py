@@ -22,6 +22,8 @@ from django.test import Client
 from dashboard import serve
 from repository_app import events
 
+from .conftest import ACTIVITY
+
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 EVENTS = 3000
@@ -104,7 +106,9 @@ async def test_a_stalled_viewer_is_disconnected_and_memory_stays_bounded(web_ser
         def burst() -> list[int]:
             seqs = []
             for i in range(EVENTS):
-                event = events.publish(events.ACTIVITY_GROUP, "activity", {"burst": i, "pad": PAD})
+                event = events.publish(
+                    events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "burst": i, "pad": PAD}
+                )
                 assert event is not None
                 seqs.append(event["seq"])
                 if i % 100 == 99:
@@ -138,7 +142,9 @@ async def test_a_stalled_viewer_is_disconnected_and_memory_stays_bounded(web_ser
         )
         current = await sync_to_async(events.current_seq)(events.ACTIVITY_GROUP)
         assert current == published[-1]
-        await sync_to_async(events.publish)(events.ACTIVITY_GROUP, "activity", {"burst": -1})
+        await sync_to_async(events.publish)(
+            events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "burst": -1}
+        )
         while True:
             data = json.loads((await again.receive(timeout=60)).data)
             if data.get("burst") == -1:
