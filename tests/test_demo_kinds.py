@@ -42,14 +42,12 @@ def _tensor(name: str, array: np.ndarray, dtype: str) -> grpcclient.InferInput:
     return tensor
 
 
-def _stream(client, count: int | None) -> list:
+def _stream(client) -> list:
     """Every response of one stream_tok request over gRPC streaming, final one included."""
     answers: queue.Queue = queue.Queue()
     client.start_stream(callback=lambda result, error: answers.put((result, error)))
     try:
         inputs = [_tensor("PROMPT_ID", np.array([100], dtype=np.int32), "INT32")]
-        if count is not None:
-            inputs.append(_tensor("COUNT", np.array([count], dtype=np.int32), "INT32"))
         client.async_stream_infer("stream_tok", inputs, enable_empty_final_response=True)
         got = []
         while True:
@@ -63,16 +61,11 @@ def _stream(client, count: int | None) -> list:
 
 
 def test_stream_tok_streams_its_configured_count_of_tokens_then_an_empty_final(client):
-    responses = _stream(client, None)
+    responses = _stream(client)
     tokens = [r.as_numpy("TOKEN") for r in responses[:-1]]
     assert [int(t[0]) for t in tokens] == list(range(101, 109))  # RESPONSE_COUNT 8
     final = responses[-1].get_response()
     assert not final.outputs  # the final flag comes alone, in an empty response
-
-
-def test_stream_tok_takes_the_count_from_its_input(client):
-    responses = _stream(client, 3)
-    assert [int(r.as_numpy("TOKEN")[0]) for r in responses[:-1]] == [101, 102, 103]
 
 
 def test_stream_tok_answers_only_over_streaming(client):

@@ -1,5 +1,5 @@
 """A decoupled model that streams token ids: request PROMPT_ID p gets the tokens
-p + 1, p + 2, ..., p + N (N = the COUNT input, else RESPONSE_COUNT), one per response,
+p + 1, p + 2, ..., p + N (N = RESPONSE_COUNT; int32, wrapping), one per response,
 then an empty response flagged final. It sleeps FIRST_RESPONSE_DELAY_MS before the first
 token and RESPONSE_DELAY_MS before each next one (waiting, as a model waits on a device)."""
 
@@ -9,8 +9,6 @@ import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-
-MAX_COUNT = 10_000  # a COUNT beyond this is refused: one request must not stream forever
 
 
 def _param(config, key, default):
@@ -42,17 +40,11 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         prompt = int(pb_utils.get_input_tensor_by_name(request, "PROMPT_ID").as_numpy().flat[0])
-        count_tensor = pb_utils.get_input_tensor_by_name(request, "COUNT")
-        count = self.count if count_tensor is None else int(count_tensor.as_numpy().flat[0])
-        if not 0 <= count <= MAX_COUNT:
-            error = pb_utils.TritonError(f"COUNT must be between 0 and {MAX_COUNT}, not {count}")
-            sender.send(pb_utils.InferenceResponse(error=error), flags=final)
-            return
-        for i in range(count):
+        for i in range(self.count):
             time.sleep(self.first_s if i == 0 else self.next_s)
             if sender.is_cancelled():
                 break
-            token = np.array([prompt + i + 1], dtype=np.int32)
+            token = np.array([(prompt + i + 1) & 0x7FFFFFFF], dtype=np.int32)
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("TOKEN", token)]))
         sender.send(flags=final)
 
