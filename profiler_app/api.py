@@ -57,6 +57,18 @@ SweepCreateSerializer = inline_serializer(
             help_text="measure every level this many times, alternating with the other "
             "levels (median and spread per level)",
         ),
+        "streaming": serializers.BooleanField(
+            required=False, help_text="gRPC streaming: needed by (and only for) decoupled models"
+        ),
+        "sequence_length": serializers.IntegerField(
+            required=False, help_text="sequence models: requests per sequence (default 20)"
+        ),
+        "sequence_length_variation": serializers.FloatField(
+            required=False, help_text="sequence models: percent (default 20)"
+        ),
+        "sequence_id_range": serializers.CharField(
+            required=False, help_text="sequence models: START:END, END excluded"
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
     },

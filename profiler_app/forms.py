@@ -7,12 +7,15 @@ from typing import Any
 
 from django import forms
 
-from . import sweeps
+from . import kind_presets, sweeps
 from .engine.inputs import InputError, parse_input_json
+from .model_kind import ModelKind
 from .models import Sweep
 from .params import (
     DEFAULT_MAX_THREADS,
+    DEFAULTS,
     MAX_INPUT_DATA_BYTES,
+    SEQUENCE_FLAGS,
     ParamsError,
     SweepError,
     SweepParams,
@@ -28,6 +31,7 @@ FLAGS = (
     "mode", "concurrency_range", "request_rate_range", "request_distribution", "max_threads",
     "percentile", "measurement_interval", "stability_percentage", "max_trials", "batch_size",
     "latency_threshold", "rounds", "shape", "input_data", "protocol", "version",
+    "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
 )  # fmt: skip
 
 
@@ -123,6 +127,30 @@ class SweepForm(forms.Form):
         choices=[("grpc", "gRPC"), ("http", "HTTP")], initial="grpc", label="-i (protocol)"
     )
     version = forms.CharField(required=False, max_length=32, label="-x (version)")
+    # Decoupled models only (the others lose the field: `_fit_kind`).
+    streaming = forms.BooleanField(
+        required=False,
+        label="--streaming",
+        help_text="gRPC bidirectional streaming: every response of a request, up to its final one",
+    )
+    # Sequence models only.
+    sequence_length = forms.IntegerField(
+        required=False,
+        initial=DEFAULTS["sequence_length"],
+        label="--sequence-length",
+        help_text="requests per sequence (perf_analyzer's default 20)",
+    )
+    sequence_length_variation = forms.FloatField(
+        required=False,
+        initial=DEFAULTS["sequence_length_variation"],
+        label="--sequence-length-variation (%)",
+        help_text="lengths vary by up to this much either way (default 20)",
+    )
+    sequence_id_range = forms.CharField(
+        required=False,
+        label="--sequence-id-range",
+        help_text="START:END (END excluded); empty: from 1, unbounded",
+    )
     name = forms.CharField(
         required=False,
         max_length=120,
@@ -136,10 +164,25 @@ class SweepForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
     )
 
-    def __init__(self, *args: Any, model: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, model: str, kind: ModelKind | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
+        self.kind = kind
         self.params: SweepParams | None = None
+        self._fit_kind()
+
+    def _fit_kind(self) -> None:
+        """Only the flags that fit the model's kind (all of them when it is not known: the
+        preflight's kind check then says what does not fit)."""
+        if self.kind is None:
+            return
+        if not self.kind.decoupled:
+            del self.fields["streaming"]
+        if not self.kind.sequence:
+            for name in SEQUENCE_FLAGS:
+                del self.fields[name]
 
     @property
     def create_kwargs(self) -> dict[str, Any]:
@@ -152,15 +195,14 @@ class SweepForm(forms.Form):
         }
 
     @classmethod
-    def preset_initial(cls, preset: str) -> dict[str, Any]:
-        values = sweeps.PRESETS.get(preset)
+    def preset_initial(cls, preset: str, kind: ModelKind | None = None) -> dict[str, Any]:
+        """The form's initial values for a preset of the model's kind
+        (`kind_presets.presets_for`); {} for an unknown preset."""
+        values = kind_presets.presets_for(kind).get(preset)
         if values is None:
             return {}
-        return {
-            "concurrency_range": values["range"],
-            "measurement_interval": values["measurement_interval"],
-            "max_trials": values["max_trials"],
-        }
+        initial = {k: v for k, v in values.items() if k != "range"}
+        return {"concurrency_range": values["range"], **initial}
 
     def _input_document(self, data: dict[str, Any]) -> Any:
         """The JSON of the uploaded --input-data file; None after adding the error."""

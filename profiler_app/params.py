@@ -36,6 +36,8 @@ MAX_ROUNDS = 10  # repeats of every level (see profiler_app.repeats)
 DEFAULT_MAX_THREADS = 4
 MAX_THREADS_LIMIT = 64
 MAX_VERSION_CHARS = 32
+MAX_SEQUENCE_LENGTH = 100_000  # --sequence-length (requests per sequence)
+MAX_SEQUENCE_ID = 2**64 - 1  # correlation ids are uint64
 MAX_INPUT_DATA_BYTES = 8 * 1024 * 1024  # stored with the sweep, so a re-run has the same data
 # --input-data's keywords (perf_analyzer says "zero"; the form and the API "zeros").
 INPUT_DATA_KINDS = {"random": "random", "zero": "zeros", "zeros": "zeros"}
@@ -58,9 +60,20 @@ DEFAULTS: dict[str, Any] = {
     "rounds": 1,
     "shape": "",
     "input_data": "random",
+    # Decoupled and sequence models (`model_kind`), perf_analyzer's defaults; "" for the
+    # id range is perf_analyzer's own (from 1, unbounded).
+    "streaming": False,
+    "sequence_length": 20,
+    "sequence_length_variation": 20.0,
+    "sequence_id_range": "",
 }
 # Flags that may be left empty ("" from a form or a query string): their default then.
-_OPTIONAL = {"version", "request_distribution", "max_threads", "latency_threshold", "rounds"}
+_OPTIONAL = {
+    "version", "request_distribution", "max_threads", "latency_threshold", "rounds",
+    "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
+}  # fmt: skip
+# The flags that only a sequence model takes (`kind_rules`).
+SEQUENCE_FLAGS = ("sequence_length", "sequence_length_variation", "sequence_id_range")
 
 
 class SweepError(RuntimeError):
@@ -94,6 +107,13 @@ class SweepParams:
     # Rounds over all the levels, each level measured once per round (profiler_app.repeats);
     # run_sweep itself measures one round: the caller repeats it.
     rounds: int = 1
+    # --streaming: requests over gRPC bidirectional streaming (what a decoupled model needs).
+    streaming: bool = False
+    # Sequence models: requests per sequence, its spread in percent, and the correlation ids
+    # used ("A:B"; "" is perf_analyzer's default). Stored sweeps without them read these.
+    sequence_length: int = 20
+    sequence_length_variation: float = 20.0
+    sequence_id_range: str = ""
 
     @property
     def range_text(self) -> str:
@@ -131,6 +151,10 @@ class SweepParams:
             "rounds": self.rounds,
             "shape": " ".join(f"{k}:{','.join(map(str, v))}" for k, v in self.shapes.items()),
             "input_data": self.input_data,
+            "streaming": self.streaming,
+            "sequence_length": self.sequence_length,
+            "sequence_length_variation": self.sequence_length_variation,
+            "sequence_id_range": self.sequence_id_range,
         }
 
     def validate(self) -> None:
@@ -249,6 +273,15 @@ class ParamsError(ValidationError):
         return named
 
 
+class FlagsRefused(SweepError):
+    """A preflight refusal that knows its flags (the model's kind did not fit them):
+    `errors` maps each flag to its message, as ParamsError's."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = dict(errors)
+
+
 class _Refused(Exception):
     """One flag's refusal inside `from_flags`: `subject` opens the message when it is the
     field's words."""
@@ -262,7 +295,9 @@ class _Refused(Exception):
 def refusal(exc: SweepError, params: SweepParams) -> ParamsError:
     """A preflight refusal (`sweeps.preflight`) on the flag it is about: requests that could
     not be built from the input data or from the shapes; the model's state, its batch size
-    limit and Triton's answers on none."""
+    limit and Triton's answers on none; the kind's refusals (`FlagsRefused`) on theirs."""
+    if isinstance(exc, FlagsRefused):
+        return ParamsError(exc.errors)
     message = str(exc)
     flag = NON_FIELD_ERRORS
     if message.startswith("inputs:"):
@@ -457,6 +492,58 @@ def _input_data(value: Any) -> str | dict[str, Any]:
     return value
 
 
+def _switch(subject: str) -> Callable[[Any], bool]:
+    """A yes/no flag: a bool, or the text a form, a query string or a command line sends."""
+
+    def parse(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _YES | _NO:
+            return value.strip().lower() in _YES
+        raise _Refused("must be true or false", subject)
+
+    return parse
+
+
+_YES, _NO = {"true", "1", "on", "yes"}, {"false", "0", "off", "no"}
+
+
+def _sequence_length_variation(value: Any) -> float:
+    subject = "The sequence length variation"
+    percent = _number(value, subject)
+    if not 0 <= percent <= 100:
+        raise _Refused("must be between 0 and 100 (percent)", subject)
+    return percent
+
+
+def _sequence_id_range(value: Any) -> str:
+    """perf_analyzer's --sequence-id-range START:END (END excluded, as there; START alone
+    is unbounded), whole ids from 1; "" is its default."""
+    subject = "The sequence id range"
+    if not isinstance(value, str):
+        raise _Refused("must be text: START:END, e.g. 1:1000", subject)
+    text = value.strip()
+    if not text:
+        return ""
+    parts = text.split(":")
+    if len(parts) > 2 or not all(re.fullmatch(r"\d+", part) for part in parts):
+        raise _Refused(f"must be START:END in whole numbers, not {text!r}", subject)
+    ids = [int(part) for part in parts]
+    if ids[0] < 1 or ids[-1] > MAX_SEQUENCE_ID:
+        raise _Refused(f"must lie between 1 and {MAX_SEQUENCE_ID}", subject)
+    if len(ids) == 2 and ids[1] <= ids[0]:
+        raise _Refused(f"holds no id: the end ({ids[1]}, excluded) must be above {ids[0]}", subject)
+    return ":".join(map(str, ids))
+
+
+def sequence_ids(text: str) -> int | None:
+    """How many ids a --sequence-id-range holds (its end excluded); None when unbounded."""
+    if ":" not in text:
+        return None
+    start, end = map(int, text.split(":"))
+    return end - start
+
+
 def _model(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise _Refused("name the model to benchmark")
@@ -510,7 +597,17 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
         "rounds": take("rounds", _whole_between("Rounds", 1, MAX_ROUNDS)),
         "shapes": take("shape", _shapes),
         "input_data": take("input_data", _input_data),
+        "streaming": take("streaming", _switch("Streaming")),
+        "sequence_length": take(
+            "sequence_length", _whole_between("The sequence length", 1, MAX_SEQUENCE_LENGTH)
+        ),
+        "sequence_length_variation": take("sequence_length_variation", _sequence_length_variation),
+        "sequence_id_range": take("sequence_id_range", _sequence_id_range),
     }
+    if values["streaming"] and values["protocol"] == "http":
+        # perf_analyzer's rule too: HTTP has no stream to carry several responses.
+        errors["streaming"] = "Streaming needs gRPC (-i grpc): HTTP has no streams."
+        subjects["streaming"] = "Streaming"
     if errors:
         raise ParamsError(errors, subjects)
     start, end, step = span

@@ -37,7 +37,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import jobs, measure, repeats, verdict
+from . import jobs, kind_rules, measure, repeats, verdict
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
     LevelResult,
@@ -45,8 +45,9 @@ from .engine.loadgen import (
     WindowResult,
     run_sweep,
 )
+from .model_kind import kind_of_served
 from .models import Sweep, SweepPoint
-from .params import SweepParams
+from .params import FlagsRefused, SweepParams
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,9 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
         config = client.model_config(params.model, params.version)
     except TritonError as exc:
         raise SweepError(f"model {params.model!r}: {exc.message}") from None
+    refused = kind_rules.refusals(params, kind_of_served(config), engine)
+    if refused:  # flags that do not fit the model's kind, each on its own
+        raise FlagsRefused(refused)
     mbs = max_batch_size(config)
     if mbs and params.batch_size > mbs:
         raise SweepError(f"batch size {params.batch_size} exceeds the model's max_batch_size {mbs}")

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from team import audit
 
-from . import export, jobs, sweeps
+from . import export, jobs, kind_presets, sweeps
 from .engine.loadgen import SweepError
 from .forms import SweepForm, SweepLabelForm
 from .models import Search, Sweep
@@ -70,12 +70,13 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
     can_run = _can_run(request)
     status = 200
+    if request.method == "POST" and not can_run:
+        return render(
+            request, "403.html", {"exception": "Your role cannot run sweeps."}, status=403
+        )
+    kind, kind_source = kind_presets.model_kind(name)
     if request.method == "POST":
-        if not can_run:
-            return render(
-                request, "403.html", {"exception": "Your role cannot run sweeps."}, status=403
-            )
-        form = SweepForm(request.POST, request.FILES, model=name)
+        form = SweepForm(request.POST, request.FILES, model=name, kind=kind)
         if form.is_valid() and form.params is not None:
             try:
                 sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
@@ -86,7 +87,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
                 return redirect("sweep_detail", pk=sweep.pk)
     else:
         preset = request.GET.get("preset", "default")
-        form = SweepForm(initial=SweepForm.preset_initial(preset), model=name)
+        form = SweepForm(initial=SweepForm.preset_initial(preset, kind), model=name, kind=kind)
     history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP)[:10]
     return render(
         request,
@@ -95,7 +96,9 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
             "form": form,
             "name": name,
             "can_run": can_run,
-            "presets": sweeps.PRESETS,
+            "presets": kind_presets.presets_for(kind),
+            "kind": kind,
+            "kind_source": kind_source,
             "history": history,
         },
         status=status,

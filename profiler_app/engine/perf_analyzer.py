@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import measure
-from ..params import SweepParams
+from ..params import DEFAULTS, SweepParams
 from . import stats
 from .loadgen import SweepResult
 
@@ -140,6 +140,16 @@ def build_command(
     if params.latency_threshold_ms:
         # perf_analyzer takes whole milliseconds
         cmd += ["--latency-threshold", str(max(1, round(params.latency_threshold_ms)))]
+    if params.streaming:
+        cmd += ["--streaming"]
+    # The sequence flags only where they differ from perf_analyzer's defaults (the same as
+    # ours): the command of a stateless model's sweep stays free of them.
+    if params.sequence_length != DEFAULTS["sequence_length"]:
+        cmd += ["--sequence-length", str(params.sequence_length)]
+    if params.sequence_length_variation != DEFAULTS["sequence_length_variation"]:
+        cmd += ["--sequence-length-variation", _fmt(params.sequence_length_variation)]
+    if params.sequence_id_range:
+        cmd += ["--sequence-id-range", params.sequence_id_range]
     for name, dims in sorted(params.shapes.items()):
         cmd += ["--shape", f"{name}:{','.join(str(d) for d in dims)}"]
     if input_data_path is not None:
@@ -183,6 +193,7 @@ class PaWindow:
 class PaLevel:
     level: float
     throughput: float = 0.0
+    response_throughput: float | None = None  # decoupled models (--streaming): responses/s
     request_count: int = 0
     avg_latency_us: float | None = None
     std_latency_us: float | None = None
@@ -220,6 +231,8 @@ class PaLevel:
                 "engine": "perf_analyzer",
             },
         )
+        if self.response_throughput is not None:
+            level.extra["response_throughput"] = self.response_throughput
         from_windows = (
             not self.request_count
             and bool(self.windows)
@@ -247,6 +260,7 @@ _PASS = re.compile(
 _NUMBER_LINE = re.compile(
     r"^\s*(Request count|Throughput|Inference count|Execution count|Successful request count): ([\d.e+]+)"
 )
+_RESPONSES = re.compile(r"^\s*Response Throughput: ([\d.e+]+)")
 _AVG = re.compile(r"^\s*Avg latency: (\d+) usec \(standard deviation (\d+) usec\)")
 _PCT = re.compile(r"^\s*p(\d+) latency: (\d+) usec")
 _SERVER = re.compile(
@@ -326,6 +340,8 @@ class StdoutParser:
                 level.throughput = value
             else:
                 level.server[key] = value
+        elif m := _RESPONSES.match(line):
+            level.response_throughput = float(m.group(1))
         elif m := _AVG.match(line):
             level.avg_latency_us, level.std_latency_us = float(m.group(1)), float(m.group(2))
         elif m := _PCT.match(line):

@@ -20,9 +20,11 @@ from profiler_app.models import Sweep
 from profiler_app.params import (
     DEFAULTS,
     INPUT_DATA_KINDS,
+    FlagsRefused,
     ParamsError,
     SweepError,
     from_flags,
+    refusal,
 )
 
 # The flags' names on this command line, where they are not --NAME-WITH-DASHES.
@@ -69,6 +71,23 @@ class Command(BaseCommand):
             help="measure every level this many times, one round over all levels after "
             "another (median and spread per level; default 1)",
         )
+        parser.add_argument(
+            "--streaming",
+            action="store_true",
+            default=None,
+            help="gRPC streaming, for decoupled models (needs -i grpc)",
+        )
+        parser.add_argument(
+            "--sequence-length",
+            help=_default("sequence models: requests per sequence", "sequence_length"),
+        )
+        parser.add_argument(
+            "--sequence-length-variation",
+            help=_default("sequence models: percent", "sequence_length_variation"),
+        )
+        parser.add_argument(
+            "--sequence-id-range", help="sequence models: START:END, END excluded (default from 1)"
+        )
         parser.add_argument("--name", default="", help="a name for the sweep")
         parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
@@ -90,6 +109,8 @@ class Command(BaseCommand):
             raise CommandError(_refusal(exc, flags)) from None
         try:
             sweeps.preflight(params, opts["engine"])
+        except FlagsRefused as exc:  # flags that do not fit the model's kind, by their names
+            raise CommandError(_refusal(refusal(exc, params), flags)) from None
         except SweepError as exc:
             raise CommandError(str(exc)) from None
         sweep = sweeps.create_sweep(

@@ -1,0 +1,59 @@
+"""What the Benchmark page offers a model: its kind (`model_kind`, from the config Triton
+serves, else from config.pbtxt on disk when the model is not loaded) and presets that fit
+that kind. The form's fields follow the kind too (`forms.SweepForm`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from repository_app.naming import RepositoryError
+from repository_app.repository import CONFIG_FILE, model_folder, read_config
+from repository_app.triton.client import TritonError, get_client
+
+from . import sweeps
+from .model_kind import DECOUPLED, SEQUENCE, ModelKind, kind_of, kind_of_served
+
+# Flags every preset of a kind sets: what that kind needs to be measured at all (the
+# built-in engine drives neither streams nor sequences yet: `kind_rules`).
+KIND_FLAGS: dict[str, dict[str, Any]] = {
+    DECOUPLED: {"streaming": True, "protocol": "grpc", "engine": "perf_analyzer"},
+    SEQUENCE: {"engine": "perf_analyzer", "sequence_length": 20, "sequence_length_variation": 20},
+}
+# Presets only a kind has, beside the common ones.
+KIND_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    SEQUENCE: {
+        "long-sequences": {
+            "range": "1:8:1",
+            "measurement_interval": 5000,
+            "max_trials": 10,
+            "sequence_length": 100,
+        },
+    },
+}
+
+
+def model_kind(name: str) -> tuple[ModelKind | None, str]:
+    """(kind, where it was read: "served" or "disk"), or (None, why not known)."""
+    try:
+        return kind_of_served(get_client().model_config(name)), "served"
+    except TritonError:
+        pass  # not loaded, or Triton is down: the file says what it will be
+    try:
+        config, error = read_config(model_folder(name, settings.MODEL_REPOSITORY) / CONFIG_FILE)
+    except RepositoryError as exc:
+        return None, str(exc)
+    if config is None:
+        return None, f"{CONFIG_FILE}: {error}"
+    return kind_of(config), "disk"
+
+
+def presets_for(kind: ModelKind | None) -> dict[str, dict[str, Any]]:
+    """Preset name -> the flags it sets, the kind's flags included."""
+    key = kind.kind if kind is not None else ""
+    flags = dict(KIND_FLAGS.get(key, {}))
+    if kind is not None and kind.decoupled:  # a decoupled ensemble or sequence model too
+        flags.update(KIND_FLAGS[DECOUPLED])
+    common = {**sweeps.PRESETS, **KIND_PRESETS.get(key, {})}
+    return {name: {**values, **flags} for name, values in common.items()}

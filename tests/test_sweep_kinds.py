@@ -1,0 +1,156 @@
+"""Benchmarking models of every kind against the real tritonserver: the Benchmark page
+shows the kind and the flags that fit it, a flag that does not fit is refused on its field
+(form, API, command line), and perf_analyzer measures a sequence and a decoupled model."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from profiler_app.models import Sweep, SweepPoint
+from repository_app.triton.client import TritonClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+MODELS = ("add_batched", "stream_tok", "seq_accumulate")
+FORM = {
+    "mode": "concurrency", "concurrency_range": "1:2:1", "percentile": "95",
+    "measurement_interval": "500", "stability_percentage": "50", "max_trials": "3",
+    "batch_size": "1", "input_data": "random", "engine": "perf_analyzer", "protocol": "grpc",
+}  # fmt: skip
+QUICK = ["--concurrency-range", "1:2:1", "--measurement-interval", "500",
+         "--stability-percentage", "50", "--max-trials", "5"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def loaded(triton) -> Iterator[TritonClient]:
+    control = TritonClient(triton.grpc_url, triton.metrics_url)
+    before = {m for m in MODELS if any(s.state == "READY" for s in control.model_states(m))}
+    for name in MODELS:
+        control.load(name)
+    yield control
+    for name in MODELS:
+        if name not in before:
+            control.unload(name)
+
+
+@pytest.fixture()
+def runner(client):
+    user = User.objects.create_user("kinds", password="pw-kinds-1")
+    user.user_permissions.add(Permission.objects.get(codename="run_sweeps"))
+    client.force_login(user)
+    return client
+
+
+def _field_error(html: str, field: str) -> str:
+    marker = f'data-field="{field}">'
+    assert marker in html, html[html.find("sweep-form") :][:3000]
+    return html.split(marker, 1)[1].split("</div>", 1)[0]
+
+
+def test_the_page_shows_the_kind_and_only_the_flags_that_fit(runner, loaded, redis_db):
+    stream = runner.get("/models/stream_tok/benchmark/").content.decode()
+    assert 'data-kind="decoupled"' in stream and 'name="streaming"' in stream
+    assert 'name="sequence_length"' not in stream
+    assert re.search(r'<input type="checkbox" name="streaming"[^>]* checked>', stream)  # preset
+    seq = runner.get("/models/seq_accumulate/benchmark/").content.decode()
+    assert 'data-kind="sequence"' in seq and "sequence (direct)" in seq
+    assert 'name="sequence_length"' in seq and 'name="streaming"' not in seq
+    assert 'id="preset-long-sequences"' in seq
+    plain = runner.get("/models/add_batched/benchmark/").content.decode()
+    assert 'data-kind="stateless"' in plain
+    assert 'name="streaming"' not in plain and 'name="sequence_length"' not in plain
+
+
+def test_the_form_refuses_a_decoupled_model_over_http_on_the_protocol(runner, loaded, redis_db):
+    html = runner.post(
+        "/models/stream_tok/benchmark/", {**FORM, "protocol": "http", "streaming": ""}
+    ).content.decode()
+    assert "stream_tok is decoupled: it answers only over gRPC streaming; choose gRPC." in (
+        _field_error(html, "protocol")
+    )
+    assert not Sweep.objects.exists()
+
+
+def test_the_form_refuses_a_decoupled_model_without_streaming(runner, loaded, redis_db):
+    html = runner.post("/models/stream_tok/benchmark/", FORM).content.decode()
+    assert "turn on --streaming" in _field_error(html, "streaming")
+    builtin = runner.post(
+        "/models/stream_tok/benchmark/", {**FORM, "engine": "builtin", "streaming": "on"}
+    ).content.decode()
+    assert "not measured yet by the built-in engine" in _field_error(builtin, "engine")
+    assert not Sweep.objects.exists()
+
+
+def test_the_api_refuses_sequence_flags_on_a_stateless_model_on_their_field(loaded, redis_db):
+    user = User.objects.create_user("kinds-api")
+    user.user_permissions.add(Permission.objects.get(codename="run_sweeps"))
+    token, _ = Token.objects.get_or_create(user=user)
+    api = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    body = {"model": "add_batched", "sequence_length": 5, "engine": "perf_analyzer"}
+    response = api.post("/api/v1/sweeps/", body, content_type="application/json")
+    assert response.status_code == 400 and response.json()["field"] == "sequence_length"
+    assert response.json()["message"] == (
+        "--sequence-length applies to sequence models; add_batched has no sequence_batching."
+    )
+    response = api.post(
+        "/api/v1/sweeps/", {"model": "seq_accumulate"}, content_type="application/json"
+    )
+    assert response.status_code == 400 and response.json()["field"] == "engine"
+    assert "Sequence sweeps are not measured yet" in response.json()["message"]
+    assert not Sweep.objects.exists()
+
+
+def test_the_command_line_names_the_refused_flag(loaded, redis_db):
+    with pytest.raises(CommandError) as http:
+        call_command("perf_sweep", "stream_tok", "-i", "http", "--engine", "perf_analyzer")
+    assert str(http.value) == (
+        "-i: stream_tok is decoupled: it answers only over gRPC streaming; choose gRPC."
+    )
+    with pytest.raises(CommandError, match=r"^--streaming: --streaming applies to decoupled"):
+        call_command("perf_sweep", "add_batched", "--streaming", "--engine", "perf_analyzer")
+    with pytest.raises(CommandError, match=r"^--engine: Streaming sweeps are not measured yet"):
+        call_command("perf_sweep", "stream_tok", "--streaming")
+    assert not Sweep.objects.exists()
+
+
+def _run(*args: str) -> Sweep:
+    call_command(
+        "perf_sweep", *args, "--engine", "perf_analyzer", *QUICK,
+        stdout=io.StringIO(), stderr=io.StringIO(),
+    )  # fmt: skip
+    return Sweep.objects.latest("pk")
+
+
+def test_perf_analyzer_measures_the_sequence_model_without_errors(loaded, redis_db):
+    failed_before = _failures(loaded, "seq_accumulate")
+    sweep = _run("seq_accumulate", "--sequence-length", "5", "--sequence-id-range", "1:1000")
+    assert sweep.state == "succeeded", sweep.error
+    assert "--sequence-length 5" in sweep.command and "--sequence-id-range 1:1000" in sweep.command
+    assert SweepPoint.objects.filter(sweep=sweep, window=-1).count() == 2
+    # Every request was part of a started sequence: the model refused none.
+    assert _failures(loaded, "seq_accumulate") == failed_before
+
+
+def test_perf_analyzer_streams_the_decoupled_model_and_counts_its_responses(loaded, redis_db):
+    sweep = _run("stream_tok", "--streaming")
+    assert sweep.state == "succeeded", sweep.error
+    assert "--streaming" in sweep.command
+    levels = SweepPoint.objects.filter(sweep=sweep, window=-1)
+    assert levels.count() == 2
+    for level in levels:
+        # RESPONSE_COUNT is 8: eight responses per request (the empty final one uncounted).
+        ratio = level.extra["response_throughput"] / level.throughput
+        assert 7 < ratio < 9, (level.extra, level.throughput)
+
+
+def _failures(control: TritonClient, name: str) -> int:
+    stats = control.model_statistics(name)
+    return sum(int(s.get("inference_stats", {}).get("fail", {}).get("count", 0)) for s in stats)
