@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from repository_app.naming import RepositoryError
+from repository_app.naming import RepositoryError, is_safe_model_name, unsafe_name_message
 from repository_app.repository import CONFIG_FILE, model_folder, read_config
 from repository_app.triton.client import TritonError, get_client
 
@@ -36,6 +36,8 @@ KIND_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 def model_kind(name: str) -> tuple[ModelKind | None, str]:
     """(kind, where it was read: "served" or "disk"), or (None, why not known)."""
+    if not is_safe_model_name(name):  # never sent to Triton (the model name rule)
+        return None, unsafe_name_message(name)
     try:
         return kind_of_served(get_client().model_config(name)), "served"
     except TritonError:

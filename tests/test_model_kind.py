@@ -190,3 +190,14 @@ def test_perf_analyzer_gets_the_streaming_and_sequence_flags():
 def test_an_unchanged_default_sweep_params_has_the_same_fields():
     # Built in code (the search does): the new fields' defaults, no refusal.
     SweepParams(model="m").validate()
+
+
+def test_an_unsafe_model_name_is_never_sent_to_triton_for_its_kind(monkeypatch):
+    from profiler_app import kind_presets
+
+    def asked(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise AssertionError("Triton was asked about an unsafe model name")
+
+    monkeypatch.setattr(kind_presets, "get_client", asked)
+    kind, why = kind_presets.model_kind("inj$(id)")
+    assert kind is None and "inj$(id)" in why
