@@ -9,7 +9,9 @@ verdict and a search's score read.
 
 Field names are the `SweepPoint` columns. Figures that were not measured are None (a
 perf_analyzer window knows only the chosen latency); `extra` holds what only some
-measurements have (windows, spreads, client CPU, GPU, rounds).
+measurements have (windows, spreads, client CPU, GPU, rounds, and a streaming sweep's
+`STREAM_FIELDS`: a decoupled model's figures per response, which only some sweeps have
+and nothing filters or sorts on, so they need no columns of their own).
 """
 
 from __future__ import annotations
@@ -28,6 +30,18 @@ SERVER_FIELDS = (
     "compute_input_us",
     "compute_infer_us",
     "compute_output_us",
+)
+# A streaming sweep's `extra` (decoupled models): responses (carrying outputs) per second,
+# per request, the empty final-flag ones, and the time to the first response and between
+# responses, avg and percentiles (µs). The request latency is the time to the final
+# response (the p*_us fields, as perf_analyzer 2.48 reports it). Where one response is one
+# token, tokens/s is the response throughput. perf_analyzer reports response_throughput only.
+STREAM_TIMES = ("first_response", "inter_response")
+STREAM_FIELDS = (
+    "response_throughput",
+    "responses_per_request",
+    "empty_final_responses",
+    *(f"{t}_{s}" for t in STREAM_TIMES for s in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")),
 )
 # Old search rows (before the one shape) said `concurrency` for `level`, and kept these
 # `extra` entries at the top level; they are still read, and still written for the API.
@@ -155,6 +169,22 @@ def gpu_fields(sample: Any) -> dict[str, float | None]:
     if sample is None:
         return {}
     return {"gpu_utilization": sample.utilization, "gpu_memory_bytes": sample.memory_used_bytes}
+
+
+def stream_fields(summary: Any) -> dict[str, float | int | None]:
+    """`extra` entries of an `engine.stream_stats.StreamSummary` (none without one)."""
+    if summary is None:
+        return {}
+    out: dict[str, float | int | None] = {
+        "response_throughput": summary.response_throughput,
+        "responses_per_request": summary.responses_per_request,
+        "empty_final_responses": summary.empty_final_responses,
+    }
+    for name in STREAM_TIMES:
+        lat = getattr(summary, name)
+        for key in LATENCY_FIELDS:
+            out[f"{name}_{key}"] = None if lat is None else getattr(lat, key)
+    return out
 
 
 def point_json(point: Any) -> dict[str, Any]:

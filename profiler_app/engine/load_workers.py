@@ -17,9 +17,14 @@ reads. Two ways to keep requests outstanding:
   takes send times from one schedule: a thread sleeps until its turn, sends, and waits
   for the reply, like perf_analyzer's synchronous request-rate workers.
 
+With `streaming` (decoupled models), concurrency slots are gRPC bidirectional streams
+on the event loop instead (`stream_slots`), which also record per request the time to
+the first response, the responses, and the inter-response times.
+
 Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
   -> ("level", "concurrency"|"request_rate", value, arrival, seed, first_send_ns)
-  -> ("swap", t_end_ns)  <- ("records", ends, lats, errors, messages, cpu_s, sent)
+  -> ("swap", t_end_ns)  <- ("records", ends, lats, errors, messages, cpu_s, sent, stream)
+     (stream: None, or with `streaming` a dict of arrays, see `Recorder.swap`)
   -> ("stop",)
   startup: <- ("ready", info) or ("error", message)
 """
@@ -42,6 +47,7 @@ import hpack
 import numpy as np
 
 from . import grpc_h2
+from .stream_slots import StreamSlots
 
 GRPC_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 MAX_MESSAGES = 5  # error messages kept per window
@@ -58,6 +64,8 @@ class WorkerSpec:
     client: str  # "aio" | "threads"
     timeout_s: float = 30.0
     rate_threads: int = 1  # paced threads of this worker in request-rate mode with "threads"
+    streaming: bool = False  # decoupled model: concurrency slots are gRPC streams
+    stream_timeout_s: float = 30.0  # a streamed request without its final response fails
 
 
 def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
@@ -133,8 +141,13 @@ class Schedule:
 class Recorder:
     """Per-request records, swapped out window by window."""
 
-    def __init__(self) -> None:
+    def __init__(self, streaming: bool = False) -> None:
         self.records: list[tuple[int, int]] = []  # (end_ns, latency_ns); latency -1 = error
+        self.streaming = streaming
+        # Streaming only, per completed request: (end_ns, first_response_ns, responses,
+        # empty responses), and (end_ns, inter_response_ns) per gap.
+        self.stream: list[tuple[int, int, int, int]] = []
+        self.gaps: list[tuple[int, int]] = []
         self.messages: list[str] = []
         self.sent = 0
         self.cpu_mark = time.process_time()
@@ -157,14 +170,32 @@ class Recorder:
         ok = [r for r in records if r[1] >= 0]
         ends = np.fromiter((r[0] for r in ok), dtype=np.int64, count=len(ok))
         lats = np.fromiter((r[1] for r in ok), dtype=np.int64, count=len(ok))
-        return ("records", ends, lats, len(records) - len(ok), messages, cpu_s, sent)
+        stream = self._swap_stream(t_end) if self.streaming else None
+        return ("records", ends, lats, len(records) - len(ok), messages, cpu_s, sent, stream)
+
+    def _swap_stream(self, t_end: int) -> dict[str, Any]:
+        stream, self.stream = (
+            [r for r in self.stream if r[0] <= t_end],
+            [r for r in self.stream if r[0] > t_end],
+        )
+        gaps, self.gaps = (
+            [g[1] for g in self.gaps if g[0] <= t_end],
+            [g for g in self.gaps if g[0] > t_end],
+        )
+        return {
+            "first_ns": np.array([r[1] for r in stream], dtype=np.int64),
+            "responses": np.array([r[2] for r in stream], dtype=np.int64),
+            "empty_finals": sum(r[3] for r in stream),
+            "gaps_ns": np.array(gaps, dtype=np.int64),
+        }
 
 
 class Worker:
     def __init__(self, spec: WorkerSpec, conn: Connection) -> None:
         self.spec = spec
         self.conn = conn
-        self.rec = Recorder()
+        self.rec = Recorder(spec.streaming)
+        self.streams: StreamSlots | None = None
         self.generation = 0  # bumped on every level change: loops of older levels exit
         self.slots = 0
         self.tasks: list[asyncio.Task] = []
@@ -191,6 +222,10 @@ class Worker:
                 ("grpc.max_receive_message_length", -1),
             ]
             self.sync_options = options
+            if spec.streaming:
+                self.aio_channel = None
+                self.streams = StreamSlots(spec.url, options, self.grpc_requests, self.rec)
+                return await self.streams.open(spec.timeout_s, spec.stream_timeout_s)
             if spec.client == "threads":
                 # No aio channel at all: its poller thread would cost CPU on every call.
                 self.aio_channel = None
@@ -254,6 +289,8 @@ class Worker:
                 t.join(5)
 
         await asyncio.to_thread(join_threads)
+        if self.streams is not None:
+            await self.streams.close()
         if self.spec.protocol == "grpc":
             if self.aio_channel is not None:
                 await self.aio_channel.close()
@@ -441,6 +478,14 @@ class Worker:
     ) -> None:
         self.generation += 1  # loops of the previous level finish their call and exit
         gen = self.generation
+        if self.streams is not None:  # concurrency only (kind_rules refuses a rate)
+            self.tasks = [t for t in self.tasks if not t.done()]
+            streams = self.streams
+            self.tasks += [
+                self.loop.create_task(streams.slot(lambda: self.generation == gen))
+                for _ in range(int(value) if kind == "concurrency" else 0)
+            ]
+            return
         schedule = None
         if kind == "request_rate" and value > 0:
             schedule = Schedule(value, arrival, seed, first_send_ns or now_ns())

@@ -10,6 +10,12 @@ level is kept, marked unstable, with its spread), or when the chosen latency pas
 threshold (the sweep then stops raising the load). `should_cancel` is polled several
 times per window; a cancelled sweep keeps the windows it finished.
 
+A streaming sweep (`params.streaming`, a decoupled model) keeps each outstanding request
+on a gRPC stream (`stream_slots`); its windows and levels also report response
+throughput, responses per request and first-response and inter-response times
+(`stream_stats`). A streamed request without its final response within
+STREAM_TIMEOUT_WINDOWS windows (at least STREAM_TIMEOUT_MIN_S) is an error.
+
 The load itself comes from worker processes (`load_workers`), so that neither this event
 loop (which also runs the callbacks, e.g. websocket pushes) nor the GIL sits on the hot
 path.
@@ -44,11 +50,14 @@ from . import gpu, stats
 from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
+from .stream_stats import StreamRecords
 
 CANCEL_POLL_S = 0.1
 RATE_PROCESSES = 4  # the paced threads are spread over at most this many processes
 BEHIND_SCHEDULE = 0.95  # request rate: a level that sent under this share of its rate
 LEVEL_LEAD_NS = 5_000_000  # a new request-rate level's first send, after the message
+STREAM_TIMEOUT_WINDOWS = 2
+STREAM_TIMEOUT_MIN_S = 1.0
 
 
 @dataclass
@@ -87,6 +96,7 @@ class WindowResult:
     gpu: GpuSample | None = None  # from Triton's metrics at the window's end, where it has GPUs
     # Raw latencies (ns) of the window, kept so a level pools them like perf_analyzer.
     latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
+    stream: StreamRecords | None = None  # streaming sweeps
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -108,6 +118,9 @@ class WindowResult:
                 "error_messages": self.error_messages,
                 "avg_batch": self.server.avg_batch_size if self.server else None,
                 **measure.gpu_fields(self.gpu),
+                **measure.stream_fields(
+                    self.stream.summary(self.duration_s) if self.stream else None
+                ),
             },
             window=self.index,
             closed_at=self.closed_at,
@@ -133,6 +146,8 @@ class LevelResult:
     # Request-rate mode: fewer sent than the schedule asked (every thread was waiting for a
     # reply), so the server saw less load than the level says (perf_analyzer's "delayed").
     behind_schedule: bool = False
+    stream: StreamRecords | None = None  # streaming sweeps: the last windows' records
+    stream_duration_s: float = 0.0  # what the response throughput is over
 
     def measured(self) -> measure.Level:
         """The level in the one shape of a measurement (`profiler_app.measure`)."""
@@ -156,6 +171,9 @@ class LevelResult:
                 "send_rate": self.send_rate,
                 "behind_schedule": self.behind_schedule,
                 **measure.gpu_fields(self.gpu),
+                **measure.stream_fields(
+                    self.stream.summary(self.stream_duration_s) if self.stream else None
+                ),
             },
         )
 
@@ -340,6 +358,8 @@ def _client_plan(params: SweepParams) -> tuple[str, int]:
     one process each up to RATE_PROCESSES: threads of one process that wake together wait
     for each other's GIL, which showed as a longer tail than perf_analyzer's C++ threads.
     """
+    if params.streaming:  # streams live on a worker's event loop
+        return "aio", max(1, params.workers)
     if params.client != "auto":
         return params.client, max(1, params.workers)
     if params.mode == "request_rate":
@@ -408,6 +428,11 @@ async def run_sweep(
             version=params.version,
             payloads=[[(t.name, t.datatype, t.array) for t in p] for p in payloads],
             client=client,
+            streaming=params.streaming,
+            stream_timeout_s=max(
+                STREAM_TIMEOUT_MIN_S,
+                STREAM_TIMEOUT_WINDOWS * params.measurement_window_ms / 1000,
+            ),
         )
         if params.mode == "request_rate" and client == "threads":
             workers = min(workers, params.max_threads)  # no worker without a thread
@@ -510,6 +535,7 @@ def _window(
     messages = [m for r in replies for m in r[4]][:5]
     cpu_s = sum(r[5] for r in replies)
     sent = sum(r[6] for r in replies)
+    streaming = any(len(r) > 7 and r[7] is not None for r in replies)
     duration = (end_ns - start_ns) / 1e9
     requests = int(lats.size)
     return WindowResult(
@@ -526,6 +552,7 @@ def _window(
         client_cpu_us=cpu_s / requests * 1e6 if requests else 0.0,
         send_rate=sent / duration if duration > 0 else 0.0,
         latencies_ns=lats,
+        stream=StreamRecords.pooled([r[7] for r in replies]) if streaming else None,
     )
 
 
@@ -566,6 +593,8 @@ def _merge_level(
         send_rate=send_rate,
         behind_schedule=params.mode == "request_rate"
         and _behind(level, send_rate, duration, params),
+        stream=StreamRecords.pooled([w.stream for w in last]) if params.streaming else None,
+        stream_duration_s=duration,
     )
 
 
