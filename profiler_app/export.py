@@ -15,7 +15,9 @@ def to_csv(sweep: Sweep) -> str:
     """perf_analyzer's --verbose-csv columns, µs, sorted by level: the stored level rows,
     in the one shape of a measurement."""
     rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-    return levels_csv([measure.Level.from_point(p) for p in rows], sweeps.params_of(sweep).mode)
+    params = sweeps.params_of(sweep)
+    levels = [measure.Level.from_point(p) for p in rows]
+    return levels_csv(levels, params.mode, streaming=params.streaming)
 
 
 def to_json(sweep: Sweep) -> dict[str, Any]:

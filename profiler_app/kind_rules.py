@@ -5,7 +5,8 @@ refusal is on its flag, in words that say why and what to do.
 A decoupled model answers a request with any number of responses: only a gRPC stream
 carries them, and a plain request to it fails, so it is refused without `streaming`
 rather than measured wrong. A sequence model needs every request in a sequence (id,
-START, END). The built-in engine sends neither yet; perf_analyzer does both.
+START, END). The built-in engine streams (at a concurrency; a request rate over streams
+is perf_analyzer's) but sends no sequences yet; perf_analyzer does both.
 """
 
 from __future__ import annotations
@@ -55,11 +56,10 @@ def refusals(params: SweepParams, kind: ModelKind, engine: str) -> dict[str, str
                     f"{_option(flag)} applies to sequence models; {name} has no sequence_batching."
                 )
     if engine == BUILTIN and "engine" not in errors:
-        if kind.decoupled:
+        if kind.decoupled and params.streaming and params.mode == "request_rate":
             errors["engine"] = (
-                "Streaming sweeps are not measured yet by the built-in engine: "
-                "choose perf_analyzer (it streams, and reports each request up to its final "
-                "response)."
+                "The built-in engine streams at a concurrency only (--concurrency-range): "
+                "for a request rate over gRPC streams choose perf_analyzer."
             )
         elif kind.sequence:
             errors["engine"] = (

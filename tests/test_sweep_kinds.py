@@ -4,6 +4,7 @@ shows the kind and the flags that fit it, a flag that does not fit is refused on
 
 from __future__ import annotations
 
+import csv
 import io
 import re
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from profiler_app import export
+from profiler_app.engine.perf_analyzer import CSV_COLUMNS, STREAM_CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from repository_app.triton.client import TritonClient
 
@@ -82,10 +85,10 @@ def test_the_form_refuses_a_decoupled_model_over_http_on_the_protocol(runner, lo
 def test_the_form_refuses_a_decoupled_model_without_streaming(runner, loaded, redis_db):
     html = runner.post("/models/stream_tok/benchmark/", FORM).content.decode()
     assert "turn on --streaming" in _field_error(html, "streaming")
-    builtin = runner.post(
-        "/models/stream_tok/benchmark/", {**FORM, "engine": "builtin", "streaming": "on"}
+    builtin_http = runner.post(
+        "/models/stream_tok/benchmark/", {**FORM, "engine": "builtin", "protocol": "http"}
     ).content.decode()
-    assert "not measured yet by the built-in engine" in _field_error(builtin, "engine")
+    assert "choose gRPC" in _field_error(builtin_http, "protocol")
     assert not Sweep.objects.exists()
 
 
@@ -116,14 +119,16 @@ def test_the_command_line_names_the_refused_flag(loaded, redis_db):
     )
     with pytest.raises(CommandError, match=r"^--streaming: --streaming applies to decoupled"):
         call_command("perf_sweep", "add_batched", "--streaming", "--engine", "perf_analyzer")
-    with pytest.raises(CommandError, match=r"^--engine: Streaming sweeps are not measured yet"):
-        call_command("perf_sweep", "stream_tok", "--streaming")
+    with pytest.raises(CommandError, match=r"^-i: stream_tok is decoupled"):
+        call_command("perf_sweep", "stream_tok", "-i", "http")  # the built-in engine too
+    with pytest.raises(CommandError, match=r"^--engine: The built-in engine streams at a conc"):
+        call_command("perf_sweep", "stream_tok", "--streaming", "--request-rate-range", "10")
     assert not Sweep.objects.exists()
 
 
-def _run(*args: str) -> Sweep:
+def _run(*args: str, engine: str = "perf_analyzer") -> Sweep:
     call_command(
-        "perf_sweep", *args, "--engine", "perf_analyzer", *QUICK,
+        "perf_sweep", *args, "--engine", engine, *QUICK,
         stdout=io.StringIO(), stderr=io.StringIO(),
     )  # fmt: skip
     return Sweep.objects.latest("pk")
@@ -154,3 +159,21 @@ def test_perf_analyzer_streams_the_decoupled_model_and_counts_its_responses(load
 def _failures(control: TritonClient, name: str) -> int:
     stats = control.model_statistics(name)
     return sum(int(s.get("inference_stats", {}).get("fail", {}).get("count", 0)) for s in stats)
+
+
+def test_the_builtin_engine_streams_the_decoupled_model_and_exports_its_figures(loaded, redis_db):
+    sweep = _run("stream_tok", "--streaming", engine="builtin")
+    assert sweep.state == "succeeded", sweep.error
+    levels = SweepPoint.objects.filter(sweep=sweep, window=-1)
+    assert levels.count() == 2
+    for level in levels:
+        assert level.extra["responses_per_request"] == 8  # RESPONSE_COUNT
+        assert level.extra["first_response_p95_us"] > 0
+    rows = list(csv.DictReader(io.StringIO(export.to_csv(sweep))))
+    assert list(rows[0]) == [*CSV_COLUMNS, *STREAM_CSV_COLUMNS]
+    for row in rows:
+        assert all(row[c] != "" and float(row[c]) > 0 for c in STREAM_CSV_COLUMNS), row
+    assert "inter_response_p99_us" in export.to_json(sweep)["points"][0]["extra"]
+    # A stateless sweep keeps perf_analyzer's columns only.
+    plain = _run("add_batched")
+    assert next(csv.reader(io.StringIO(export.to_csv(plain)))) == CSV_COLUMNS

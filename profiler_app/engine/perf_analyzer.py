@@ -64,6 +64,19 @@ CSV_COLUMNS = [
 ]
 
 
+# Added after those for a streaming sweep (µs, but responses/s): `extra` keys of
+# `measure.STREAM_FIELDS`; a figure an engine did not measure is an empty cell
+# (perf_analyzer 2.48 reports only the response throughput).
+STREAM_CSV_COLUMNS = {
+    "Response Throughput": "response_throughput",
+    "p50 time to first response": "first_response_p50_us",
+    "p95 time to first response": "first_response_p95_us",
+    "p99 time to first response": "first_response_p99_us",
+    "avg inter-response time": "inter_response_avg_us",
+    "p95 inter-response time": "inter_response_p95_us",
+}
+
+
 class PerfAnalyzerNotFound(FileNotFoundError):
     """No perf_analyzer binary; the message says how to install one."""
 
@@ -393,10 +406,16 @@ def parse_csv(text: str) -> list[dict[str, float]]:
 
 def export_csv(result: SweepResult) -> str:
     """Our sweep as perf_analyzer's --verbose-csv CSV (see `levels_csv`)."""
-    return levels_csv([lv.measured() for lv in result.levels], result.params.mode)
+    return levels_csv(
+        [lv.measured() for lv in result.levels],
+        result.params.mode,
+        streaming=result.params.streaming,
+    )
 
 
-def levels_csv(levels: Sequence[measure.Level], mode: str = "concurrency") -> str:
+def levels_csv(
+    levels: Sequence[measure.Level], mode: str = "concurrency", *, streaming: bool = False
+) -> str:
     """Measured levels as perf_analyzer's --verbose-csv CSV (µs, sorted by level).
 
     "Client Send"/"Client Recv" are 0: the built-in engine sends pre-serialised requests
@@ -404,13 +423,13 @@ def levels_csv(levels: Sequence[measure.Level], mode: str = "concurrency") -> st
     it: avg client latency minus server request time (plus client send/recv, here 0).
     A latency that is not known (a level perf_analyzer reported only from its windows,
     because it did not settle) is an empty cell: the level is kept, as it is on the page.
-    A level without any latency is left out.
+    A level without any latency is left out. A streaming sweep adds STREAM_CSV_COLUMNS.
     """
 
     def us(value: float | None) -> int | str:
         return "" if value is None or math.isnan(value) else round(value)
 
-    columns = list(CSV_COLUMNS)
+    columns = list(CSV_COLUMNS) + (list(STREAM_CSV_COLUMNS) if streaming else [])
     if mode == "request_rate":
         columns[0] = "Request Rate"
     out = io.StringIO()
@@ -447,9 +466,20 @@ def levels_csv(levels: Sequence[measure.Level], mode: str = "concurrency") -> st
                 us(avg),
                 0,
                 us(avg),
+                *(
+                    _stream_cell(k, level.extra.get(k))
+                    for k in STREAM_CSV_COLUMNS.values()
+                    if streaming
+                ),
             ]
         )
     return out.getvalue()
+
+
+def _stream_cell(key: str, value: float | None) -> int | str:
+    if value is None or math.isnan(value):
+        return ""
+    return f"{value:g}" if key == "response_throughput" else round(value)
 
 
 # --- running it -------------------------------------------------------------------------------
