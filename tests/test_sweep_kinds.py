@@ -161,7 +161,9 @@ def _failures(control: TritonClient, name: str) -> int:
     return sum(int(s.get("inference_stats", {}).get("fail", {}).get("count", 0)) for s in stats)
 
 
-def test_the_builtin_engine_streams_the_decoupled_model_and_exports_its_figures(loaded, redis_db):
+def test_the_builtin_engine_streams_the_decoupled_model_and_exports_its_figures(
+    loaded, redis_db, runner
+):
     sweep = _run("stream_tok", "--streaming", engine="builtin")
     assert sweep.state == "succeeded", sweep.error
     levels = SweepPoint.objects.filter(sweep=sweep, window=-1)
@@ -177,3 +179,7 @@ def test_the_builtin_engine_streams_the_decoupled_model_and_exports_its_figures(
     # A stateless sweep keeps perf_analyzer's columns only.
     plain = _run("add_batched")
     assert next(csv.reader(io.StringIO(export.to_csv(plain)))) == CSV_COLUMNS
+    # The page draws the streaming charts for the streaming sweep only.
+    for chart in ("chart-first-response", "chart-inter-response", "chart-responses"):
+        assert f'id="{chart}"' in runner.get(f"/sweeps/{sweep.pk}/").content.decode()
+        assert f'id="{chart}"' not in runner.get(f"/sweeps/{plain.pk}/").content.decode()

@@ -182,7 +182,26 @@ window.SweepPage = (function () {
       { x: trace.map(function (w) { return w.window - first + 1; }), y: trace.map(function (w) { return w.throughput; }), name: shown === null ? "no window yet" : xTitle + " " + shown.level + (roundOf(shown) > 1 ? ", round " + roundOf(shown) : ""), mode: "lines+markers" },
     ], Object.assign({}, base, { xaxis: { title: { text: "window" }, dtick: 1 }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
 
+    renderStreaming(good, x, xTitle, base, cfg);
     renderTable(levels);
+  }
+
+  // Streaming sweeps (decoupled models): per-response figures from each level's extra.
+  // Where one response is one token, responses/s is tokens/s.
+  function renderStreaming(good, x, xTitle, base, cfg) {
+    if (!document.getElementById("chart-first-response")) return;
+    const extra = function (p, k) { const v = p.extra && p.extra[k]; return v === null || v === undefined ? null : v; };
+    const times = function (prefix) {
+      return ["p50", "p90", "p95", "p99"].map(function (name) {
+        return { x: x, y: good.map(function (p) { return ms(extra(p, prefix + "_" + name + "_us")); }), name: name, mode: "lines+markers", line: { color: COLORS[name] } };
+      });
+    };
+    const axes = function (y) { return Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: y }, rangemode: "tozero" } }); };
+    Plotly.react("chart-first-response", times("first_response"), axes("ms"), cfg);
+    Plotly.react("chart-inter-response", times("inter_response"), axes("ms"), cfg);
+    Plotly.react("chart-responses", [
+      { x: x, y: good.map(function (p) { return extra(p, "response_throughput"); }), name: "responses/s (tokens/s where one response is one token)", mode: "lines+markers" },
+    ], axes("responses/s"), cfg);
   }
 
   function cell(v, digits) {
