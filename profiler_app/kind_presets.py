@@ -15,10 +15,12 @@ from repository_app.triton.client import TritonError, get_client
 from . import sweeps
 from .model_kind import DECOUPLED, SEQUENCE, ModelKind, kind_of, kind_of_served
 
-# Flags every preset of a kind sets: what that kind needs to be measured at all (the
-# built-in engine drives neither streams nor sequences yet: `kind_rules`).
+# Flags every preset of a kind sets: what that kind needs to be measured at all. A
+# decoupled model streams with the built-in engine, which reports first-response and
+# inter-response times (perf_analyzer 2.48 only the time to the final response); the
+# built-in engine does not drive sequences yet (`kind_rules`).
 KIND_FLAGS: dict[str, dict[str, Any]] = {
-    DECOUPLED: {"streaming": True, "protocol": "grpc", "engine": "perf_analyzer"},
+    DECOUPLED: {"streaming": True, "protocol": "grpc", "engine": "builtin"},
     SEQUENCE: {"engine": "perf_analyzer", "sequence_length": 20, "sequence_length_variation": 20},
 }
 # Presets only a kind has, beside the common ones.

@@ -134,3 +134,36 @@ def test_a_request_rate_sweep_with_an_uploaded_input_data_file_runs_from_the_for
     finally:
         context.close()
         client.unload("add_batched")
+
+
+def test_benchmark_of_a_decoupled_model_streams_and_draws_its_response_charts(
+    browser, web_server, celery_worker, admin_credentials, triton
+):
+    """The decoupled kind: its preset turns streaming on (built-in engine, gRPC), and the
+    first-response, inter-response and responses/s charts show every level."""
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("stream_tok")
+    context = browser.new_context()
+    page = context.new_page()
+    console: list[str] = []
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/stream_tok/")
+        page.click("#benchmark-link")
+        page.click("#preset-quick")
+        assert page.is_checked("#id_streaming")
+        page.fill("#id_concurrency_range", "1:2:1")
+        page.fill("#id_stability_percentage", "100")  # keeps the run short on two cores
+        page.click("#start-sweep")
+        page.wait_for_url("**/sweeps/*/")
+        wait_js(page, "document.getElementById('sweep-state').textContent === 'succeeded'")
+        for chart in ("chart-first-response", "chart-inter-response", "chart-responses"):
+            points = page.evaluate(
+                f"document.getElementById('{chart}').data[0].y.filter(v => v > 0).length"
+            )
+            assert points == 2, (chart, console)
+        assert not console, console
+    finally:
+        context.close()
+        client.unload("stream_tok")
