@@ -10,8 +10,9 @@ verdict and a search's score read.
 Field names are the `SweepPoint` columns. Figures that were not measured are None (a
 perf_analyzer window knows only the chosen latency); `extra` holds what only some
 measurements have (windows, spreads, client CPU, GPU, rounds, and a streaming sweep's
-`STREAM_FIELDS`: a decoupled model's figures per response, which only some sweeps have
-and nothing filters or sorts on, so they need no columns of their own).
+`STREAM_FIELDS`: a decoupled model's figures per response, and an ensemble's or a BLS
+model's `steps` (`STEP_FIELDS` each), which only some sweeps have and nothing filters or
+sorts on, so they need no columns of their own).
 """
 
 from __future__ import annotations
