@@ -10,8 +10,9 @@ verdict and a search's score read.
 Field names are the `SweepPoint` columns. Figures that were not measured are None (a
 perf_analyzer window knows only the chosen latency); `extra` holds what only some
 measurements have (windows, spreads, client CPU, GPU, rounds, and a streaming sweep's
-`STREAM_FIELDS`: a decoupled model's figures per response, which only some sweeps have
-and nothing filters or sorts on, so they need no columns of their own).
+`STREAM_FIELDS`: a decoupled model's figures per response, and an ensemble's or a BLS
+model's `steps` (`STEP_FIELDS` each), which only some sweeps have and nothing filters or
+sorts on, so they need no columns of their own).
 """
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ STREAM_FIELDS = (
     "empty_final_responses",
     *(f"{t}_{s}" for t in STREAM_TIMES for s in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")),
 )
+# An ensemble's or a BLS model's `extra["steps"]`: one entry per composing model (an
+# ensemble's steps, nested ensembles expanded to their steps; a BLS model's `calls_models`),
+# in step order. Figures as the model's own breakdown: counts over the windows, averages in
+# µs per request of that step, and its share of the steps' summed compute (a fraction).
+STEP_FIELDS = (
+    "model",
+    "version",
+    "request_count",
+    "inference_count",
+    "execution_count",
+    "avg_batch_size",
+    *SERVER_FIELDS,
+    "compute_share",
+)
+COMPUTE_FIELDS = SERVER_FIELDS[2:]  # compute input, infer, output
 # Old search rows (before the one shape) said `concurrency` for `level`, and kept these
 # `extra` entries at the top level; they are still read, and still written for the API.
 SEARCH_ALIASES = ("windows", "over_threshold", "avg_batch")
@@ -190,3 +206,44 @@ def stream_fields(summary: Any) -> dict[str, float | int | None]:
 def point_json(point: Any) -> dict[str, Any]:
     """A stored SweepPoint row: a level row (window -1) or a window."""
     return {**Level.from_point(point).to_json(), "window": point.window}
+
+
+def step_fields(model: str, version: str, server: Any) -> dict[str, Any]:
+    """One `extra["steps"]` entry from a `loadgen.ServerBreakdown` (None: its statistics
+    could not be read); `compute_share` is set by `with_compute_shares`."""
+    counts: dict[str, Any] = {
+        "request_count": None if server is None else server.request_count,
+        "inference_count": None if server is None else server.inference_count,
+        "execution_count": None if server is None else server.execution_count,
+        "avg_batch_size": None if server is None else server.avg_batch_size,
+    }
+    return {
+        "model": model,
+        "version": version,
+        **counts,
+        **server_fields(server),
+        "compute_share": None,
+    }
+
+
+def step_compute_us(step: Mapping[str, Any]) -> float | None:
+    """A step's compute per request (input + infer + output, µs); None when not measured."""
+    parts = [step.get(k) for k in COMPUTE_FIELDS]
+    return None if all(v is None for v in parts) else sum(float(v or 0.0) for v in parts)
+
+
+def with_compute_shares(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`steps` with each one's share of the steps' summed compute per request (perf_analyzer
+    adds the steps' per-request averages up to an ensemble's compute)."""
+    computes = [step_compute_us(s) for s in steps]
+    total = sum(c for c in computes if c is not None)
+    for step, compute in zip(steps, computes, strict=True):
+        step["compute_share"] = compute / total if compute is not None and total > 0 else None
+    return steps
+
+
+def steps_of(point: Any) -> list[dict[str, Any]]:
+    """The `extra["steps"]` of a row (SweepPoint, `Level` or its JSON); [] without them."""
+    extra = point.get("extra") if isinstance(point, Mapping) else getattr(point, "extra", None)
+    steps = (extra or {}).get("steps")
+    return [dict(s) for s in steps if isinstance(s, Mapping)] if isinstance(steps, list) else []

@@ -38,6 +38,7 @@ from repository_app.triton.client import (
 )
 
 from . import jobs, kind_rules, measure, repeats, verdict
+from .engine import composing
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
     LevelResult,
@@ -126,9 +127,14 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
         config = client.model_config(params.model, params.version)
     except TritonError as exc:
         raise SweepError(f"model {params.model!r}: {exc.message}") from None
-    refused = kind_rules.refusals(params, kind_of_served(config), engine)
+    kind = kind_of_served(config)
+    refused = kind_rules.refusals(params, kind, engine)
     if refused:  # flags that do not fit the model's kind, each on its own
         raise FlagsRefused(refused)
+    try:  # a BLS model's calls reach perf_analyzer's command line
+        composing.check_names(params.model, [composing.Composing(c) for c in kind.calls])
+    except composing.StepError as exc:
+        raise SweepError(str(exc)) from None
     mbs = max_batch_size(config)
     if mbs and params.batch_size > mbs:
         raise SweepError(f"batch size {params.batch_size} exceeds the model's max_batch_size {mbs}")
@@ -347,21 +353,27 @@ class _Recorder:
         m = lv.measured(self.chosen_key)
         self._store_level(lv.level, m.columns(), bool(m.extra["cancelled"]))
 
-    def set_average(self, level: float, avg_us: float) -> None:
-        """perf_analyzer's average latency of this round, read from its CSV afterwards."""
+    def set_average(
+        self, level: float, avg_us: float | None, own: dict[str, float] | None = None
+    ) -> None:
+        """perf_analyzer's average latency of this round, read from its CSV afterwards, and
+        `own`: a BLS model's own breakdown, which only the CSV has. Fields it printed are
+        kept."""
+        values = {k: v for k, v in {"avg_us": avg_us, **(own or {})}.items() if v is not None}
         row = SweepPoint.objects.filter(
             sweep_id=self.sweep.pk, level=level_key(level), window=SweepPoint.LEVEL
         ).first()
-        if row is None:
+        if row is None or not values:
             return
         rounds = row.extra.get("rounds")
         if not rounds:
-            if row.avg_us is None:
-                SweepPoint.objects.filter(pk=row.pk).update(avg_us=avg_us)
+            missing = {k: v for k, v in values.items() if getattr(row, k) is None}
+            if missing:
+                SweepPoint.objects.filter(pk=row.pk).update(**missing)
             return
         for record in rounds:
-            if record.get("round") == self.round and record.get("avg_us") is None:
-                record["avg_us"] = avg_us
+            if record.get("round") == self.round:
+                record.update({k: v for k, v in values.items() if record.get(k) is None})
         merged = repeats.merge_rounds(rounds, self.chosen_key, row.extra)
         self._upsert(level, SweepPoint.LEVEL, merged)
 
@@ -528,6 +540,7 @@ def _run_perf_analyzer(
     exact command is stored, one per line."""
     from .engine.perf_analyzer import (
         PerfAnalyzerNotFound,
+        csv_server,
         locate_perf_analyzer,
         run_perf_analyzer,
     )
@@ -566,8 +579,9 @@ def _run_perf_analyzer(
                 avg = row.get("Avg latency")
                 if avg is None and "response wait" in row:
                     avg = row["response wait"] + row.get("request/response", 0.0)
-                if level is not None and avg is not None:
-                    recorder.run(recorder.set_average, level, avg)
+                own = csv_server(row) if result.plan.kind == composing.BLS else None
+                if level is not None and (avg is not None or own):
+                    recorder.run(recorder.set_average, level, avg, own)
             if result.cancelled:
                 return State.CANCELLED, ""
             if not result.ok:

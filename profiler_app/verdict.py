@@ -13,6 +13,9 @@ The rules, and why:
   what it measured and recommends nothing beyond it: never "try higher loads".
 - "Try higher loads" needs the last level of the range to have settled: when the last
   levels did not settle, the curve's end is not known.
+- A sweep of an ensemble or a BLS model (levels with `extra["steps"]`) names the step that
+  takes the largest share of the steps' compute at the knee, or at the last settled level
+  when there is no knee: where to look first.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import measure
 from .engine import stats
 from .params import SweepParams
 from .search import objective
@@ -128,8 +132,26 @@ def _best_within(
     return found.level if found is not None and found.feasible else None
 
 
+def step_sentence(point: Any, label: str) -> str:
+    """The sentence naming a level row's step with the largest share of the steps'
+    compute (" add_batched takes 61% of compute at concurrency 8."); "" without steps."""
+    if point is None:
+        return ""
+    shares = [
+        (float(s["compute_share"]), str(s.get("model", "")))
+        for s in measure.steps_of(point)
+        if s.get("compute_share") is not None
+    ]
+    if not shares:
+        return ""
+    share, model = max(shares, key=lambda item: item[0])
+    level = float(_get(point, "level"))
+    return f" {model} takes {share * 100:.0f}% of compute at {label} {level:g}."
+
+
 def summarize(points: Iterable[Any], params: SweepParams, state: str) -> dict[str, Any]:
     """The verdict of a sweep in `state` from its level rows (SweepPoints or dicts)."""
+    points = list(points)
     rows = sorted(
         (level_view(p, params.percentile) for p in points if measured(p)),
         key=lambda v: v.level,
@@ -201,6 +223,11 @@ def summarize(points: Iterable[Any], params: SweepParams, state: str) -> dict[st
                 )
         elif rows:
             sentence = f"So far ({measured_text}): {sentence}"
+
+    if settled:
+        at = settled[knee.index] if knee else settled[-1]
+        rows_at = [p for p in points if measured(p) and float(_get(p, "level")) == at.level]
+        sentence += step_sentence(rows_at[0] if rows_at else None, label)
 
     # Unstable levels that could have moved the knee: those up to the settled level after it.
     if knee is None or knee.reason == "end":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +17,7 @@ from team import audit
 
 from . import export, jobs, kind_presets, sweeps
 from .engine.loadgen import SweepError
+from .engine.perf_analyzer import step_columns
 from .forms import SweepForm, SweepLabelForm
 from .models import Search, Sweep
 from .permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
@@ -126,8 +128,15 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": Sweep.objects.filter(model=sweep.model, kind=Sweep.Kind.SWEEP).exclude(
                 pk=pk
             )[:10],
+            # An ensemble's or a BLS model's steps so far: their charts (sweep_steps.js)
+            "step_labels": [label for label, _ in step_columns(_level_rows(data))],
         },
     )
+
+
+def _level_rows(data: dict[str, Any] | None) -> list[dict[str, Any]]:
+    points = (data or {}).get("points") or []
+    return sorted((p for p in points if p.get("window") == -1), key=lambda p: p["level"])
 
 
 @login_required

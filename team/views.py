@@ -18,6 +18,8 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from dashboard.csv_cells import csv_cell
+
 from . import accounts, audit, tokens
 from .forms import ActiveForm, AdminSetPasswordForm, AuditFilterForm, NewUserForm, RoleForm
 from .models import AuditEvent
@@ -96,15 +98,6 @@ CSV_COLUMNS = [
     "before_sha256",
     "after_sha256",
 ]
-
-
-# A cell starting with one of these is a formula to Excel, LibreOffice and Sheets
-# (=HYPERLINK(...) in a failed login's username): prefix a quote, as OWASP advises.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: str) -> str:
-    return "'" + value if value.startswith(_FORMULA_STARTS) else value
 
 
 @login_required

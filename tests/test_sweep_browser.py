@@ -167,3 +167,50 @@ def test_benchmark_of_a_decoupled_model_streams_and_draws_its_response_charts(
     finally:
         context.close()
         client.unload("stream_tok")
+
+
+def test_benchmark_of_an_ensemble_draws_a_chart_per_step(
+    browser, web_server, celery_worker, admin_credentials, triton
+):
+    """The ensemble kind: the built-in engine reads each step's statistics, and the page
+    draws a breakdown chart per step (add_sub, add_batched) and the Steps table."""
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    models = ("add_sub", "add_batched", "ensemble_two_step")  # the steps load first
+    for name in models:
+        client.load(name)
+    context = browser.new_context()
+    page = context.new_page()
+    console: list[str] = []
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/ensemble_two_step/")
+        page.click("#benchmark-link")
+        assert "per-step breakdown" in page.text_content("#model-kind")
+        page.click("#preset-quick")
+        page.fill("#id_concurrency_range", "1:2:1")
+        page.fill("#id_measurement_interval", "300")
+        page.fill("#id_stability_percentage", "100")  # keeps the run short on two cores
+        page.fill("#id_max_trials", "3")
+        page.click("#start-sweep")
+        page.wait_for_url("**/sweeps/*/")
+        for step in ("add_sub", "add_batched"):  # drawn live, as levels arrive
+            wait_js(
+                page,
+                f"Array.from(document.querySelectorAll('#step-charts [data-step]')).some("
+                f"el => el.dataset.step === '{step}' && el.data && el.data[2].y.length >= 1)",
+            )
+        wait_js(page, "document.getElementById('sweep-state').textContent === 'succeeded'")
+        counts = page.evaluate(
+            "Array.from(document.querySelectorAll('#step-charts [data-step]')).map("
+            "el => [el.dataset.step, el.data[2].y.filter(v => v > 0).length])"
+        )
+        assert counts == [["add_sub", 2], ["add_batched", 2]], (counts, console)
+        table = page.text_content("#steps-table")
+        assert "add_sub" in table and "add_batched" in table
+        assert "of compute at concurrency" in page.text_content("#recommendation")
+        assert not console, console
+    finally:
+        context.close()
+        for name in reversed(models):
+            client.unload(name)

@@ -46,7 +46,8 @@ from repository_app.triton.gpus import GpuSample
 
 from .. import measure
 from ..params import SweepError, SweepParams
-from . import gpu, stats
+from . import composing, gpu, stats
+from .composing import StepServer
 from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
@@ -97,6 +98,7 @@ class WindowResult:
     # Raw latencies (ns) of the window, kept so a level pools them like perf_analyzer.
     latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     stream: StreamRecords | None = None  # streaming sweeps
+    steps: list[StepServer] = field(default_factory=list)  # ensembles, BLS (`composing`)
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -121,6 +123,7 @@ class WindowResult:
                 **measure.stream_fields(
                     self.stream.summary(self.duration_s) if self.stream else None
                 ),
+                **({"steps": composing.rows(self.steps)} if self.steps else {}),
             },
             window=self.index,
             closed_at=self.closed_at,
@@ -148,6 +151,7 @@ class LevelResult:
     behind_schedule: bool = False
     stream: StreamRecords | None = None  # streaming sweeps: the last windows' records
     stream_duration_s: float = 0.0  # what the response throughput is over
+    steps: list[StepServer] = field(default_factory=list)  # merged like `server`
 
     def measured(self) -> measure.Level:
         """The level in the one shape of a measurement (`profiler_app.measure`)."""
@@ -174,6 +178,7 @@ class LevelResult:
                 **measure.stream_fields(
                     self.stream.summary(self.stream_duration_s) if self.stream else None
                 ),
+                **({"steps": composing.rows(self.steps)} if self.steps else {}),
             },
         )
 
@@ -239,13 +244,16 @@ def _server_diff(
 
 
 def _merge_server(items: Sequence[ServerBreakdown | None]) -> ServerBreakdown | None:
+    """Windows merged as perf_analyzer merges them (counts and durations added up): each
+    average weighted by the requests it is over. Triton counts queue and compute once per
+    request, not per execution (a batch of 8 adds 8 to compute_infer's count)."""
     present = [s for s in items if s is not None]
     if not present:
         return None
 
-    def weighted(attr: str, weight: str = "request_count") -> float:
-        total = sum(getattr(s, weight) for s in present)
-        return sum(getattr(s, attr) * getattr(s, weight) for s in present) / total if total else 0.0
+    def weighted(attr: str) -> float:
+        total = sum(s.request_count for s in present)
+        return sum(getattr(s, attr) * s.request_count for s in present) / total if total else 0.0
 
     return ServerBreakdown(
         request_count=sum(s.request_count for s in present),
@@ -253,9 +261,9 @@ def _merge_server(items: Sequence[ServerBreakdown | None]) -> ServerBreakdown | 
         execution_count=sum(s.execution_count for s in present),
         request_us=weighted("request_us"),
         queue_us=weighted("queue_us"),
-        compute_input_us=weighted("compute_input_us", "execution_count"),
-        compute_infer_us=weighted("compute_infer_us", "execution_count"),
-        compute_output_us=weighted("compute_output_us", "execution_count"),
+        compute_input_us=weighted("compute_input_us"),
+        compute_infer_us=weighted("compute_infer_us"),
+        compute_output_us=weighted("compute_output_us"),
     )
 
 
@@ -407,6 +415,10 @@ async def run_sweep(
             raise SweepError(
                 f"batch size {params.batch_size} exceeds the model's max_batch_size {mbs}"
             )
+        try:  # an ensemble's steps, a BLS model's calls: their statistics are read too
+            plan = await composing.plan(control, params.model, config)
+        except composing.StepError as exc:
+            raise SweepError(str(exc)) from None
         try:
             payloads = build_payloads(
                 input_specs(metadata, config),
@@ -444,7 +456,7 @@ async def run_sweep(
             result = SweepResult(params, [], outputs=outputs)
             await _measure_levels(
                 params, levels, pool, control, GpuSampler(metrics_url), result,
-                on_window, on_level, should_cancel,
+                on_window, on_level, should_cancel, plan=plan,
             )  # fmt: skip
             return result
         finally:
@@ -463,6 +475,8 @@ async def _measure_levels(
     on_window: Callable[[WindowResult], Any] | None,
     on_level: Callable[[LevelResult], Any] | None,
     should_cancel: Callable[[], Any] | None,
+    *,
+    plan: composing.Plan = composing.NONE,
 ) -> None:
     batch = params.batch_size
     window_ns = params.measurement_window_ms * 1_000_000
@@ -470,7 +484,9 @@ async def _measure_levels(
         pool.set_level(params.mode, level, params.arrival, params.seed)
         window_start = time.monotonic_ns()
         await pool.swap(window_start)  # drop what the previous level left behind
-        server_start = await control.statistics(params.model, params.version)
+        server_start, steps_start = await asyncio.gather(
+            control.statistics(params.model, params.version), composing.read(control, plan)
+        )
         windows: list[WindowResult] = []
         cancelled = over = False
         while len(windows) < params.max_windows:
@@ -488,16 +504,24 @@ async def _measure_levels(
             if cancelled:
                 break
             window_end, closed_at = time.monotonic_ns(), time.time()
-            replies, server_end, gpu_now = await asyncio.gather(
+            # The steps' statistics at the same boundary as the model's own, all at once.
+            replies, server_end, gpu_now, steps_end = await asyncio.gather(
                 pool.swap(window_end),
                 control.statistics(params.model, params.version),
                 gpu_sampler.sample(),
+                composing.read(control, plan),
             )
             window = _window(level, len(windows), window_start, window_end, replies, batch)
-            window.server = _server_diff(server_start, server_end)
+            window.steps = [
+                StepServer(step, _server_diff(a, b))
+                for step, a, b in zip(plan.steps, steps_start, steps_end, strict=True)
+            ]
+            window.server = composing.composed(
+                plan, _server_diff(server_start, server_end), window.steps
+            )
             window.closed_at = closed_at
             window.gpu = gpu_now
-            server_start, window_start = server_end, window_end
+            server_start, window_start, steps_start = server_end, window_end, steps_end
             windows.append(window)
             await _call(on_window, window)
             tputs = [w.throughput for w in windows]
@@ -508,6 +532,7 @@ async def _measure_levels(
                 over = True
                 break
         level_result = _merge_level(level, windows, params, cancelled)
+        _merge_steps(level_result, plan)
         if (
             params.latency_threshold_ms
             and level_result.latency is not None
@@ -596,6 +621,21 @@ def _merge_level(
         stream=StreamRecords.pooled([w.stream for w in last]) if params.streaming else None,
         stream_duration_s=duration,
     )
+
+
+def _merge_steps(level: LevelResult, plan: composing.Plan) -> None:
+    """A level's steps, each merged over the level's last windows as its own breakdown is;
+    an ensemble's breakdown then follows from them (`composing.composed`), so that its
+    steps add up to it over the same windows."""
+    last = level.windows[-stats.STABILITY_WINDOWS :]
+    if not plan or not last:
+        return
+    level.steps = [
+        StepServer(step, _merge_server([w.steps[i].server for w in last]))
+        for i, step in enumerate(plan.steps)
+    ]
+    # Its counts and request time merged as they are; queue and compute from the steps.
+    level.server = composing.composed(plan, level.server, level.steps)
 
 
 def _behind(rate: float, send_rate: float, duration_s: float, params: SweepParams) -> bool:

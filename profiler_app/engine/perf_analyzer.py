@@ -10,7 +10,12 @@ Reading its output (checked against real 2.48 runs, see tests/data/perf_analyzer
 - stderr says `Failed to obtain stable measurement within N measurement windows for
   concurrency C` (the run then exits 2 and stops) or `Measured latency went over the set
   limit of N msec.` (the sweep ends at that level, which is not reported);
-- the `-f` CSV has one row per reported level, sorted by throughput; values in µs.
+- the `-f` CSV has one row per reported level, sorted by throughput; values in µs;
+- for an ensemble (and a BLS model given `--bls-composing-models`) the `Server:` block
+  gives queue and compute as the sums over its composing models ("(overhead O usec + queue
+  Q usec + compute C usec)"), then a "Composing models:" block lists each one (sorted by
+  name, nested ensembles indented further) with its own counts and breakdown: the steps
+  (`composing`) of `extra["steps"]`. A BLS model's own breakdown is in the CSV only.
 """
 
 from __future__ import annotations
@@ -33,10 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dashboard.csv_cells import csv_cell
+from repository_app.triton.aio import AioClient
+from repository_app.triton.client import TritonError
+
 from .. import measure
-from ..params import DEFAULTS, SweepParams
-from . import stats
-from .loadgen import SweepResult
+from ..params import DEFAULTS, SweepError, SweepParams
+from . import composing, stats
+from .loadgen import ServerBreakdown, SweepResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_DIR = ROOT / "var" / "tools"
@@ -74,6 +83,18 @@ STREAM_CSV_COLUMNS = {
     "p99 time to first response": "first_response_p99_us",
     "avg inter-response time": "inter_response_avg_us",
     "p95 inter-response time": "inter_response_p95_us",
+}
+
+
+# Added after those, per step, for a sweep of an ensemble or a BLS model ("add_sub Server
+# Queue", ...): `measure.STEP_FIELDS` of its `extra["steps"]`, µs like the other columns.
+STEP_CSV_COLUMNS = {
+    "Server Queue": "queue_us",
+    "Server Compute Input": "compute_input_us",
+    "Server Compute Infer": "compute_infer_us",
+    "Server Compute Output": "compute_output_us",
+    "Request Count": "request_count",
+    "Avg Batch Size": "avg_batch_size",
 }
 
 
@@ -123,15 +144,19 @@ def build_command(
     binary: Path | str = "perf_analyzer",
     csv_path: Path | str | None = None,
     input_data_path: Path | str | None = None,
+    bls_composing_models: Sequence[str] = (),
 ) -> list[str]:
     """perf_analyzer's command line for the same sweep as `params`.
 
     Input data other than "random"/"zeros" must be written to a file first and passed as
-    `input_data_path`.
+    `input_data_path`. `bls_composing_models` ("model" or "model:version", names checked
+    by `composing.check_names`) are the models a BLS model calls.
     """
     cmd = [str(binary), "-m", params.model]
     if params.version:
         cmd += ["-x", params.version]
+    if bls_composing_models:
+        cmd += ["--bls-composing-models", ",".join(bls_composing_models)]
     cmd += ["-i", params.protocol, "-u", url, "-b", str(params.batch_size)]
     span = f"{_fmt(params.start)}:{_fmt(params.end)}:{_fmt(params.step)}"
     if params.mode == "concurrency":
@@ -203,6 +228,32 @@ class PaWindow:
 
 
 @dataclass
+class PaStep:
+    """One model of a level's "Composing models:" block, as perf_analyzer printed it."""
+
+    model: str
+    version: str
+    counts: dict[str, float] = field(default_factory=dict)  # "Inference count": 12, ...
+    server: dict[str, float] = field(default_factory=dict)  # request_us, queue_us, ... (µs)
+    nested: bool = False  # an ensemble among the steps: its own steps follow it
+
+    def breakdown(self) -> ServerBreakdown:
+        """Its figures in the built-in engine's shape (a model with no request in the
+        level prints only "Request count: 0")."""
+        requests = self.counts.get("Successful request count", self.counts.get("Request count"))
+        return ServerBreakdown(
+            request_count=int(requests or 0),
+            inference_count=int(self.counts.get("Inference count", 0)),
+            execution_count=int(self.counts.get("Execution count", 0)),
+            request_us=self.server.get("request_us", 0.0),
+            queue_us=self.server.get("queue_us", 0.0),
+            compute_input_us=self.server.get("compute_input_us", 0.0),
+            compute_infer_us=self.server.get("compute_infer_us", 0.0),
+            compute_output_us=self.server.get("compute_output_us", 0.0),
+        )
+
+
+@dataclass
 class PaLevel:
     level: float
     throughput: float = 0.0
@@ -215,6 +266,18 @@ class PaLevel:
     stable: bool = True
     over_threshold: bool = False
     windows: list[PaWindow] = field(default_factory=list)
+    steps: list[PaStep] = field(default_factory=list)  # its "Composing models:" block
+    plan: composing.Plan = composing.NONE  # what the model is composed of (step order)
+
+    def step_rows(self) -> list[dict[str, Any]]:
+        """`extra["steps"]`: the composing models that are not ensembles themselves, in
+        the plan's step order (perf_analyzer prints them sorted by name)."""
+        order = [s.model for s in self.plan.steps]
+        leaves = [s for s in self.steps if not s.nested]
+        leaves.sort(key=lambda s: order.index(s.model) if s.model in order else len(order))
+        return measure.with_compute_shares(
+            [measure.step_fields(s.model, s.version, s.breakdown()) for s in leaves]
+        )
 
     def measured(self, chosen_key: str) -> measure.Level:
         """The level in the one shape of a measurement. perf_analyzer prints no summary for
@@ -246,6 +309,9 @@ class PaLevel:
         )
         if self.response_throughput is not None:
             level.extra["response_throughput"] = self.response_throughput
+        if steps := self.step_rows():
+            level.extra["steps"] = steps
+            _composed_breakdown(level, steps, bls=self.plan.kind == composing.BLS)
         from_windows = (
             not self.request_count
             and bool(self.windows)
@@ -266,6 +332,20 @@ class PaLevel:
         return level
 
 
+def _composed_breakdown(level: measure.Level, steps: list[dict[str, Any]], *, bls: bool) -> None:
+    """The breakdown of a level with steps. An ensemble's is perf_analyzer's own rule (queue
+    and compute summed over the steps), split into compute input/infer/output by its steps'
+    figures so that they add up to it. A BLS model's printed queue and compute are its
+    calls' sums, not its own: they are left unknown here, and its own come from the CSV
+    (`csv_server`)."""
+    if bls:
+        level.queue_us = None
+        return
+    level.queue_us = sum(s["queue_us"] or 0.0 for s in steps)
+    for key in measure.COMPUTE_FIELDS:
+        setattr(level, key, sum(s[key] or 0.0 for s in steps))
+
+
 _LEVEL = re.compile(r"^Request (?:concurrency: (\d+)|Rate: ([\d.]+) inference requests)")
 _PASS = re.compile(
     r"^\s*Pass \[(\d+)\] throughput: ([\d.e+]+) infer/sec\. (?:p\d+|Avg) latency: (\d+) usec"
@@ -280,6 +360,24 @@ _SERVER = re.compile(
     r"^\s*Avg request latency: (\d+) usec \(overhead (\d+) usec \+ queue (\d+) usec \+ "
     r"compute input (\d+) usec \+ compute infer (\d+) usec \+ compute output (\d+) usec\)"
 )
+# An ensemble's (or a BLS model's, with --bls-composing-models) Server line: sums over its
+# composing models, then their block: "<name>, version: <v>" and each one's own lines.
+_COMPOSED_SERVER = re.compile(
+    r"^\s*Avg request latency: (\d+) usec \(overhead (\d+) usec \+ queue (\d+) usec \+ "
+    r"compute (\d+) usec\)"
+)
+_SERVER_KEYS = (
+    "request_us",
+    "overhead_us",
+    "queue_us",
+    "compute_input_us",
+    "compute_infer_us",
+    "compute_output_us",
+)
+_COMPOSED_KEYS = ("request_us", "overhead_us", "queue_us", "compute_us")
+_COMPOSING = re.compile(r"^\s*Composing models:\s*$")
+_STEP = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.-]*), version: (\S*)\s*$")
+_SUMMARY = re.compile(r"^Inferences/Second vs\. ")
 _UNSTABLE = re.compile(
     r"Failed to obtain stable measurement within (\d+) measurement windows for concurrency (\d+)"
 )
@@ -291,22 +389,26 @@ class StdoutParser:
     """Feed perf_analyzer's output line by line; get windows and finished levels back.
 
     stdout and stderr can both be fed (stderr carries the unstable/threshold verdicts).
+    A level with composing models (`plan`, or any "Composing models:" block) ends at the
+    next level, the closing summary or the end of the output, after its block.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, plan: composing.Plan = composing.NONE) -> None:
+        self.plan = plan
         self.current: PaLevel | None = None
         self.levels: list[PaLevel] = []
         self.errors: list[str] = []
-        self._block = ""  # "client" | "server" | ""
+        self._block = ""  # "client" | "server" | "steps" | ""
 
     def feed(self, line: str) -> list[PaWindow | PaLevel]:
         events: list[PaWindow | PaLevel] = []
         line = line.rstrip("\n")
         if m := _LEVEL.match(line):
             events += self._finish()
-            self.current = PaLevel(float(m.group(1) or m.group(2)))
-            self._block = ""
+            self.current = PaLevel(float(m.group(1) or m.group(2)), plan=self.plan)
             return events
+        if _SUMMARY.match(line):  # the last level's composing block is over
+            return events + self._finish()
         if m := _UNSTABLE.search(line):
             unstable = self.current or PaLevel(float(m.group(2)))
             unstable.stable = False
@@ -318,6 +420,8 @@ class StdoutParser:
                 events += self._finish()
             return events
         if _OVER.search(line):
+            if self.current is not None and self.current.request_count:
+                events += self._finish()  # a reported level still open (its steps)
             if self.current is not None and not self.current.request_count:
                 self.current.over_threshold = True
                 events += self._finish()
@@ -340,8 +444,15 @@ class StdoutParser:
             )
             level.windows.append(window)
             return [window]
+        if self._block == "steps":
+            self._feed_step(level, line)
+            return events
         stripped = line.strip()
-        if stripped == "Client:":
+        if _COMPOSING.match(line):
+            self._block = "steps"
+        elif m := _COMPOSED_SERVER.match(line):
+            level.server.update(zip(_COMPOSED_KEYS, map(float, m.groups()), strict=True))
+        elif stripped == "Client:":
             self._block = "client"
         elif stripped == "Server:":
             self._block = "server"
@@ -360,20 +471,29 @@ class StdoutParser:
         elif m := _PCT.match(line):
             level.percentiles_us[int(m.group(1))] = float(m.group(2))
         elif m := _SERVER.match(line):
-            keys = (
-                "request_us",
-                "overhead_us",
-                "queue_us",
-                "compute_input_us",
-                "compute_infer_us",
-                "compute_output_us",
-            )
-            level.server.update(zip(keys, map(float, m.groups()), strict=True))
+            level.server.update(zip(_SERVER_KEYS, map(float, m.groups()), strict=True))
             events += self._finish()
         return events
 
+    def _feed_step(self, level: PaLevel, line: str) -> None:
+        """A line of the "Composing models:" block (nested blocks included)."""
+        if m := _STEP.match(line):
+            level.steps.append(PaStep(m.group(1), m.group(2)))
+            return
+        if not level.steps:
+            return
+        step = level.steps[-1]
+        if m := _NUMBER_LINE.match(line):
+            step.counts[m.group(1)] = float(m.group(2))
+        elif m := _SERVER.match(line):
+            step.server.update(zip(_SERVER_KEYS, map(float, m.groups()), strict=True))
+        elif m := _COMPOSED_SERVER.match(line):
+            step.nested = True  # an ensemble: its own steps follow, further indented
+            step.server.update(zip(_COMPOSED_KEYS, map(float, m.groups()), strict=True))
+
     def _finish(self) -> list[PaWindow | PaLevel]:
         level, self.current = self.current, None
+        self._block = ""
         if level is None:
             return []
         self.levels.append(level)
@@ -384,9 +504,9 @@ class StdoutParser:
         return self._finish()
 
 
-def parse_output(lines: Iterable[str]) -> list[PaLevel]:
+def parse_output(lines: Iterable[str], plan: composing.Plan = composing.NONE) -> list[PaLevel]:
     """All levels from a complete captured output."""
-    parser = StdoutParser()
+    parser = StdoutParser(plan)
     for line in lines:
         parser.feed(line)
     parser.close()
@@ -402,6 +522,21 @@ def parse_csv(text: str) -> list[dict[str, float]]:
     rows = [{k: float(v) for k, v in row.items() if k and v not in (None, "")} for row in reader]
     key = reader.fieldnames[0] if reader.fieldnames else "Concurrency"
     return sorted(rows, key=lambda r: r.get(key, 0.0))
+
+
+# The model's own breakdown in perf_analyzer's CSV (µs): for a BLS model the CSV has it, its
+# stdout only its calls' sums.
+CSV_SERVER = {
+    "Server Queue": "queue_us",
+    "Server Compute Input": "compute_input_us",
+    "Server Compute Infer": "compute_infer_us",
+    "Server Compute Output": "compute_output_us",
+}
+
+
+def csv_server(row: dict[str, float]) -> dict[str, float]:
+    """The server fields of one row of the CSV (`parse_csv`)."""
+    return {field: row[column] for column, field in CSV_SERVER.items() if column in row}
 
 
 def export_csv(result: SweepResult) -> str:
@@ -423,7 +558,8 @@ def levels_csv(
     it: avg client latency minus server request time (plus client send/recv, here 0).
     A latency that is not known (a level perf_analyzer reported only from its windows,
     because it did not settle) is an empty cell: the level is kept, as it is on the page.
-    A level without any latency is left out. A streaming sweep adds STREAM_CSV_COLUMNS.
+    A level without any latency is left out. A streaming sweep adds STREAM_CSV_COLUMNS,
+    a sweep with steps STEP_CSV_COLUMNS per step (`step_columns`).
     """
 
     def us(value: float | None) -> int | str:
@@ -432,6 +568,9 @@ def levels_csv(
     columns = list(CSV_COLUMNS) + (list(STREAM_CSV_COLUMNS) if streaming else [])
     if mode == "request_rate":
         columns[0] = "Request Rate"
+    steps = step_columns(levels)
+    # Model names come from configs: quoted by the writer, and never read as a formula.
+    columns += [csv_cell(f"{label} {c}") for label, _ in steps for c in STEP_CSV_COLUMNS]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
@@ -471,9 +610,44 @@ def levels_csv(
                     for k in STREAM_CSV_COLUMNS.values()
                     if streaming
                 ),
+                *_step_cells(level, steps),
             ]
         )
     return out.getvalue()
+
+
+def step_columns(levels: Sequence[Any]) -> list[tuple[str, tuple[str, str]]]:
+    """(label, (model, version)) of every step the levels (`Level`s or level rows as JSON)
+    have, in step order: the model's name, "model:version" where one model has steps of
+    several versions."""
+    seen: list[tuple[str, str]] = []
+    for level in levels:
+        for step in measure.steps_of(level):
+            key = (str(step.get("model", "")), str(step.get("version", "")))
+            if key not in seen:
+                seen.append(key)
+    names = [m for m, _ in seen]
+    return [(m if names.count(m) == 1 else f"{m}:{v}", (m, v)) for m, v in seen]
+
+
+def _step_cells(
+    level: measure.Level, steps: Sequence[tuple[str, tuple[str, str]]]
+) -> list[int | str]:
+    mine = {
+        (str(s.get("model", "")), str(s.get("version", ""))): s for s in measure.steps_of(level)
+    }
+    cells: list[int | str] = []
+    for _, key in steps:
+        step = mine.get(key, {})
+        for name in STEP_CSV_COLUMNS.values():
+            value = step.get(name)
+            if value is None or not math.isfinite(value):
+                cells.append("")
+            elif name == "avg_batch_size":
+                cells.append(f"{round(value, 2):g}")
+            else:
+                cells.append(round(value))
+    return cells
 
 
 def _stream_cell(key: str, value: float | None) -> int | str:
@@ -494,6 +668,7 @@ class PaResult:
     errors: list[str]
     cancelled: bool = False
     cpu_seconds: float = 0.0  # perf_analyzer's own user+system CPU time
+    plan: composing.Plan = composing.NONE  # the composing models it was given or found
 
     @property
     def ok(self) -> bool:
@@ -517,8 +692,10 @@ async def run_perf_analyzer(
     should_cancel: Callable[[], Any] | None = None,
     binary: Path | None = None,
 ) -> PaResult:
-    """Run perf_analyzer for `params`, streaming windows and levels as it prints them."""
+    """Run perf_analyzer for `params`, streaming windows and levels as it prints them.
+    A BLS model's declared calls are passed as --bls-composing-models."""
     binary = binary or locate_perf_analyzer()
+    plan = await composing_plan(params, url)
     with tempfile.TemporaryDirectory(prefix="perf_analyzer-") as tmp:
         csv_path = Path(tmp) / "result.csv"
         data_path = None
@@ -530,7 +707,12 @@ async def run_perf_analyzer(
             else:
                 data_path.write_text(source if isinstance(source, str) else json.dumps(source))
         command = build_command(
-            params, url, binary=binary, csv_path=csv_path, input_data_path=data_path
+            params,
+            url,
+            binary=binary,
+            csv_path=csv_path,
+            input_data_path=data_path,
+            bls_composing_models=[c.spec for c in plan.calls],
         )
         usage_before = os.times()
         proc = await asyncio.create_subprocess_exec(
@@ -539,7 +721,7 @@ async def run_perf_analyzer(
             stderr=asyncio.subprocess.PIPE,
             env=perf_analyzer_env(binary),
         )
-        parser = StdoutParser()
+        parser = StdoutParser(plan)
         cancelled = False
         # The last lines of stderr: a run that dies before its first level (a missing
         # library, a refused option) says why only there, in no format the parser knows.
@@ -581,7 +763,23 @@ async def run_perf_analyzer(
     errors = parser.errors
     if not errors and returncode not in (0, 2) and not cancelled:
         errors = list(stderr_tail) or [f"perf_analyzer exited with {returncode}"]
-    return PaResult(command, returncode, parser.levels, rows, errors, cancelled, cpu)
+    return PaResult(command, returncode, parser.levels, rows, errors, cancelled, cpu, plan)
+
+
+async def composing_plan(params: SweepParams, url: str) -> composing.Plan:
+    """The model's composing models (`composing.plan`), for the step order and a BLS
+    model's --bls-composing-models. A Triton that does not answer gives none (perf_analyzer
+    then says what is wrong); a composing model that cannot be measured is a SweepError."""
+    control = AioClient(params.protocol, url)
+    try:
+        config = await control.config(params.model, params.version)
+        return await composing.plan(control, params.model, config)
+    except TritonError:
+        return composing.NONE
+    except composing.StepError as exc:
+        raise SweepError(str(exc)) from None
+    finally:
+        await control.close()
 
 
 def run_perf_analyzer_sync(params: SweepParams, url: str, **kwargs: Any) -> PaResult:

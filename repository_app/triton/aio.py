@@ -65,11 +65,30 @@ class AioClient:
 
     async def statistics(self, model: str, version: str) -> dict[str, int] | None:
         """The model's cumulative counters (`statistics.totals`); None when unavailable."""
+        entries = await self.model_stats(model, version)
+        return None if entries is None else statistics.totals(entries, version)
+
+    async def model_stats(self, model: str, version: str) -> list[dict[str, Any]] | None:
+        """The statistics extension's entries of the model (one per version); None when
+        unavailable."""
         try:
             raw = await self.client.get_inference_statistics(model, version, **self.json)
         except Exception:  # noqa: BLE001 - the breakdown is optional
             return None
-        return statistics.totals(raw.get("model_stats", []), version)
+        return list(raw.get("model_stats", []))
+
+    async def config(self, model: str, version: str = "") -> dict[str, Any]:
+        """The config Triton serves for the model (JSON); TritonError when it has none."""
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            answer = await self.client.get_model_config(model, version, **self.json)
+        except InferenceServerException as exc:
+            raise TritonError(f"model {model!r}: {exc.message()}") from None
+        except Exception as exc:  # noqa: BLE001 - any transport failure means unreachable
+            raise TritonError(f"Triton unreachable: {exc}", unreachable=True) from None
+        # gRPC answers {"config": {...}}, HTTP the config itself.
+        return dict(answer.get("config", answer))
 
 
 async def metrics(url: str, timeout_s: float) -> list[MetricSample]:

@@ -183,6 +183,7 @@ window.SweepPage = (function () {
     ], Object.assign({}, base, { xaxis: { title: { text: "window" }, dtick: 1 }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
 
     renderStreaming(good, x, xTitle, base, cfg);
+    if (window.SweepSteps) SweepSteps.render(good, x, xTitle, base, cfg, summary);  // ensembles, BLS
     renderTable(levels);
   }
 
