@@ -69,6 +69,10 @@ SweepCreateSerializer = inline_serializer(
         "sequence_id_range": serializers.CharField(
             required=False, help_text="sequence models: START:END, END excluded"
         ),
+        "num_of_sequences": serializers.IntegerField(
+            required=False,
+            help_text="sequence models, request-rate mode: sequences live at once (default 4)",
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
     },

@@ -32,6 +32,7 @@ FLAGS = (
     "percentile", "measurement_interval", "stability_percentage", "max_trials", "batch_size",
     "latency_threshold", "rounds", "shape", "input_data", "protocol", "version",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
+    "num_of_sequences",
 )  # fmt: skip
 
 
@@ -150,6 +151,13 @@ class SweepForm(forms.Form):
         required=False,
         label="--sequence-id-range",
         help_text="START:END (END excluded); empty: from 1, unbounded",
+    )
+    num_of_sequences = forms.IntegerField(
+        required=False,
+        initial=DEFAULTS["num_of_sequences"],
+        label="--num-of-sequences",
+        help_text="request-rate mode: sequences live at once, the arrivals spread over them "
+        "(default 4)",
     )
     name = forms.CharField(
         required=False,

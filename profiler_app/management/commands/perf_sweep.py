@@ -88,6 +88,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--sequence-id-range", help="sequence models: START:END, END excluded (default from 1)"
         )
+        parser.add_argument(
+            "--num-of-sequences",
+            help=_default(
+                "sequence models, request-rate mode: sequences live at once", "num_of_sequences"
+            ),
+        )
         parser.add_argument("--name", default="", help="a name for the sweep")
         parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
