@@ -179,6 +179,7 @@ class SweepForm(forms.Form):
         self.model = model
         self.kind = kind
         self.params: SweepParams | None = None
+        self.model_kind = ""  # the kind the preflight read from the served config
         self._fit_kind()
 
     def _fit_kind(self) -> None:
@@ -200,6 +201,7 @@ class SweepForm(forms.Form):
             "engine": data["engine"],
             "name": (data.get("name") or "").strip(),
             "note": (data.get("note") or "").strip(),
+            "model_kind": self.model_kind,
         }
 
     @classmethod
@@ -248,9 +250,10 @@ class SweepForm(forms.Form):
         if self.errors:
             return data
         try:
-            sweeps.preflight(params, data["engine"])
+            kind = sweeps.preflight(params, data["engine"])
         except SweepError as exc:
             self._add(refusal(exc, params), from_file)
             return data
         self.params = params
+        self.model_kind = kind.label
         return data
