@@ -160,7 +160,8 @@ class LevelResult:
     behind_schedule: bool = False
     stream: StreamRecords | None = None  # streaming sweeps: the last windows' records
     stream_duration_s: float = 0.0  # what the response throughput is over
-    # Sequence models: the last windows' positions (sequences failed: every window's).
+    # Sequence models: the last windows' positions, their throughput over stream_duration_s
+    # (the sequences failed: every window's).
     sequence: SequenceRecords | None = None
 
     def measured(self) -> measure.Level:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 now_ns = time.monotonic_ns
 H2_MARGIN = 64  # bytes the sequence parameters add to a request (id, START, END)
 CONNECT_PAUSE_S = 0.05  # Triton is gone: do not spin
+LEVEL_POLL_S = 0.1  # a slot waiting for its send time sees a level change this soon
 
 Send = Callable[[Any], "str | None"]  # a request -> None, or why it failed
 
@@ -106,12 +107,10 @@ class SequenceSlots:
 
     def configure(self, first: int, count: int, total: int, seed: int, level: float) -> None:
         spec, payloads = self.spec, len(self.requests)
-        self.statuses = [
-            Status(
-                spec, Ids(spec.id_start, spec.id_count, g, total), slot_rng(seed, level, g), g % payloads
-            )
-            for g in range(first, first + count)
-        ]  # fmt: skip
+        self.statuses = []
+        for g in range(first, first + count):
+            ids = Ids(spec.id_start, spec.id_count, g, total)
+            self.statuses.append(Status(spec, ids, slot_rng(seed, level, g), g % payloads))
 
     def start(self, kind: str, generation: int, schedule: Schedule | None) -> None:
         """The level's slots (`Worker.set_level` after `configure`)."""
@@ -122,10 +121,10 @@ class SequenceSlots:
                 w.slots = len(self.statuses)
             else:
                 w.slots = w.spec.rate_threads if schedule is not None and self.statuses else 0
+            args = [(generation, i, schedule) for i in range(w.slots)]
             w.threads = [
-                threading.Thread(target=self._thread_slot, args=(generation, i, schedule), daemon=True)
-                for i in range(w.slots)
-            ]  # fmt: skip
+                threading.Thread(target=self._thread_slot, args=a, daemon=True) for a in args
+            ]
             for thread in w.threads:
                 thread.start()
             return
@@ -218,7 +217,7 @@ class SequenceSlots:
             while not self.idle:
                 if self.worker.generation != generation:
                     return None
-                self.freed.wait(0.1)
+                self.freed.wait(LEVEL_POLL_S)
             return self.idle.popleft()
 
     def _blocking_sender(self) -> tuple[Send, Callable[[], None]]:
@@ -330,9 +329,9 @@ class SequenceSlots:
                 freed.set()
 
         while w.generation == generation:
-            delay = schedule.take() - now_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
+            at = schedule.take()
+            while (left := at - now_ns()) > 0 and w.generation == generation:
+                await asyncio.sleep(min(left / 1e9, LEVEL_POLL_S))  # a level change ends it
             while not self.idle and w.generation == generation:
                 freed.clear()  # every sequence has its request outstanding: wait for one
                 await freed.wait()
