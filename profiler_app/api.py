@@ -18,7 +18,7 @@ from dashboard.api_errors import errors_response
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from team import audit
 
-from . import export, jobs, sweeps
+from . import export, jobs, kind_rules, sweeps
 from .forms import SweepForm, SweepLabelForm
 from .measure_api import SweepPointSerializer
 from .models import Sweep
@@ -69,6 +69,10 @@ SweepCreateSerializer = inline_serializer(
         "sequence_id_range": serializers.CharField(
             required=False, help_text="sequence models: START:END, END excluded"
         ),
+        "num_of_sequences": serializers.IntegerField(
+            required=False,
+            help_text="sequence models, request-rate mode: sequences live at once (default 4)",
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
     },
@@ -106,6 +110,18 @@ class SweepSerializer(serializers.Serializer):
     rounds = serializers.IntegerField()
     server_now = serializers.DateTimeField()
     windows_before_start = serializers.IntegerField()
+    model_kind = serializers.CharField(
+        help_text='the model\'s kind when the sweep was created, e.g. "sequence (direct)"'
+    )
+
+
+class SweepCreatedSerializer(SweepSerializer):
+    """A sweep just queued: the sweep, and what it takes without being told."""
+
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="e.g. a sequence model without sequence flags: perf_analyzer's defaults apply",
+    )
 
 
 def _require_run(request: Request) -> None:
@@ -126,7 +142,9 @@ class SweepListView(APIView):
         return Response([sweeps.sweep_json(s) for s in rows[:200]])
 
     @extend_schema(
-        request=SweepCreateSerializer, responses={201: SweepSerializer}, summary="Queue a sweep"
+        request=SweepCreateSerializer,
+        responses={201: SweepCreatedSerializer},
+        summary="Queue a sweep",
     )
     def post(self, request: Request) -> Response:
         _require_run(request)
@@ -153,7 +171,10 @@ class SweepListView(APIView):
             sweep = sweeps.create_sweep(params, user=request.user, **create_kwargs)
         except jobs.QueueUnavailable as exc:
             return Response({"message": str(exc), "field": None}, status=503)
-        return Response(sweeps.sweep_json(sweep), status=status.HTTP_201_CREATED)
+        notes = kind_rules.notes(params, sweep.model_kind)
+        return Response(
+            {**sweeps.sweep_json(sweep), "notes": notes}, status=status.HTTP_201_CREATED
+        )
 
 
 def _sweep_request(body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
@@ -176,10 +197,10 @@ def _sweep_request(body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
     if errors or params is None:
         raise ParamsError(errors)
     try:
-        sweeps.preflight(params, str(engine))
+        kind = sweeps.preflight(params, str(engine))
     except SweepError as exc:
         raise refusal(exc, params) from None
-    return params, {"engine": str(engine), **labels.cleaned_data}
+    return params, {"engine": str(engine), "model_kind": kind.label, **labels.cleaned_data}
 
 
 class SweepDetailView(APIView):

@@ -32,6 +32,7 @@ FLAGS = (
     "percentile", "measurement_interval", "stability_percentage", "max_trials", "batch_size",
     "latency_threshold", "rounds", "shape", "input_data", "protocol", "version",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
+    "num_of_sequences",
 )  # fmt: skip
 
 
@@ -151,6 +152,13 @@ class SweepForm(forms.Form):
         label="--sequence-id-range",
         help_text="START:END (END excluded); empty: from 1, unbounded",
     )
+    num_of_sequences = forms.IntegerField(
+        required=False,
+        initial=DEFAULTS["num_of_sequences"],
+        label="--num-of-sequences",
+        help_text="request-rate mode: sequences live at once, the arrivals spread over them "
+        "(default 4)",
+    )
     name = forms.CharField(
         required=False,
         max_length=120,
@@ -171,6 +179,7 @@ class SweepForm(forms.Form):
         self.model = model
         self.kind = kind
         self.params: SweepParams | None = None
+        self.model_kind = ""  # the kind the preflight read from the served config
         self._fit_kind()
 
     def _fit_kind(self) -> None:
@@ -192,6 +201,7 @@ class SweepForm(forms.Form):
             "engine": data["engine"],
             "name": (data.get("name") or "").strip(),
             "note": (data.get("note") or "").strip(),
+            "model_kind": self.model_kind,
         }
 
     @classmethod
@@ -240,9 +250,10 @@ class SweepForm(forms.Form):
         if self.errors:
             return data
         try:
-            sweeps.preflight(params, data["engine"])
+            kind = sweeps.preflight(params, data["engine"])
         except SweepError as exc:
             self._add(refusal(exc, params), from_file)
             return data
         self.params = params
+        self.model_kind = kind.label
         return data

@@ -17,11 +17,12 @@ from .model_kind import DECOUPLED, SEQUENCE, ModelKind, kind_of, kind_of_served
 
 # Flags every preset of a kind sets: what that kind needs to be measured at all. A
 # decoupled model streams with the built-in engine, which reports first-response and
-# inter-response times (perf_analyzer 2.48 only the time to the final response); the
-# built-in engine does not drive sequences yet (`kind_rules`).
+# inter-response times (perf_analyzer 2.48 only the time to the final response); a sequence
+# model's sequences too, which it also reports by position in the sequence. A decoupled
+# sequence model is perf_analyzer's (`kind_rules`).
 KIND_FLAGS: dict[str, dict[str, Any]] = {
     DECOUPLED: {"streaming": True, "protocol": "grpc", "engine": "builtin"},
-    SEQUENCE: {"engine": "perf_analyzer", "sequence_length": 20, "sequence_length_variation": 20},
+    SEQUENCE: {"engine": "builtin", "sequence_length": 20, "sequence_length_variation": 20},
 }
 # Presets only a kind has, beside the common ones.
 KIND_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
@@ -59,5 +60,7 @@ def presets_for(kind: ModelKind | None) -> dict[str, dict[str, Any]]:
     flags = dict(KIND_FLAGS.get(key, {}))
     if kind is not None and kind.decoupled:  # a decoupled ensemble or sequence model too
         flags.update(KIND_FLAGS[DECOUPLED])
+        if kind.sequence:
+            flags["engine"] = "perf_analyzer"
     common = {**sweeps.PRESETS, **KIND_PRESETS.get(key, {})}
     return {name: {**values, **flags} for name, values in common.items()}

@@ -5,14 +5,18 @@ refusal is on its flag, in words that say why and what to do.
 A decoupled model answers a request with any number of responses: only a gRPC stream
 carries them, and a plain request to it fails, so it is refused without `streaming`
 rather than measured wrong. A sequence model needs every request in a sequence (id,
-START, END). The built-in engine streams (at a concurrency; a request rate over streams
-is perf_analyzer's) but sends no sequences yet; perf_analyzer does both.
+START, END), one request at a time in a batch (Triton's sequence batcher). The built-in
+engine streams (at a concurrency; a request rate over streams is perf_analyzer's) and
+sends sequences (`engine.sequences`), though not sequences over streams: perf_analyzer
+measures a decoupled sequence model.
+
+`notes` says what a sweep that fits takes without being told (perf_analyzer's defaults).
 """
 
 from __future__ import annotations
 
 from .model_kind import ModelKind
-from .params import DEFAULTS, SEQUENCE_FLAGS, SweepParams, sequence_ids
+from .params import DEFAULT_NUM_OF_SEQUENCES, DEFAULTS, SEQUENCE_FLAGS, SweepParams, sequence_ids
 
 BUILTIN, PERF_ANALYZER = "builtin", "perf_analyzer"
 
@@ -49,6 +53,17 @@ def refusals(params: SweepParams, kind: ModelKind, engine: str) -> dict[str, str
                 f"excluded), fewer than the {params.end:g} sequences in flight at "
                 f"concurrency {params.end:g}: widen it."
             )
+        elif ids is not None and params.mode == "request_rate" and ids < params.num_of_sequences:
+            errors["sequence_id_range"] = (
+                f"--sequence-id-range {params.sequence_id_range} holds {ids} ids (its end "
+                f"excluded), fewer than the {params.num_of_sequences} sequences live at once "
+                "(--num-of-sequences): widen it."
+            )
+        if params.batch_size > 1:
+            errors["batch_size"] = (
+                f"{name} is a sequence model: Triton's sequence batcher takes one request "
+                "of batch size 1 at a time (it batches sequences itself); choose -b 1."
+            )
     else:
         for flag in SEQUENCE_FLAGS:
             if getattr(params, flag) != DEFAULTS[flag]:
@@ -61,10 +76,30 @@ def refusals(params: SweepParams, kind: ModelKind, engine: str) -> dict[str, str
                 "The built-in engine streams at a concurrency only (--concurrency-range): "
                 "for a request rate over gRPC streams choose perf_analyzer."
             )
-        elif kind.sequence:
+        elif kind.sequence and kind.decoupled:
             errors["engine"] = (
-                "Sequence sweeps are not measured yet by the built-in engine (its requests "
-                "carry no sequence id, START or END, which Triton requires): "
-                "choose perf_analyzer."
+                f"{name} is a decoupled sequence model: the built-in engine does not send "
+                "sequences over gRPC streams; perf_analyzer measures it: choose perf_analyzer."
             )
     return errors
+
+
+def notes(params: SweepParams, kind: ModelKind | str | None) -> list[str]:
+    """What a sweep that fits takes without being told, in sentences to show with it: a
+    sequence model without any sequence flag gets perf_analyzer's defaults. `kind` is the
+    model's kind, or its label as a sweep stores it ("sequence (direct)")."""
+    label = kind.label if isinstance(kind, ModelKind) else (kind or "")
+    if not label.startswith("sequence"):
+        return []
+    given = [flag for flag in SEQUENCE_FLAGS if getattr(params, flag) != DEFAULTS[flag]]
+    if given:
+        return []
+    rate = (
+        f", --num-of-sequences {DEFAULT_NUM_OF_SEQUENCES}" if params.mode == "request_rate" else ""
+    )
+    length, variation = DEFAULTS["sequence_length"], DEFAULTS["sequence_length_variation"]
+    return [
+        f"{params.model} is a sequence model and no sequence flag was given: perf_analyzer's "
+        f"defaults apply (--sequence-length {length}, --sequence-length-variation "
+        f"{variation:g}%, ids from 1{rate})"
+    ]

@@ -9,10 +9,11 @@ verdict and a search's score read.
 
 Field names are the `SweepPoint` columns. Figures that were not measured are None (a
 perf_analyzer window knows only the chosen latency); `extra` holds what only some
-measurements have (windows, spreads, client CPU, GPU, rounds, and a streaming sweep's
-`STREAM_FIELDS`: a decoupled model's figures per response, and an ensemble's or a BLS
-model's `steps` (`STEP_FIELDS` each), which only some sweeps have and nothing filters or
-sorts on, so they need no columns of their own).
+measurements have (windows, spreads, client CPU, GPU, rounds, a streaming sweep's
+`STREAM_FIELDS`: a decoupled model's figures per response, a sequence sweep's
+`SEQUENCE_FIELDS`: figures by position in the sequence, and an ensemble's or a BLS
+model's `steps` (`STEP_FIELDS` each); only some sweeps have them and nothing filters or
+sorts on them, so they need no columns of their own).
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ STEP_FIELDS = (
     "compute_share",
 )
 COMPUTE_FIELDS = SERVER_FIELDS[2:]  # compute input, infer, output
+# A sequence sweep's `extra` (the built-in engine, sequence models): per position of a
+# request in its sequence (first, middle, last; a one-request sequence is first), its
+# completed requests, their throughput (infer/s) and latency (avg and percentiles, µs),
+# pooled over a level's last windows as its latencies are; and the sequences completed
+# (their END answered) and failed (ended by a failed request; a level counts them in every
+# window, as its errors).
+SEQUENCE_POSITIONS = ("first", "middle", "last")
+SEQUENCE_FIELDS = (
+    *(f"{p}_{s}" for p in SEQUENCE_POSITIONS for s in ("requests", "throughput", *LATENCY_FIELDS)),
+    "sequences_completed",
+    "sequences_failed",
+)
 # Old search rows (before the one shape) said `concurrency` for `level`, and kept these
 # `extra` entries at the top level; they are still read, and still written for the API.
 SEARCH_ALIASES = ("windows", "over_threshold", "avg_batch")
@@ -200,6 +213,24 @@ def stream_fields(summary: Any) -> dict[str, float | int | None]:
         lat = getattr(summary, name)
         for key in LATENCY_FIELDS:
             out[f"{name}_{key}"] = None if lat is None else getattr(lat, key)
+    return out
+
+
+def sequence_fields(summary: Any) -> dict[str, float | int | None]:
+    """`extra` entries of an `engine.sequences.SequenceSummary` (none without one)."""
+    if summary is None:
+        return {}
+    out: dict[str, float | int | None] = {}
+    for name in SEQUENCE_POSITIONS:
+        position = getattr(summary, name)
+        out[f"{name}_requests"] = position.requests
+        out[f"{name}_throughput"] = position.throughput
+        for key in LATENCY_FIELDS:
+            out[f"{name}_{key}"] = (
+                None if position.latency is None else getattr(position.latency, key)
+            )
+    out["sequences_completed"] = summary.sequences_completed
+    out["sequences_failed"] = summary.sequences_failed
     return out
 
 

@@ -64,6 +64,9 @@ class Sweep(models.Model):
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     name = models.CharField(max_length=120, blank=True)  # optional, e.g. "after the fp16 change"
     note = models.TextField(blank=True)
+    # The model's kind when the sweep was created (`ModelKind.label`, e.g. "sequence
+    # (direct)", from the config Triton served); "" where it was not read.
+    model_kind = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -98,6 +101,11 @@ class Sweep(models.Model):
     @property
     def rounds(self) -> int:
         return max(1, int(self.params.get("rounds") or 1))
+
+    @property
+    def sequence(self) -> bool:
+        """Whether the model was a sequence model (a stored `model_kind`)."""
+        return self.model_kind.startswith("sequence")
 
     @property
     def title(self) -> str:

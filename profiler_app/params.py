@@ -38,6 +38,10 @@ MAX_THREADS_LIMIT = 64
 MAX_VERSION_CHARS = 32
 MAX_SEQUENCE_LENGTH = 100_000  # --sequence-length (requests per sequence)
 MAX_SEQUENCE_ID = 2**64 - 1  # correlation ids are uint64
+# Request-rate mode on a sequence model: the sequences live at once, which the arrivals are
+# spread over (perf_analyzer's --num-of-sequences, default 4).
+DEFAULT_NUM_OF_SEQUENCES = 4
+MAX_NUM_OF_SEQUENCES = MAX_CONCURRENCY
 MAX_INPUT_DATA_BYTES = 8 * 1024 * 1024  # stored with the sweep, so a re-run has the same data
 # --input-data's keywords (perf_analyzer says "zero"; the form and the API "zeros").
 INPUT_DATA_KINDS = {"random": "random", "zero": "zeros", "zeros": "zeros"}
@@ -66,14 +70,18 @@ DEFAULTS: dict[str, Any] = {
     "sequence_length": 20,
     "sequence_length_variation": 20.0,
     "sequence_id_range": "",
+    "num_of_sequences": DEFAULT_NUM_OF_SEQUENCES,
 }
 # Flags that may be left empty ("" from a form or a query string): their default then.
 _OPTIONAL = {
     "version", "request_distribution", "max_threads", "latency_threshold", "rounds",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
+    "num_of_sequences",
 }  # fmt: skip
 # The flags that only a sequence model takes (`kind_rules`).
-SEQUENCE_FLAGS = ("sequence_length", "sequence_length_variation", "sequence_id_range")
+SEQUENCE_FLAGS = (
+    "sequence_length", "sequence_length_variation", "sequence_id_range", "num_of_sequences"
+)  # fmt: skip
 
 
 class SweepError(RuntimeError):
@@ -114,6 +122,8 @@ class SweepParams:
     sequence_length: int = 20
     sequence_length_variation: float = 20.0
     sequence_id_range: str = ""
+    # Request-rate mode: sequences live at once (--num-of-sequences).
+    num_of_sequences: int = DEFAULT_NUM_OF_SEQUENCES
 
     @property
     def range_text(self) -> str:
@@ -155,6 +165,7 @@ class SweepParams:
             "sequence_length": self.sequence_length,
             "sequence_length_variation": self.sequence_length_variation,
             "sequence_id_range": self.sequence_id_range,
+            "num_of_sequences": self.num_of_sequences,
         }
 
     def validate(self) -> None:
@@ -603,11 +614,25 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
         ),
         "sequence_length_variation": take("sequence_length_variation", _sequence_length_variation),
         "sequence_id_range": take("sequence_id_range", _sequence_id_range),
+        "num_of_sequences": take(
+            "num_of_sequences",
+            _whole_between("The number of sequences", 1, MAX_NUM_OF_SEQUENCES),
+        ),
     }
     if values["streaming"] and values["protocol"] == "http":
         # perf_analyzer's rule too: HTTP has no stream to carry several responses.
         errors["streaming"] = "Streaming needs gRPC (-i grpc): HTTP has no streams."
         subjects["streaming"] = "Streaming"
+    if mode == "concurrency" and values["num_of_sequences"] not in (
+        None,
+        DEFAULT_NUM_OF_SEQUENCES,
+    ):
+        # perf_analyzer ignores it there; a value that changes nothing is refused, not kept.
+        errors["num_of_sequences"] = (
+            "The number of sequences applies to request-rate mode: at a concurrency, each "
+            "request in flight is a sequence of its own."
+        )
+        subjects["num_of_sequences"] = "The number of sequences"
     if errors:
         raise ParamsError(errors, subjects)
     start, end, step = span

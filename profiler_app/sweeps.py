@@ -46,7 +46,7 @@ from .engine.loadgen import (
     WindowResult,
     run_sweep,
 )
-from .model_kind import kind_of_served
+from .model_kind import ModelKind, kind_of_served
 from .models import Sweep, SweepPoint
 from .params import FlagsRefused, SweepParams
 
@@ -95,9 +95,10 @@ def time_limits(params: SweepParams) -> tuple[int, int]:
 _BUILTIN = cast(str, Sweep.Engine.BUILTIN)
 
 
-def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
+def preflight(params: SweepParams, engine: str = _BUILTIN) -> ModelKind:
     """Check what can be checked before queueing; raises SweepError with a user message.
-    The bounds (range, levels, window) come first: nothing is built before they pass."""
+    The bounds (range, levels, window) come first: nothing is built before they pass.
+    Returns the model's kind, from the config Triton serves (a sweep stores its label)."""
     try:
         check_model_name(params.model)  # the model name rule (repository_app.naming)
     except InvalidModelName as exc:
@@ -149,6 +150,7 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
         )
     except InputError as exc:
         raise SweepError(f"inputs: {exc}") from None
+    return kind
 
 
 # --- creating and queueing --------------------------------------------------------------------
@@ -163,8 +165,10 @@ def create_sweep(
     rerun_of: Sweep | None = None,
     name: str = "",
     note: str = "",
+    model_kind: str = "",
 ) -> Sweep:
     """A QUEUED sweep row; its task is sent once the row is committed (when `enqueue`).
+    `model_kind` is the model's kind as `preflight` read it (`ModelKind.label`).
     Raises jobs.QueueUnavailable, with nothing stored, when the queue cannot take it."""
     if enqueue:
         jobs.check_queue()
@@ -179,6 +183,7 @@ def create_sweep(
             rerun_of=rerun_of,
             name=name,
             note=note,
+            model_kind=model_kind[:200],
         )
     from team import audit
 
@@ -205,7 +210,12 @@ def rerun(sweep_id: int, user: Any = None) -> Sweep:
     params = params_of(original)
     params.validate()
     return create_sweep(
-        params, engine=original.engine, user=user, rerun_of=original, name=original.name
+        params,
+        engine=original.engine,
+        user=user,
+        rerun_of=original,
+        name=original.name,
+        model_kind=original.model_kind,
     )
 
 
@@ -642,6 +652,7 @@ def sweep_json(sweep: Sweep) -> dict[str, Any]:
         "summary": sweep.summary if sweep.finished else knee_summary(sweep),
         "name": sweep.name,
         "note": sweep.note,
+        "model_kind": sweep.model_kind,
         "rounds": max(1, int(sweep.params.get("rounds") or 1)),
         # For the page's ETA: the server's clock, and the windows an earlier attempt left
         # (a resumed sweep's pace is measured on its own windows only).

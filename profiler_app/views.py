@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from team import audit
 
-from . import export, jobs, kind_presets, sweeps
+from . import export, jobs, kind_presets, kind_rules, sweeps
 from .engine.loadgen import SweepError
 from .engine.perf_analyzer import step_columns
 from .forms import SweepForm, SweepLabelForm
@@ -114,12 +114,16 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its page is the search's
         return redirect("search_detail", pk=sweep.search.pk)
     data = sweeps.snapshot(pk)
+    params = sweeps.params_of(sweep)  # as a re-run would use them
     return render(
         request,
         "profiler/sweep_detail.html",
         {
             "sweep": sweep,
-            "params": sweeps.params_of(sweep),  # as a re-run would use them
+            "params": params,
+            "notes": kind_rules.notes(params, sweep.model_kind),
+            # The built-in engine measures a sequence model's requests by position.
+            "position_charts": sweep.sequence and sweep.engine == Sweep.Engine.BUILTIN,
             "data": data,
             "can_run": _can_run(request),
             "can_manage": can_manage_sweep(request.user, sweep),

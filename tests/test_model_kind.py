@@ -168,10 +168,106 @@ def test_the_built_in_engine_refuses_what_it_does_not_measure_yet():
     assert list(refused("stream_tok", engine="builtin", protocol="http")) == ["protocol"]
     rate = refused("stream_tok", engine="builtin", streaming=True, request_rate_range="10")
     assert list(rate) == ["engine"] and "concurrency only" in rate["engine"]
-    seq = refused("seq_accumulate", engine="builtin")
-    assert list(seq) == ["engine"] and "Sequence sweeps are not measured yet" in seq["engine"]
     assert refused("ensemble_two_step", engine="builtin") == {}
     assert refused("bls_caller", engine="builtin") == {}
+
+
+def test_the_built_in_engine_measures_sequence_models_over_both_protocols():
+    assert refused("seq_accumulate", engine="builtin") == {}
+    assert refused("seq_accumulate", engine="builtin", protocol="http") == {}
+    assert refused("seq_accumulate", engine="builtin", request_rate_range="10:20:10") == {}
+    assert refused("seq_accumulate", engine="builtin", sequence_length=1) == {}
+
+
+def test_a_decoupled_sequence_model_is_left_to_perf_analyzer():
+    text = 'name: "ds" sequence_batching { } model_transaction_policy { decoupled: true }'
+    kind = kind_of(parse_config(text).config)
+    params = from_flags({"model": "ds", "streaming": True})
+    errors = kind_rules.refusals(params, kind, "builtin")
+    assert list(errors) == ["engine"] and "perf_analyzer measures it" in errors["engine"]
+    assert kind_rules.refusals(params, kind, "perf_analyzer") == {}
+    from profiler_app import kind_presets
+
+    assert {p["engine"] for p in kind_presets.presets_for(kind).values()} == {"perf_analyzer"}
+
+
+def test_the_sequence_presets_use_the_built_in_engine():
+    from profiler_app import kind_presets
+
+    presets = kind_presets.presets_for(demo_kind("seq_accumulate"))
+    assert {p["engine"] for p in presets.values()} == {"builtin"}
+    assert "long-sequences" in presets
+
+
+def test_a_sequence_model_takes_batch_size_1_only():
+    errors = refused("seq_accumulate", engine="builtin", batch_size=2)
+    assert list(errors) == ["batch_size"] and "choose -b 1" in errors["batch_size"]
+    assert list(refused("seq_accumulate", batch_size=2)) == ["batch_size"]  # perf_analyzer's too
+
+
+def test_a_sequence_id_range_narrower_than_the_sequences_of_a_request_rate_is_refused():
+    errors = refused(
+        "seq_accumulate", request_rate_range="10", num_of_sequences=6, sequence_id_range="1:5"
+    )
+    assert list(errors) == ["sequence_id_range"]
+    assert "fewer than the 6 sequences live at once" in errors["sequence_id_range"]
+    assert refused("seq_accumulate", request_rate_range="10", sequence_id_range="1:5") == {}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"num_of_sequences": "0", "request_rate_range": "10"},
+         "The number of sequences must be between 1 and 4096."),
+        ({"num_of_sequences": "4097", "request_rate_range": "10"},
+         "The number of sequences must be between 1 and 4096."),
+        ({"num_of_sequences": "two", "request_rate_range": "10"},
+         "The number of sequences must be a whole number."),
+        ({"num_of_sequences": "8"},
+         "The number of sequences applies to request-rate mode: at a concurrency, each request "
+         "in flight is a sequence of its own."),
+    ],
+)  # fmt: skip
+def test_the_number_of_sequences_is_refused_on_its_field(flags, message):
+    with pytest.raises(ParamsError) as refusal:
+        from_flags({"model": "m", **flags})
+    assert refusal.value.errors == {"num_of_sequences": message}
+    named = refusal.value.named({"num_of_sequences": "--num-of-sequences"})
+    assert named["num_of_sequences"].startswith("--num-of-sequences ")
+
+
+def test_the_number_of_sequences_defaults_to_perf_analyzers_and_round_trips():
+    assert from_flags({"model": "m"}).num_of_sequences == 4
+    given = from_flags({"model": "m", "request_rate_range": "10", "num_of_sequences": "6"})
+    assert given.num_of_sequences == 6 and from_flags(given.flags()) == given
+    assert from_flags({"model": "m", "num_of_sequences": ""}).num_of_sequences == 4
+    assert list(refused("add_batched", request_rate_range="10", num_of_sequences=6)) == [
+        "num_of_sequences"
+    ]  # a stateless model has no sequences
+
+
+def test_perf_analyzer_gets_the_number_of_sequences_only_when_it_is_not_its_default():
+    rate = from_flags({"model": "s", "request_rate_range": "10", "num_of_sequences": 6})
+    assert "--num-of-sequences 6" in " ".join(build_command(rate, "h:1"))
+    default = from_flags({"model": "s", "request_rate_range": "10"})
+    assert "--num-of-sequences" not in build_command(default, "h:1")
+
+
+def test_a_sequence_model_without_sequence_flags_is_told_perf_analyzers_defaults():
+    seq = demo_kind("seq_accumulate")
+    assert kind_rules.notes(from_flags({"model": "seq_accumulate"}), seq) == [
+        "seq_accumulate is a sequence model and no sequence flag was given: perf_analyzer's "
+        "defaults apply (--sequence-length 20, --sequence-length-variation 20%, ids from 1)"
+    ]
+    # As a sweep stores the kind (its label), and in request-rate mode with its own flag.
+    rate = from_flags({"model": "seq_accumulate", "request_rate_range": "10"})
+    [note] = kind_rules.notes(rate, "sequence (direct)")
+    assert note.endswith("ids from 1, --num-of-sequences 4)")
+    for flags in ({"sequence_length": 5}, {"sequence_length_variation": 0},
+                  {"sequence_id_range": "1:100"}):  # fmt: skip
+        assert kind_rules.notes(from_flags({"model": "seq_accumulate", **flags}), seq) == []
+    assert kind_rules.notes(from_flags({"model": "add_batched"}), demo_kind("add_batched")) == []
+    assert kind_rules.notes(from_flags({"model": "x"}), "") == []  # an older sweep: no kind
 
 
 def test_perf_analyzer_gets_the_streaming_and_sequence_flags():

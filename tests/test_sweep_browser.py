@@ -214,3 +214,41 @@ def test_benchmark_of_an_ensemble_draws_a_chart_per_step(
         context.close()
         for name in reversed(models):
             client.unload(name)
+
+
+def test_benchmark_of_a_sequence_model_draws_its_requests_by_position(
+    browser, web_server, celery_worker, admin_credentials, triton
+):
+    """The sequence kind: its preset benchmarks with the built-in engine, which sends
+    sequences, and the throughput and p95 by position (first, middle, last) chart every
+    level."""
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("seq_accumulate")
+    context = browser.new_context()
+    page = context.new_page()
+    console: list[str] = []
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/seq_accumulate/")
+        page.click("#benchmark-link")
+        page.click("#preset-quick")
+        assert page.input_value("#id_engine") == "builtin"
+        assert page.input_value("#id_sequence_length") == "20"
+        page.fill("#id_concurrency_range", "1:2:1")
+        page.fill("#id_stability_percentage", "100")  # keeps the run short on two cores
+        page.click("#start-sweep")
+        page.wait_for_url("**/sweeps/*/")
+        wait_js(page, "document.getElementById('sweep-state').textContent === 'succeeded'")
+        assert page.text_content("#sweep-kind") == "sequence (direct)"
+        assert "perf_analyzer's defaults apply" in page.text_content("#kind-note-1")
+        for chart in ("chart-position-throughput", "chart-position-latency"):
+            traces = page.evaluate(
+                f"document.getElementById('{chart}').data.map(t => [t.name, "
+                "t.y.filter(v => v > 0).length])"
+            )
+            assert traces == [["first", 2], ["middle", 2], ["last", 2]], (chart, console)
+        assert not console, console
+    finally:
+        context.close()
+        client.unload("seq_accumulate")

@@ -66,10 +66,14 @@ def test_the_page_shows_the_kind_and_only_the_flags_that_fit(runner, loaded, red
     seq = runner.get("/models/seq_accumulate/benchmark/").content.decode()
     assert 'data-kind="sequence"' in seq and "sequence (direct)" in seq
     assert 'name="sequence_length"' in seq and 'name="streaming"' not in seq
+    assert 'name="num_of_sequences"' in seq
     assert 'id="preset-long-sequences"' in seq
+    assert "Both engines measure it" in seq and "sends no sequences" not in seq
+    assert "does not stream yet" not in stream
     plain = runner.get("/models/add_batched/benchmark/").content.decode()
     assert 'data-kind="stateless"' in plain
     assert 'name="streaming"' not in plain and 'name="sequence_length"' not in plain
+    assert 'name="num_of_sequences"' not in plain
 
 
 def test_the_form_refuses_a_decoupled_model_over_http_on_the_protocol(runner, loaded, redis_db):
@@ -104,10 +108,12 @@ def test_the_api_refuses_sequence_flags_on_a_stateless_model_on_their_field(load
         "--sequence-length applies to sequence models; add_batched has no sequence_batching."
     )
     response = api.post(
-        "/api/v1/sweeps/", {"model": "seq_accumulate"}, content_type="application/json"
+        "/api/v1/sweeps/",
+        {"model": "seq_accumulate", "batch_size": 2},
+        content_type="application/json",
     )
-    assert response.status_code == 400 and response.json()["field"] == "engine"
-    assert "Sequence sweeps are not measured yet" in response.json()["message"]
+    assert response.status_code == 400 and response.json()["field"] == "batch_size"
+    assert "Triton's sequence batcher takes one request" in response.json()["message"]
     assert not Sweep.objects.exists()
 
 
@@ -142,6 +148,33 @@ def test_perf_analyzer_measures_the_sequence_model_without_errors(loaded, redis_
     assert SweepPoint.objects.filter(sweep=sweep, window=-1).count() == 2
     # Every request was part of a started sequence: the model refused none.
     assert _failures(loaded, "seq_accumulate") == failed_before
+
+
+def test_the_builtin_engine_measures_the_sequence_model_by_position(loaded, redis_db, runner):
+    failed_before = _failures(loaded, "seq_accumulate")
+    out = io.StringIO()
+    call_command(
+        "perf_sweep", "seq_accumulate", *QUICK, stdout=out, stderr=io.StringIO()
+    )  # the built-in engine, no sequence flag
+    sweep = Sweep.objects.latest("pk")
+    assert sweep.state == "succeeded", sweep.error
+    assert sweep.engine == "builtin" and sweep.model_kind == "sequence (direct)"
+    note = "seq_accumulate is a sequence model and no sequence flag was given"
+    assert f"note: {note}" in out.getvalue()
+    # Every request was part of a started sequence: the model refused none.
+    assert _failures(loaded, "seq_accumulate") == failed_before
+    levels = SweepPoint.objects.filter(sweep=sweep, window=-1)
+    assert levels.count() == 2
+    for level in levels:
+        extra = level.extra
+        assert level.errors == 0 and extra["sequences_failed"] == 0
+        assert all(extra[f"{p}_throughput"] > 0 for p in ("first", "middle", "last")), extra
+        assert extra["first_requests"] + extra["middle_requests"] + extra["last_requests"] == (
+            level.requests
+        )
+    page = runner.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'id="sweep-kind">sequence (direct)' in page and note in page
+    assert 'id="chart-position-throughput"' in page and 'id="chart-position-latency"' in page
 
 
 def test_perf_analyzer_streams_the_decoupled_model_and_counts_its_responses(loaded, redis_db):

@@ -45,6 +45,11 @@ BAD_FLAGS = [
     ("batch_size", "0", "The batch size must be at least 1.", "-b must be at least 1."),
     ("rounds", "11", "Rounds must be between 1 and 10.", "--rounds must be between 1 and 10."),
     (
+        "num_of_sequences", "0",
+        "The number of sequences must be between 1 and 4096.",
+        "--num-of-sequences must be between 1 and 4096.",
+    ),
+    (
         "concurrency_range", "8:1:1",
         "The range is inverted: end 1 is below start 8.",
         "bad range '8:1:1' (--concurrency-range): The range is inverted: end 1 is below start 8.",

@@ -21,10 +21,17 @@ With `streaming` (decoupled models), concurrency slots are gRPC bidirectional st
 on the event loop instead (`stream_slots`), which also record per request the time to
 the first response, the responses, and the inter-response times.
 
+With `sequence` (sequence models), the slots send sequences (`sequence_slots`): every
+request carries its sequence's id, START first and END last, and is recorded with its
+position in its sequence.
+
 Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
   -> ("level", "concurrency"|"request_rate", value, arrival, seed, first_send_ns)
   -> ("swap", t_end_ns)  <- ("records", ends, lats, errors, messages, cpu_s, sent, stream)
-     (stream: None, or with `streaming` a dict of arrays, see `Recorder.swap`)
+     (stream: None, or with `streaming` a dict of arrays, see `Recorder.swap`; with
+     `sequence` a 9th element, the positions, see `SequenceSlots.swap`)
+  -> ("sequences", first, count, total, seed, level)  <- ("ready", None) or ("error", why)
+     (sequence models, before each level: end the live sequences, take statuses)
   -> ("stop",)
   startup: <- ("ready", info) or ("error", message)
 """
@@ -47,10 +54,13 @@ import hpack
 import numpy as np
 
 from . import grpc_h2
+from .sequence_slots import SequenceSlots
+from .sequences import SequenceSpec
 from .stream_slots import StreamSlots
 
 GRPC_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 MAX_MESSAGES = 5  # error messages kept per window
+SEQUENCE_END_TIMEOUT_S = 5.0  # ending the live sequences when the worker stops
 now_ns = time.monotonic_ns
 
 
@@ -66,6 +76,7 @@ class WorkerSpec:
     rate_threads: int = 1  # paced threads of this worker in request-rate mode with "threads"
     streaming: bool = False  # decoupled model: concurrency slots are gRPC streams
     stream_timeout_s: float = 30.0  # a streamed request without its final response fails
+    sequence: SequenceSpec | None = None  # a sequence model: its requests go in sequences
 
 
 def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
@@ -209,6 +220,15 @@ class Worker:
         else:
             self.http_requests = serialize_http(spec)
             self.http_path = _http_path(spec)
+        self.sequences: SequenceSlots | None = None
+        if spec.sequence is not None:
+            self.sequences = SequenceSlots(self, spec.sequence, GRPC_METHOD, _http_error)
+
+    def _checked_request(self) -> Any:
+        """The request of the checked call in `open` (a sequence model's is a sequence)."""
+        if self.sequences is not None:
+            return self.sequences.check_request()
+        return self.grpc_requests[0] if self.spec.protocol == "grpc" else self.http_requests[0]
 
     # --- connections -------------------------------------------------------------------------
 
@@ -243,7 +263,7 @@ class Worker:
                 )
                 # One checked call: it fails loudly on a bad model/input before any window.
                 try:
-                    raw = await self.aio_call(self.grpc_requests[0], timeout=spec.timeout_s)
+                    raw = await self.aio_call(self._checked_request(), timeout=spec.timeout_s)
                 except grpc.aio.AioRpcError as exc:
                     raise RuntimeError(exc.details() or str(exc.code())) from None
             from tritonclient.grpc import service_pb2
@@ -258,7 +278,7 @@ class Worker:
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=spec.timeout_s),
         )
-        body, headers = self.http_requests[0]
+        body, headers = self._checked_request()
         async with self.session.post(self.http_path, data=body, headers=headers) as response:
             content = await response.read()
             if response.status != 200:
@@ -270,15 +290,18 @@ class Worker:
         if self.use_h2:
             conn = grpc_h2.UnaryConnection(spec.url, GRPC_METHOD, spec.timeout_s)
             try:
-                return conn.call(self.grpc_requests[0], reply=True)
+                return conn.call(self._checked_request(), reply=True)
             finally:
                 conn.close()
         call = self._sync_channel().unary_unary(
             GRPC_METHOD, request_serializer=None, response_deserializer=None
         )
-        return call(self.grpc_requests[0], timeout=spec.timeout_s)
+        return call(self._checked_request(), timeout=spec.timeout_s)
 
     async def close(self) -> None:
+        if self.sequences is not None:  # END the live sequences: Triton would keep them
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.sequences.end(), SEQUENCE_END_TIMEOUT_S)
         self.generation += 1
         for task in self.tasks:
             task.cancel()
@@ -489,6 +512,9 @@ class Worker:
         schedule = None
         if kind == "request_rate" and value > 0:
             schedule = Schedule(value, arrival, seed, first_send_ns or now_ns())
+        if self.sequences is not None:  # its statuses were set by "sequences"
+            self.sequences.start(kind, gen, schedule)
+            return
         if self.spec.client == "threads":
             old = self.threads
             for thread in old:
@@ -516,7 +542,12 @@ class Worker:
             if message[0] == "level":
                 self.set_level(*message[1:])
             elif message[0] == "swap":
-                self.conn.send(self.rec.swap(message[1]))
+                reply = self.rec.swap(message[1])
+                if self.sequences is not None:
+                    reply = self.sequences.swap(reply, message[1])
+                self.conn.send(reply)
+            elif message[0] == "sequences" and self.sequences is not None:
+                self.sequences.next_level(self.conn, message[1:])
             elif message[0] == "stop":
                 self.stopped.set()
 

@@ -16,6 +16,12 @@ throughput, responses per request and first-response and inter-response times
 (`stream_stats`). A streamed request without its final response within
 STREAM_TIMEOUT_WINDOWS windows (at least STREAM_TIMEOUT_MIN_S) is an error.
 
+A sequence model (its config has sequence_batching) is driven sequence by sequence
+(`sequences`: perf_analyzer's model, --sequence-length, --sequence-length-variation,
+--sequence-id-range, and --num-of-sequences at a request rate); its windows and levels
+also report requests, throughput and latencies by position in the sequence (first,
+middle, last) and the sequences completed and failed.
+
 The load itself comes from worker processes (`load_workers`), so that neither this event
 loop (which also runs the callbacks, e.g. websocket pushes) nor the GIL sits on the hot
 path.
@@ -45,12 +51,14 @@ from repository_app.triton.client import TritonError
 from repository_app.triton.gpus import GpuSample
 
 from .. import measure
+from ..model_kind import kind_of_served
 from ..params import SweepError, SweepParams
 from . import composing, gpu, stats
 from .composing import StepServer
 from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
+from .sequences import SequenceRecords, SequenceSpec
 from .stream_stats import StreamRecords
 
 CANCEL_POLL_S = 0.1
@@ -99,6 +107,7 @@ class WindowResult:
     latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     stream: StreamRecords | None = None  # streaming sweeps
     steps: list[StepServer] = field(default_factory=list)  # ensembles, BLS (`composing`)
+    sequence: SequenceRecords | None = None  # sequence models
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -124,6 +133,9 @@ class WindowResult:
                     self.stream.summary(self.duration_s) if self.stream else None
                 ),
                 **({"steps": composing.rows(self.steps)} if self.steps else {}),
+                **measure.sequence_fields(
+                    self.sequence.summary(self.duration_s) if self.sequence else None
+                ),
             },
             window=self.index,
             closed_at=self.closed_at,
@@ -152,6 +164,9 @@ class LevelResult:
     stream: StreamRecords | None = None  # streaming sweeps: the last windows' records
     stream_duration_s: float = 0.0  # what the response throughput is over
     steps: list[StepServer] = field(default_factory=list)  # merged like `server`
+    # Sequence models: the last windows' positions, their throughput over stream_duration_s
+    # (the sequences failed: every window's).
+    sequence: SequenceRecords | None = None
 
     def measured(self) -> measure.Level:
         """The level in the one shape of a measurement (`profiler_app.measure`)."""
@@ -179,6 +194,9 @@ class LevelResult:
                     self.stream.summary(self.stream_duration_s) if self.stream else None
                 ),
                 **({"steps": composing.rows(self.steps)} if self.steps else {}),
+                **measure.sequence_fields(
+                    self.sequence.summary(self.stream_duration_s) if self.sequence else None
+                ),
             },
         )
 
@@ -283,12 +301,13 @@ class _Pool:
         self.conns: list[Connection] = []
         self.procs: list[subprocess.Popen] = []
         self.rate_threads = list(rate_threads)
+        self.sequences = spec.sequence is not None
         root = Path(__file__).resolve().parents[2]
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
         }
-        for threads in self.rate_threads:
+        for i, threads in enumerate(self.rate_threads):
             parent, child = socket.socketpair()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profiler_app.engine.load_workers", str(child.fileno())],
@@ -298,7 +317,10 @@ class _Pool:
             )
             child.close()
             conn = Connection(parent.detach())
-            conn.send(replace(spec, rate_threads=threads))
+            worker = replace(spec, rate_threads=threads)
+            if spec.sequence is not None:  # its checked call's id differs from the others'
+                worker = replace(worker, sequence=replace(spec.sequence, worker=i))
+            conn.send(worker)
             self.conns.append(conn)
             self.procs.append(proc)
 
@@ -331,6 +353,25 @@ class _Pool:
             shares = split_load(kind, value, len(self.conns))
         for i, (conn, share) in enumerate(zip(self.conns, shares, strict=True)):
             conn.send(("level", kind, share, arrival, seed * 1000 + i, first + i * gap))
+
+    async def start_sequences(self, params: SweepParams, level: float) -> None:
+        """Sequence models, before each level: every worker ends its live sequences (all of
+        them, before any starts a new one: ids never overlap) and takes its share of the
+        level's statuses, numbered across the workers: the concurrency's slots, or the
+        --num-of-sequences in request-rate mode (shared like the paced threads)."""
+        if params.mode == "concurrency":
+            shares = split_load("concurrency", level, len(self.conns))
+        else:
+            shares = split_load("concurrency", params.num_of_sequences, len(self.conns))
+        counts = [int(n) for n in shares]
+        first = 0
+        for conn, count in zip(self.conns, counts, strict=True):
+            conn.send(("sequences", first, count, sum(counts), params.seed, level))
+            first += count
+        replies = await asyncio.gather(*(self._recv(c, 60.0) for c in self.conns))
+        for kind, payload in replies:
+            if kind == "error":
+                raise SweepError(f"ending the sequences of the last level: {payload}")
 
     async def swap(self, t_end: int) -> list[tuple]:
         for conn in self.conns:
@@ -433,6 +474,10 @@ async def run_sweep(
         except InputError as exc:
             raise SweepError(str(exc)) from None
         client, workers = _client_plan(params)
+        kind = kind_of_served(config.get("config", config))  # gRPC's as_json wraps it
+        if kind.sequence and params.streaming:
+            raise SweepError("the built-in engine does not send sequences over gRPC streams")
+        sequence = SequenceSpec.of(params) if kind.sequence else None
         spec = WorkerSpec(
             protocol=params.protocol,
             url=url,
@@ -445,11 +490,17 @@ async def run_sweep(
                 STREAM_TIMEOUT_MIN_S,
                 STREAM_TIMEOUT_WINDOWS * params.measurement_window_ms / 1000,
             ),
+            sequence=sequence,
         )
+        rate_threads = params.max_threads
+        if sequence is not None and params.mode == "request_rate":
+            # perf_analyzer's too: no more threads than sequences, no worker without one.
+            rate_threads = min(rate_threads, params.num_of_sequences)
+            workers = min(workers, params.num_of_sequences)
         if params.mode == "request_rate" and client == "threads":
-            workers = min(workers, params.max_threads)  # no worker without a thread
+            workers = min(workers, rate_threads)  # no worker without a thread
         # The paced threads (request-rate mode), shared out like a concurrency.
-        threads = [int(n) for n in split_load("concurrency", params.max_threads, workers)]
+        threads = [int(n) for n in split_load("concurrency", rate_threads, workers)]
         pool = _Pool(spec, threads)
         try:
             outputs = await pool.started()
@@ -481,6 +532,8 @@ async def _measure_levels(
     batch = params.batch_size
     window_ns = params.measurement_window_ms * 1_000_000
     for level in levels:
+        if pool.sequences:
+            await pool.start_sequences(params, level)
         pool.set_level(params.mode, level, params.arrival, params.seed)
         window_start = time.monotonic_ns()
         await pool.swap(window_start)  # drop what the previous level left behind
@@ -578,7 +631,12 @@ def _window(
         send_rate=sent / duration if duration > 0 else 0.0,
         latencies_ns=lats,
         stream=StreamRecords.pooled([r[7] for r in replies]) if streaming else None,
+        sequence=SequenceRecords.from_replies(replies) if _has_sequences(replies) else None,
     )
+
+
+def _has_sequences(replies: Sequence[tuple]) -> bool:
+    return any(len(r) > 8 and r[8] is not None for r in replies)
 
 
 def _merge_level(
@@ -620,6 +678,7 @@ def _merge_level(
         and _behind(level, send_rate, duration, params),
         stream=StreamRecords.pooled([w.stream for w in last]) if params.streaming else None,
         stream_duration_s=duration,
+        sequence=_level_sequences(windows, last),
     )
 
 
@@ -636,6 +695,18 @@ def _merge_steps(level: LevelResult, plan: composing.Plan) -> None:
     ]
     # Its counts and request time merged as they are; queue and compute from the steps.
     level.server = composing.composed(plan, level.server, level.steps)
+
+
+def _level_sequences(
+    windows: Sequence[WindowResult], last: Sequence[WindowResult]
+) -> SequenceRecords | None:
+    """The last windows' positions pooled, as the latencies; the sequences failed in every
+    window, as the errors."""
+    if not any(w.sequence is not None for w in windows):
+        return None
+    pooled = SequenceRecords.pooled([w.sequence for w in last])
+    pooled.failed = sum(w.sequence.failed for w in windows if w.sequence is not None)
+    return pooled
 
 
 def _behind(rate: float, send_rate: float, duration_s: float, params: SweepParams) -> bool:

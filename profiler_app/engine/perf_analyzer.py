@@ -188,6 +188,8 @@ def build_command(
         cmd += ["--sequence-length-variation", _fmt(params.sequence_length_variation)]
     if params.sequence_id_range:
         cmd += ["--sequence-id-range", params.sequence_id_range]
+    if params.mode == "request_rate" and params.num_of_sequences != DEFAULTS["num_of_sequences"]:
+        cmd += ["--num-of-sequences", str(params.num_of_sequences)]
     for name, dims in sorted(params.shapes.items()):
         cmd += ["--shape", f"{name}:{','.join(str(d) for d in dims)}"]
     if input_data_path is not None:

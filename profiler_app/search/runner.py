@@ -175,9 +175,16 @@ def preflight(request: SearchRequest) -> None:
         raise SearchError(str(exc)) from None
     if is_ready(request.model):
         try:
-            sweeps.preflight(request.measure)
+            kind = sweeps.preflight(request.measure)
         except SweepError as exc:
             raise SearchError(str(exc)) from None
+        if kind.sequence:
+            # Its candidates would set dynamic_batching, which replaces sequence_batching
+            # (one scheduler per model): what was measured would not be the model.
+            raise SearchError(
+                f"{request.model} is a sequence model: the config search's dynamic batching "
+                "would replace its sequence batching; benchmark it with a sweep instead"
+            )
 
 
 def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = True) -> Search:

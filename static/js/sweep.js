@@ -183,6 +183,7 @@ window.SweepPage = (function () {
     ], Object.assign({}, base, { xaxis: { title: { text: "window" }, dtick: 1 }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
 
     renderStreaming(good, x, xTitle, base, cfg);
+    renderPositions(good, x, xTitle, base, cfg);
     if (window.SweepSteps) SweepSteps.render(good, x, xTitle, base, cfg, summary);  // ensembles, BLS
     renderTable(levels);
   }
@@ -203,6 +204,22 @@ window.SweepPage = (function () {
     Plotly.react("chart-responses", [
       { x: x, y: good.map(function (p) { return extra(p, "response_throughput"); }), name: "responses/s (tokens/s where one response is one token)", mode: "lines+markers" },
     ], axes("responses/s"), cfg);
+  }
+
+  // Sequence sweeps (sequence models, built-in engine): each level's requests by their
+  // position in the sequence (first, middle, last), from its extra.
+  function renderPositions(good, x, xTitle, base, cfg) {
+    if (!document.getElementById("chart-position-throughput")) return;
+    const extra = function (p, k) { const v = p.extra && p.extra[k]; return v === null || v === undefined ? null : v; };
+    const colors = { first: "#12b76a", middle: "#667085", last: "#d92d20" };
+    const traces = function (suffix, scale) {
+      return ["first", "middle", "last"].map(function (name) {
+        return { x: x, y: good.map(function (p) { return scale(extra(p, name + "_" + suffix)); }), name: name, mode: "lines+markers", line: { color: colors[name] }, marker: { color: colors[name] } };
+      });
+    };
+    const axes = function (y) { return Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: y }, rangemode: "tozero" } }); };
+    Plotly.react("chart-position-throughput", traces("throughput", function (v) { return v; }), axes("infer/s"), cfg);
+    Plotly.react("chart-position-latency", traces("p95_us", ms), axes("p95 ms"), cfg);
   }
 
   function cell(v, digits) {

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from profiler_app import export, jobs, sweeps
+from profiler_app import export, jobs, kind_rules, sweeps
 from profiler_app.forms import input_data_document
 from profiler_app.models import Sweep
 from profiler_app.params import (
@@ -88,6 +88,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--sequence-id-range", help="sequence models: START:END, END excluded (default from 1)"
         )
+        parser.add_argument(
+            "--num-of-sequences",
+            help=_default(
+                "sequence models, request-rate mode: sequences live at once", "num_of_sequences"
+            ),
+        )
         parser.add_argument("--name", default="", help="a name for the sweep")
         parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
@@ -108,7 +114,7 @@ class Command(BaseCommand):
         except ParamsError as exc:
             raise CommandError(_refusal(exc, flags)) from None
         try:
-            sweeps.preflight(params, opts["engine"])
+            kind = sweeps.preflight(params, opts["engine"])
         except FlagsRefused as exc:  # flags that do not fit the model's kind, by their names
             raise CommandError(_refusal(refusal(exc, params), flags)) from None
         except SweepError as exc:
@@ -120,6 +126,7 @@ class Command(BaseCommand):
             enqueue=False,
             name=opts["name"][:120],
             note=opts["note"],
+            model_kind=kind.label,
         )
         if not jobs.claim(sweep.pk):
             busy = jobs.running_on(sweep.server)
@@ -132,6 +139,8 @@ class Command(BaseCommand):
         self.stderr.write(
             f"sweep #{sweep.pk}: {params.model} {params.mode} {params.range_text}{rounds}"
         )
+        for line in kind_rules.notes(params, kind):
+            self.stdout.write(f"note: {line}")
         state = jobs.execute(sweep.pk)
         sweep.refresh_from_db()
         self.stdout.write(export.summary_text(sweep))
