@@ -128,6 +128,8 @@ class WindowResult:
                 "send_rate": self.send_rate,
                 "error_messages": self.error_messages,
                 "avg_batch": self.server.avg_batch_size if self.server else None,
+                # Triton's own count over the same statistics reads as the steps'.
+                "server_requests": self.server.request_count if self.server else None,
                 **measure.gpu_fields(self.gpu),
                 **measure.stream_fields(
                     self.stream.summary(self.duration_s) if self.stream else None
@@ -187,6 +189,8 @@ class LevelResult:
                 "cancelled": self.cancelled,
                 "client_cpu_us": self.client_cpu_us,
                 "avg_batch": self.server.avg_batch_size if self.server else None,
+                # Triton's own count over the same statistics reads as the steps'.
+                "server_requests": self.server.request_count if self.server else None,
                 "send_rate": self.send_rate,
                 "behind_schedule": self.behind_schedule,
                 **measure.gpu_fields(self.gpu),
