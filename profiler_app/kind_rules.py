@@ -5,8 +5,8 @@ refusal is on its flag, in words that say why and what to do.
 A decoupled model answers a request with any number of responses: only a gRPC stream
 carries them, and a plain request to it fails, so it is refused without `streaming`
 rather than measured wrong. A sequence model needs every request in a sequence (id,
-START, END). The built-in engine streams (at a concurrency; a request rate over streams
-is perf_analyzer's) but sends no sequences yet; perf_analyzer does both.
+START, END). The built-in engine streams (at a concurrency or a request rate) but sends
+no sequences yet; perf_analyzer does both.
 """
 
 from __future__ import annotations
@@ -55,16 +55,10 @@ def refusals(params: SweepParams, kind: ModelKind, engine: str) -> dict[str, str
                 errors[flag] = (
                     f"{_option(flag)} applies to sequence models; {name} has no sequence_batching."
                 )
-    if engine == BUILTIN and "engine" not in errors:
-        if kind.decoupled and params.streaming and params.mode == "request_rate":
-            errors["engine"] = (
-                "The built-in engine streams at a concurrency only (--concurrency-range): "
-                "for a request rate over gRPC streams choose perf_analyzer."
-            )
-        elif kind.sequence:
-            errors["engine"] = (
-                "Sequence sweeps are not measured yet by the built-in engine (its requests "
-                "carry no sequence id, START or END, which Triton requires): "
-                "choose perf_analyzer."
-            )
+    if engine == BUILTIN and "engine" not in errors and kind.sequence:
+        errors["engine"] = (
+            "Sequence sweeps are not measured yet by the built-in engine (its requests "
+            "carry no sequence id, START or END, which Triton requires): "
+            "choose perf_analyzer."
+        )
     return errors

@@ -37,12 +37,25 @@ SERVER_FIELDS = (
 # response (the p*_us fields, as perf_analyzer 2.48 reports it). Where one response is one
 # token, tokens/s is the response throughput. perf_analyzer reports response_throughput only.
 STREAM_TIMES = ("first_response", "inter_response")
+# The built-in engine's tokens (one per response, or the elements of --token-output per
+# response), AIPerf's figures: tokens/s, tokens per request (its output sequence length)
+# and the mean per-request tokens/s after the first token (its throughput per user).
+TOKEN_FIELDS = ("output_token_throughput", "tokens_per_request", "output_token_throughput_per_user")
 STREAM_FIELDS = (
     "response_throughput",
     "responses_per_request",
     "empty_final_responses",
     *(f"{t}_{s}" for t in STREAM_TIMES for s in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")),
+    *TOKEN_FIELDS,
 )
+# A sweep with goodput objectives (`profiler_app.goodput`), built-in engine: requests/s
+# that met every objective, and their share of the completed requests.
+GOODPUT_FIELDS = ("goodput", "good_share")
+# A streaming window's `extra[INTER_RESPONSE_HISTOGRAM]`: counts of its inter-response
+# times in the bins these edges (µs, 4 per decade, 10 µs to 10 s) make: below the first
+# edge, [edge i-1, edge i), at or above the last. The page sums a level's windows.
+INTER_RESPONSE_HISTOGRAM = "inter_response_histogram"
+INTER_RESPONSE_EDGES_US = tuple(round(10 ** (1 + i / 4), 1) for i in range(25))
 # Old search rows (before the one shape) said `concurrency` for `level`, and kept these
 # `extra` entries at the top level; they are still read, and still written for the API.
 SEARCH_ALIASES = ("windows", "over_threshold", "avg_batch")
@@ -184,7 +197,20 @@ def stream_fields(summary: Any) -> dict[str, float | int | None]:
         lat = getattr(summary, name)
         for key in LATENCY_FIELDS:
             out[f"{name}_{key}"] = None if lat is None else getattr(lat, key)
+    for name in TOKEN_FIELDS:
+        out[name] = getattr(summary, name, None)
     return out
+
+
+def goodput_fields(good: int | None, requests: int, duration_s: float) -> dict[str, float | None]:
+    """`extra` entries of the requests that met every goodput objective (none without
+    objectives: `good` None)."""
+    if good is None:
+        return {}
+    return {
+        "goodput": good / duration_s if duration_s > 0 else 0.0,
+        "good_share": good / requests if requests else None,
+    }
 
 
 def point_json(point: Any) -> dict[str, Any]:

@@ -10,11 +10,13 @@ level is kept, marked unstable, with its spread), or when the chosen latency pas
 threshold (the sweep then stops raising the load). `should_cancel` is polled several
 times per window; a cancelled sweep keeps the windows it finished.
 
-A streaming sweep (`params.streaming`, a decoupled model) keeps each outstanding request
-on a gRPC stream (`stream_slots`); its windows and levels also report response
-throughput, responses per request and first-response and inter-response times
-(`stream_stats`). A streamed request without its final response within
-STREAM_TIMEOUT_WINDOWS windows (at least STREAM_TIMEOUT_MIN_S) is an error.
+A streaming sweep (`params.streaming`, a decoupled model) sends its requests over gRPC
+streams (`stream_slots`), at a concurrency or a request rate; its windows and levels also
+report response throughput, responses per request, first-response and inter-response
+times and tokens (`stream_stats`), and each window the counts of its inter-response
+histogram. A streamed request without its final response within STREAM_TIMEOUT_WINDOWS
+windows (at least STREAM_TIMEOUT_MIN_S) is an error. With goodput objectives
+(`params.goodput`) every window and level also counts the requests that met them all.
 
 The load itself comes from worker processes (`load_workers`), so that neither this event
 loop (which also runs the callbacks, e.g. websocket pushes) nor the GIL sits on the hot
@@ -44,7 +46,7 @@ from repository_app.triton import aio
 from repository_app.triton.client import TritonError
 from repository_app.triton.gpus import GpuSample
 
-from .. import measure
+from .. import goodput, measure
 from ..params import SweepError, SweepParams
 from . import gpu, stats
 from .gpu import GpuSampler
@@ -97,6 +99,7 @@ class WindowResult:
     # Raw latencies (ns) of the window, kept so a level pools them like perf_analyzer.
     latencies_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     stream: StreamRecords | None = None  # streaming sweeps
+    good: int | None = None  # requests that met every goodput objective (None: none set)
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -120,6 +123,12 @@ class WindowResult:
                 **measure.gpu_fields(self.gpu),
                 **measure.stream_fields(
                     self.stream.summary(self.duration_s) if self.stream else None
+                ),
+                **measure.goodput_fields(self.good, self.requests, self.duration_s),
+                **(
+                    {measure.INTER_RESPONSE_HISTOGRAM: self.stream.histogram()}
+                    if self.stream
+                    else {}
                 ),
             },
             window=self.index,
@@ -147,7 +156,8 @@ class LevelResult:
     # reply), so the server saw less load than the level says (perf_analyzer's "delayed").
     behind_schedule: bool = False
     stream: StreamRecords | None = None  # streaming sweeps: the last windows' records
-    stream_duration_s: float = 0.0  # what the response throughput is over
+    stream_duration_s: float = 0.0  # the last windows' time: response throughput, goodput
+    good: int | None = None  # the last windows' requests that met every goodput objective
 
     def measured(self) -> measure.Level:
         """The level in the one shape of a measurement (`profiler_app.measure`)."""
@@ -173,6 +183,9 @@ class LevelResult:
                 **measure.gpu_fields(self.gpu),
                 **measure.stream_fields(
                     self.stream.summary(self.stream_duration_s) if self.stream else None
+                ),
+                **measure.goodput_fields(
+                    self.good, self.latency.count if self.latency else 0, self.stream_duration_s
                 ),
             },
         )
@@ -420,6 +433,12 @@ async def run_sweep(
             )
         except InputError as exc:
             raise SweepError(str(exc)) from None
+        outputs = [o.get("name") for o in metadata.get("outputs", [])]
+        if params.token_output and params.token_output not in outputs:
+            raise SweepError(
+                f"{params.model} has no output {params.token_output!r} to count tokens in "
+                f"(its outputs: {', '.join(map(str, outputs)) or 'none'})"
+            )
         client, workers = _client_plan(params)
         spec = WorkerSpec(
             protocol=params.protocol,
@@ -433,6 +452,7 @@ async def run_sweep(
                 STREAM_TIMEOUT_MIN_S,
                 STREAM_TIMEOUT_WINDOWS * params.measurement_window_ms / 1000,
             ),
+            token_output=params.token_output,
         )
         if params.mode == "request_rate" and client == "threads":
             workers = min(workers, params.max_threads)  # no worker without a thread
@@ -466,6 +486,7 @@ async def _measure_levels(
 ) -> None:
     batch = params.batch_size
     window_ns = params.measurement_window_ms * 1_000_000
+    objectives = goodput.parse(params.goodput)
     for level in levels:
         pool.set_level(params.mode, level, params.arrival, params.seed)
         window_start = time.monotonic_ns()
@@ -497,6 +518,7 @@ async def _measure_levels(
             window.server = _server_diff(server_start, server_end)
             window.closed_at = closed_at
             window.gpu = gpu_now
+            window.good = _count_good(objectives, window)
             server_start, window_start = server_end, window_end
             windows.append(window)
             await _call(on_window, window)
@@ -556,6 +578,22 @@ def _window(
     )
 
 
+def _count_good(objectives: Mapping[str, float], window: WindowResult) -> int | None:
+    """The window's completed requests that met every goodput objective; None without
+    objectives."""
+    if not objectives:
+        return None
+    s = window.stream
+    if s is None:
+        mask = goodput.good_mask(objectives, window.latencies_ns)
+    else:
+        mask = goodput.good_mask(
+            objectives, s.latency_ns, first_ns=s.first_ns, span_ns=s.span_ns,
+            responses=s.responses, tokens=s.tokens,
+        )  # fmt: skip
+    return int(mask.sum())
+
+
 def _merge_level(
     level: float, windows: list[WindowResult], params: SweepParams, cancelled: bool
 ) -> LevelResult:
@@ -595,6 +633,7 @@ def _merge_level(
         and _behind(level, send_rate, duration, params),
         stream=StreamRecords.pooled([w.stream for w in last]) if params.streaming else None,
         stream_duration_s=duration,
+        good=sum(w.good or 0 for w in last) if params.goodput else None,
     )
 
 
