@@ -69,6 +69,16 @@ SweepCreateSerializer = inline_serializer(
         "sequence_id_range": serializers.CharField(
             required=False, help_text="sequence models: START:END, END excluded"
         ),
+        "goodput": serializers.CharField(
+            required=False,
+            help_text="AIPerf's --goodput objectives in ms, e.g. 'time_to_first_token:200 "
+            "inter_token_latency:30 request_latency:500' (built-in engine)",
+        ),
+        "token_output": serializers.CharField(
+            required=False,
+            help_text="streaming: the output whose elements per response count tokens "
+            "(default: one response is one token)",
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
     },

@@ -37,7 +37,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import jobs, kind_rules, measure, repeats, verdict
+from . import jobs, kind_rules, llm, measure, repeats, verdict
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
     LevelResult,
@@ -126,7 +126,10 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> None:
         config = client.model_config(params.model, params.version)
     except TritonError as exc:
         raise SweepError(f"model {params.model!r}: {exc.message}") from None
-    refused = kind_rules.refusals(params, kind_of_served(config), engine)
+    refused = {
+        **llm.refusals(params, metadata, engine),  # token output, goodput: model and engine
+        **kind_rules.refusals(params, kind_of_served(config), engine),
+    }
     if refused:  # flags that do not fit the model's kind, each on its own
         raise FlagsRefused(refused)
     mbs = max_batch_size(config)

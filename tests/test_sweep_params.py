@@ -45,6 +45,15 @@ BAD_FLAGS = [
     ("batch_size", "0", "The batch size must be at least 1.", "-b must be at least 1."),
     ("rounds", "11", "Rounds must be between 1 and 10.", "--rounds must be between 1 and 10."),
     (
+        "goodput", "ttft:200",
+        "Goodput objective 'ttft:200' names no known metric; use time_to_first_token, "
+        "inter_token_latency, request_latency (AIPerf's) or first_response, inter_response "
+        "(this project's).",
+        "--goodput objective 'ttft:200' names no known metric; use time_to_first_token, "
+        "inter_token_latency, request_latency (AIPerf's) or first_response, inter_response "
+        "(this project's).",
+    ),
+    (
         "concurrency_range", "8:1:1",
         "The range is inverted: end 1 is below start 8.",
         "bad range '8:1:1' (--concurrency-range): The range is inverted: end 1 is below start 8.",
