@@ -17,7 +17,7 @@ def to_csv(sweep: Sweep) -> str:
     rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
     params = sweeps.params_of(sweep)
     levels = [measure.Level.from_point(p) for p in rows]
-    return levels_csv(levels, params.mode, streaming=params.streaming)
+    return levels_csv(levels, params.mode, streaming=params.streaming, goodput=bool(params.goodput))
 
 
 def to_json(sweep: Sweep) -> dict[str, Any]:
