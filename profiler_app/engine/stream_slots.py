@@ -226,7 +226,8 @@ class StreamSlots:
                 t = now_ns()
                 if raw is grpc.aio.EOF:
                     rec.error(
-                        t, f"request {request.id}: the stream closed before its final response"
+                        t,
+                        f"request {request.id}: Triton closed the stream before its final response",
                     )
                     return False
                 message = service_pb2.ModelStreamInferResponse.FromString(raw)
@@ -344,7 +345,7 @@ class _RateStream:
                 raw = await self.call.read()
                 t = now_ns()
                 if raw is grpc.aio.EOF:
-                    self._fail_all(t, "the stream closed before its final response")
+                    self._fail_all(t, "Triton closed the stream before its final response")
                     return
                 message = service_pb2.ModelStreamInferResponse.FromString(raw)
                 response = message.infer_response
