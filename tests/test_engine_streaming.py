@@ -154,7 +154,9 @@ async def test_a_request_rate_over_streams_keeps_at_most_max_threads_outstanding
     params = _params(mode="request_rate", start=100, end=100, max_windows=3, max_threads=1)
     result = await run_sweep(params, stream_tok)
     (level,) = result.levels
-    assert level.errors == 0 and level.behind_schedule
+    m = level.measured()
+    assert m.errors == 0 and m.requests > 0 and m.extra["responses_per_request"] == COUNT
+    assert level.behind_schedule
     floor_s = (FIRST_MS + (COUNT - 1) * NEXT_MS) / 1000
     for window in level.windows:
         sent = round(window.send_rate * window.duration_s)
