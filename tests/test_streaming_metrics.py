@@ -289,3 +289,22 @@ def test_perf_analyzer_is_refused_goodput_and_token_output_on_their_fields():
     assert llm.refusals(params, {"outputs": [{"name": "TOKEN"}]}, "builtin") == {}
     wrong = llm.refusals(params, {"outputs": [{"name": "TEXT"}]}, "builtin")
     assert wrong == {"token_output": "m has no output 'TOKEN'; its outputs: TEXT."}
+
+
+@pytest.mark.django_db
+def test_the_command_lines_summary_states_tokens_and_goodput_where_measured():
+    from profiler_app import export
+    from profiler_app.models import Sweep, SweepPoint
+
+    params = {"model": "m", "streaming": True, "goodput": "first_response:200"}
+    sweep = Sweep.objects.create(model="m", server="s", params=params)
+    SweepPoint.objects.create(
+        sweep=sweep, level=1, window=-1, throughput=10.0, requests=30, p95_us=900.0,
+        extra={"output_token_throughput": 80.0, "tokens_per_request": 8.0, "goodput": 5.0,
+               "good_share": 0.5},
+    )  # fmt: skip
+    SweepPoint.objects.create(sweep=sweep, level=2, window=-1, throughput=9.0, p95_us=950.0)
+    text = export.summary_text(sweep)
+    assert "    Output token throughput: 80.00 tokens/sec (8.0 per request)" in text
+    assert "    Goodput: 5.00 requests/sec (50% of requests met every objective)" in text
+    assert text.count("Goodput:") == 1  # a level without the figure says nothing of it
