@@ -46,7 +46,7 @@ from repository_app.triton import aio
 from repository_app.triton.client import TritonError
 from repository_app.triton.gpus import GpuSample
 
-from .. import goodput, measure
+from .. import goodput, llm, measure
 from ..params import SweepError, SweepParams
 from . import gpu, stats
 from .gpu import GpuSampler
@@ -433,12 +433,9 @@ async def run_sweep(
             )
         except InputError as exc:
             raise SweepError(str(exc)) from None
-        outputs = [o.get("name") for o in metadata.get("outputs", [])]
-        if params.token_output and params.token_output not in outputs:
-            raise SweepError(
-                f"{params.model} has no output {params.token_output!r} to count tokens in "
-                f"(its outputs: {', '.join(map(str, outputs)) or 'none'})"
-            )
+        refused = llm.refusals(params, metadata, "builtin")  # the preflight's output check
+        if refused:
+            raise SweepError(next(iter(refused.values())))
         client, workers = _client_plan(params)
         spec = WorkerSpec(
             protocol=params.protocol,
