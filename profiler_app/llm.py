@@ -47,9 +47,13 @@ INPUT_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def preset_text(name: str) -> str | None:
-    """A preset's document as the form's JSON text shows it; None for an unknown name."""
+    """A preset's document as the form's JSON text shows it, a sample per line; None for
+    an unknown name."""
     preset = INPUT_PRESETS.get(name)
-    return None if preset is None else json.dumps(preset[1], indent=2)
+    if preset is None:
+        return None
+    samples = ",\n".join("  " + json.dumps(sample) for sample in preset[1]["data"])
+    return '{"data": [\n' + samples + "\n]}"
 
 
 def refusals(params: SweepParams, metadata: Mapping[str, Any], engine: str) -> dict[str, str]:

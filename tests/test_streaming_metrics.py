@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 
 import numpy as np
@@ -225,7 +226,8 @@ STREAM_TOK = [("PROMPT_ID", "INT32", False)]
     [("trtllm", TRTLLM_MODEL, True), ("vllm", VLLM_MODEL, False)],
 )
 def test_the_llm_presets_fit_models_with_those_backends_input_names(preset, model, batching):
-    document = llm.INPUT_PRESETS[preset][1]
+    document = json.loads(llm.preset_text(preset) or "")  # as the form's JSON field shows it
+    assert document == llm.INPUT_PRESETS[preset][1]
     params = from_flags({"model": "llm", "streaming": True, "input_data": document})
     payloads = build_payloads(_model(model, batching), data=params.input_data, batching=batching)
     assert len(payloads) == len(llm.PROMPTS)

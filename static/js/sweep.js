@@ -225,10 +225,13 @@ window.SweepPage = (function () {
     const total = counts.reduce(function (a, c) { return a + (c || 0); }, 0);
     if (!reveal("card-histogram", total > 0)) return;
     const edges = histogramEdges;
-    const label = function (i) {
-      if (i === 0) return "< " + duration(edges[0]);
-      if (i >= edges.length) return "≥ " + duration(edges[edges.length - 1]);
-      return duration(edges[i - 1]) + "–" + duration(edges[i]);
+    // A bar is named by where its bin starts (short, so the labels do not collide); its
+    // whole range is in the hover text.
+    const label = function (i) { return i === 0 ? "< " + duration(edges[0]) : duration(edges[i - 1]); };
+    const range = function (i) {
+      if (i === 0) return "under " + duration(edges[0]);
+      if (i >= edges.length) return duration(edges[edges.length - 1]) + " or more";
+      return duration(edges[i - 1]) + " to " + duration(edges[i]);
     };
     let lo = 0, hi = counts.length - 1;
     while (lo < hi && !counts[lo]) lo++;
@@ -236,8 +239,8 @@ window.SweepPage = (function () {
     const bins = [];
     for (let i = lo; i <= hi; i++) bins.push(i);
     Plotly.react("chart-histogram", [
-      { type: "bar", x: bins.map(label), y: bins.map(function (i) { return counts[i] || 0; }), name: xTitle + " " + shown.level + ": " + total + " gaps", marker: { color: "#2e90fa" } },
-    ], Object.assign({}, base, { xaxis: { title: { text: "inter-response time" }, type: "category" }, yaxis: { title: { text: "responses" }, rangemode: "tozero" } }), cfg);
+      { type: "bar", x: bins.map(label), y: bins.map(function (i) { return counts[i] || 0; }), hovertext: bins.map(range), name: xTitle + " " + shown.level + ": " + total + " gaps", marker: { color: "#2e90fa" } },
+    ], Object.assign({}, base, { bargap: 0.05, xaxis: { title: { text: "inter-response time (from)" }, type: "category", tickangle: -45, automargin: true }, yaxis: { title: { text: "responses" }, rangemode: "tozero" } }), cfg);
   }
 
   // Streaming sweeps (decoupled models): per-response figures from each level's extra.
