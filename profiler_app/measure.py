@@ -9,9 +9,11 @@ verdict and a search's score read.
 
 Field names are the `SweepPoint` columns. Figures that were not measured are None (a
 perf_analyzer window knows only the chosen latency); `extra` holds what only some
-measurements have (windows, spreads, client CPU, GPU, rounds, and a streaming sweep's
-`STREAM_FIELDS`: a decoupled model's figures per response, which only some sweeps have
-and nothing filters or sorts on, so they need no columns of their own).
+measurements have (windows, spreads, client CPU, GPU, rounds, a streaming sweep's
+`STREAM_FIELDS`: a decoupled model's figures per response and its tokens, a sweep with
+objectives its `GOODPUT_FIELDS`, and a streaming window its inter-response histogram's
+counts: figures only some sweeps have and nothing filters or sorts on, so they need no
+columns of their own).
 """
 
 from __future__ import annotations
