@@ -12,8 +12,8 @@ Each entry of "data" is one sample of every input (no batch dimension); a reques
 batch size b stacks b consecutive samples (cycling), and successive requests walk the
 samples round-robin. Errors in a document name the input and the sample (its index in
 "data", from 0). Its names must be the model's: an input it lacks (one the config marks
-`optional` may be left out of every sample) or a name the model does not have is refused,
-naming both lists, as perf_analyzer refuses them.
+`optional` may be left out of every sample) or a name the model does not have (a preset
+for another backend, a misspelling: it would never be sent) is refused, naming both lists.
 
 The sweep's preflight builds the payloads in the web process, so sizes are counted before
 anything is allocated: at most MAX_REQUEST_BYTES per request, whatever the shapes say.
