@@ -73,6 +73,16 @@ SweepCreateSerializer = inline_serializer(
             required=False,
             help_text="sequence models, request-rate mode: sequences live at once (default 4)",
         ),
+        "goodput": serializers.CharField(
+            required=False,
+            help_text="AIPerf's --goodput objectives in ms, e.g. 'time_to_first_token:200 "
+            "inter_token_latency:30 request_latency:500' (built-in engine)",
+        ),
+        "token_output": serializers.CharField(
+            required=False,
+            help_text="streaming: the output whose elements per response count tokens "
+            "(default: one response is one token)",
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
     },

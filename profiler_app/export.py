@@ -17,7 +17,7 @@ def to_csv(sweep: Sweep) -> str:
     rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
     params = sweeps.params_of(sweep)
     levels = [measure.Level.from_point(p) for p in rows]
-    return levels_csv(levels, params.mode, streaming=params.streaming)
+    return levels_csv(levels, params.mode, streaming=params.streaming, goodput=bool(params.goodput))
 
 
 def to_json(sweep: Sweep) -> dict[str, Any]:
@@ -184,6 +184,20 @@ def summary_text(sweep: Sweep) -> str:
                 f"    WARNING: requests were delayed: sent {p.extra['send_rate']:.1f}/sec of "
                 f"{p.level:g}/sec (every load thread was waiting for a reply)"
             )
+        extra = p.extra or {}
+        if extra.get("output_token_throughput") is not None:  # the built-in engine's tokens
+            lines.append(
+                f"    Output token throughput: {extra['output_token_throughput']:.2f} "
+                f"tokens/sec ({extra.get('tokens_per_request') or 0:.1f} per request)"
+            )
+        if extra.get("goodput") is not None:
+            share = extra.get("good_share")
+            met = (
+                f" ({share * 100:.0f}% of requests met every objective)"
+                if share is not None
+                else ""
+            )
+            lines.append(f"    Goodput: {extra['goodput']:.2f} requests/sec{met}")
         if p.avg_us is not None:
             lines.append(f"    Avg latency: {p.avg_us:.0f} usec")
         for pct in (50, 90, 95, 99):

@@ -24,7 +24,12 @@ from .params import (
 )
 
 PERCENTILES = [("95", "p95"), ("50", "p50"), ("90", "p90"), ("99", "p99"), ("avg", "average")]
-INPUT_DATA = [("random", "random"), ("zeros", "zeros"), ("json", "JSON file (below)")]
+INPUT_DATA = [
+    ("random", "random"),
+    ("zeros", "zeros"),
+    ("json", "JSON file (below)"),
+    ("text", "JSON text (below)"),
+]
 MAX_NOTE_CHARS = 4000
 # The form's fields that are perf_analyzer's flags, handed to `from_flags` by these names.
 FLAGS = (
@@ -33,7 +38,23 @@ FLAGS = (
     "latency_threshold", "rounds", "shape", "input_data", "protocol", "version",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
     "num_of_sequences",
+    "goodput", "token_output",
 )  # fmt: skip
+
+
+def input_data_text(text: str) -> Any:
+    """The JSON of a perf_analyzer --input-data document typed (or filled in from an LLM
+    preset) in the form; ValidationError with the JSON's line and column."""
+    if len(text.encode()) > MAX_INPUT_DATA_BYTES:
+        raise forms.ValidationError(f"The input data is over {MAX_INPUT_DATA_BYTES:,} bytes.")
+    if not text.strip():
+        raise forms.ValidationError(
+            'Enter a JSON document in perf_analyzer\'s --input-data format: {"data": [...]}.'
+        )
+    try:
+        return parse_input_json(text)
+    except InputError as exc:
+        raise forms.ValidationError(str(exc)) from None
 
 
 def input_data_document(raw: bytes) -> Any:
@@ -123,6 +144,13 @@ class SweepForm(forms.Form):
         label="--input-data file",
         help_text='perf_analyzer\'s JSON: {"data": [{"INPUT0": [...]}, ...]}',
     )
+    input_data_text = forms.CharField(
+        required=False,
+        strip=False,
+        label="--input-data JSON",
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 72, "spellcheck": "false"}),
+        help_text="with JSON text above: the document itself, e.g. from an LLM preset",
+    )
     engine = forms.ChoiceField(choices=Sweep.Engine.choices, initial=Sweep.Engine.BUILTIN)
     protocol = forms.ChoiceField(
         choices=[("grpc", "gRPC"), ("http", "HTTP")], initial="grpc", label="-i (protocol)"
@@ -159,6 +187,21 @@ class SweepForm(forms.Form):
         help_text="request-rate mode: sequences live at once, the arrivals spread over them "
         "(default 4)",
     )
+    # Decoupled (LLM-style) models only.
+    token_output = forms.CharField(
+        required=False,
+        max_length=128,
+        label="--token-output",
+        help_text="the output whose elements per response are tokens; empty: one response is "
+        "one token (TensorRT-LLM, vLLM)",
+    )
+    goodput = forms.CharField(
+        required=False,
+        max_length=400,
+        label="--goodput (ms)",
+        help_text="AIPerf's objectives, e.g. time_to_first_token:200 inter_token_latency:30 "
+        "request_latency:500 (first_response, inter_response too); built-in engine",
+    )
     name = forms.CharField(
         required=False,
         max_length=120,
@@ -189,6 +232,7 @@ class SweepForm(forms.Form):
             return
         if not self.kind.decoupled:
             del self.fields["streaming"]
+            del self.fields["token_output"]
         if not self.kind.sequence:
             for name in SEQUENCE_FLAGS:
                 del self.fields[name]
@@ -228,31 +272,42 @@ class SweepForm(forms.Form):
             self.add_error("input_data_file", exc)
             return None
 
-    def _add(self, exc: ParamsError, from_file: bool) -> None:
-        """Each refused flag's message on its field; the input data's on the file it came
-        from."""
+    def _input_text(self, data: dict[str, Any]) -> Any:
+        """The JSON typed in the --input-data JSON field; None after adding the error."""
+        try:
+            return input_data_text(data.get("input_data_text") or "")
+        except forms.ValidationError as exc:
+            self.add_error("input_data_text", exc)
+            return None
+
+    def _add(self, exc: ParamsError, source: str) -> None:
+        """Each refused flag's message on its field; the input data's on the file or the
+        text it came from (`source`: "json", "text" or "")."""
+        fields = {"json": "input_data_file", "text": "input_data_text"}
         for flag, message in exc.errors.items():
-            name = "input_data_file" if flag == "input_data" and from_file else flag
+            name = fields.get(source, flag) if flag == "input_data" else flag
             self.add_error(name if name in self.fields else None, message)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         # A field that did not parse is left out: its own error says why.
         flags = {name: data[name] for name in FLAGS if name in data}
-        from_file = data.get("input_data") == "json"
-        if from_file:
+        source = data.get("input_data") if data.get("input_data") in ("json", "text") else ""
+        if source == "json":
             flags["input_data"] = self._input_document(data)
+        elif source == "text":
+            flags["input_data"] = self._input_text(data)
         try:
             params = from_flags({**flags, "model": self.model})
         except ParamsError as exc:
-            self._add(exc, from_file)
+            self._add(exc, source)
             return data
         if self.errors:
             return data
         try:
             kind = sweeps.preflight(params, data["engine"])
         except SweepError as exc:
-            self._add(refusal(exc, params), from_file)
+            self._add(refusal(exc, params), source)
             return data
         self.params = params
         self.model_kind = kind.label

@@ -6,9 +6,9 @@ A decoupled model answers a request with any number of responses: only a gRPC st
 carries them, and a plain request to it fails, so it is refused without `streaming`
 rather than measured wrong. A sequence model needs every request in a sequence (id,
 START, END), one request at a time in a batch (Triton's sequence batcher). The built-in
-engine streams (at a concurrency; a request rate over streams is perf_analyzer's) and
-sends sequences (`engine.sequences`), though not sequences over streams: perf_analyzer
-measures a decoupled sequence model.
+engine streams (at a concurrency or a request rate) and sends sequences
+(`engine.sequences`), though not sequences over streams: perf_analyzer measures a decoupled
+sequence model.
 
 `notes` says what a sweep that fits takes without being told (perf_analyzer's defaults).
 """
@@ -70,17 +70,11 @@ def refusals(params: SweepParams, kind: ModelKind, engine: str) -> dict[str, str
                 errors[flag] = (
                     f"{_option(flag)} applies to sequence models; {name} has no sequence_batching."
                 )
-    if engine == BUILTIN and "engine" not in errors:
-        if kind.decoupled and params.streaming and params.mode == "request_rate":
-            errors["engine"] = (
-                "The built-in engine streams at a concurrency only (--concurrency-range): "
-                "for a request rate over gRPC streams choose perf_analyzer."
-            )
-        elif kind.sequence and kind.decoupled:
-            errors["engine"] = (
-                f"{name} is a decoupled sequence model: the built-in engine does not send "
-                "sequences over gRPC streams; perf_analyzer measures it: choose perf_analyzer."
-            )
+    if engine == BUILTIN and "engine" not in errors and kind.sequence and kind.decoupled:
+        errors["engine"] = (
+            f"{name} is a decoupled sequence model: the built-in engine does not send "
+            "sequences over gRPC streams; perf_analyzer measures it: choose perf_analyzer."
+        )
     return errors
 
 

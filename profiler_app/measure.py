@@ -10,10 +10,11 @@ verdict and a search's score read.
 Field names are the `SweepPoint` columns. Figures that were not measured are None (a
 perf_analyzer window knows only the chosen latency); `extra` holds what only some
 measurements have (windows, spreads, client CPU, GPU, rounds, a streaming sweep's
-`STREAM_FIELDS`: a decoupled model's figures per response, a sequence sweep's
-`SEQUENCE_FIELDS`: figures by position in the sequence, and an ensemble's or a BLS
-model's `steps` (`STEP_FIELDS` each); only some sweeps have them and nothing filters or
-sorts on them, so they need no columns of their own).
+`STREAM_FIELDS`: a decoupled model's figures per response and its tokens, a sweep with
+objectives its `GOODPUT_FIELDS`, a streaming window its inter-response histogram's counts,
+a sequence sweep's `SEQUENCE_FIELDS`: figures by position in the sequence, and an
+ensemble's or a BLS model's `steps` (`STEP_FIELDS` each): figures only some sweeps have and
+nothing filters or sorts on, so they need no columns of their own).
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ SERVER_FIELDS = (
 # response (the p*_us fields, as perf_analyzer 2.48 reports it). Where one response is one
 # token, tokens/s is the response throughput. perf_analyzer reports response_throughput only.
 STREAM_TIMES = ("first_response", "inter_response")
+# The built-in engine's tokens (one per response, or the elements of --token-output per
+# response), AIPerf's figures: tokens/s, tokens per request (its output sequence length)
+# and the mean per-request tokens/s after the first token (its throughput per user).
+TOKEN_FIELDS = ("output_token_throughput", "tokens_per_request", "output_token_throughput_per_user")
 STREAM_FIELDS = (
     "response_throughput",
     "responses_per_request",
     "empty_final_responses",
     *(f"{t}_{s}" for t in STREAM_TIMES for s in ("avg_us", "p50_us", "p90_us", "p95_us", "p99_us")),
+    *TOKEN_FIELDS,
 )
 # An ensemble's or a BLS model's `extra["steps"]`: one entry per composing model (an
 # ensemble's steps, nested ensembles expanded to their steps; a BLS model's `calls_models`),
@@ -72,6 +78,14 @@ SEQUENCE_FIELDS = (
     "sequences_completed",
     "sequences_failed",
 )
+# A sweep with goodput objectives (`profiler_app.goodput`), built-in engine: requests/s
+# that met every objective, and their share of the completed requests.
+GOODPUT_FIELDS = ("goodput", "good_share")
+# A streaming window's `extra[INTER_RESPONSE_HISTOGRAM]`: counts of its inter-response
+# times in the bins these edges (µs, 4 per decade, 10 µs to 10 s) make: below the first
+# edge, [edge i-1, edge i), at or above the last. The page sums a level's windows.
+INTER_RESPONSE_HISTOGRAM = "inter_response_histogram"
+INTER_RESPONSE_EDGES_US = tuple(round(10 ** (1 + i / 4), 1) for i in range(25))
 # Old search rows (before the one shape) said `concurrency` for `level`, and kept these
 # `extra` entries at the top level; they are still read, and still written for the API.
 SEARCH_ALIASES = ("windows", "over_threshold", "avg_batch")
@@ -213,6 +227,8 @@ def stream_fields(summary: Any) -> dict[str, float | int | None]:
         lat = getattr(summary, name)
         for key in LATENCY_FIELDS:
             out[f"{name}_{key}"] = None if lat is None else getattr(lat, key)
+    for name in TOKEN_FIELDS:
+        out[name] = getattr(summary, name, None)
     return out
 
 
@@ -232,6 +248,17 @@ def sequence_fields(summary: Any) -> dict[str, float | int | None]:
     out["sequences_completed"] = summary.sequences_completed
     out["sequences_failed"] = summary.sequences_failed
     return out
+
+
+def goodput_fields(good: int | None, requests: int, duration_s: float) -> dict[str, float | None]:
+    """`extra` entries of the requests that met every goodput objective (none without
+    objectives: `good` None)."""
+    if good is None:
+        return {}
+    return {
+        "goodput": good / duration_s if duration_s > 0 else 0.0,
+        "good_share": good / requests if requests else None,
+    }
 
 
 def point_json(point: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
+from . import goodput
 from .engine.inputs import InputError, load_input_data, shape_elements
 from .engine.stats import REPORTED_PERCENTILES
 
@@ -71,12 +72,17 @@ DEFAULTS: dict[str, Any] = {
     "sequence_length_variation": 20.0,
     "sequence_id_range": "",
     "num_of_sequences": DEFAULT_NUM_OF_SEQUENCES,
+    # AIPerf's --goodput objectives (`goodput`), and the output whose elements count a
+    # streaming sweep's tokens ("": one response is one token).
+    "goodput": "",
+    "token_output": "",
 }
 # Flags that may be left empty ("" from a form or a query string): their default then.
 _OPTIONAL = {
     "version", "request_distribution", "max_threads", "latency_threshold", "rounds",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
     "num_of_sequences",
+    "goodput", "token_output",
 }  # fmt: skip
 # The flags that only a sequence model takes (`kind_rules`).
 SEQUENCE_FLAGS = (
@@ -124,6 +130,10 @@ class SweepParams:
     sequence_id_range: str = ""
     # Request-rate mode: sequences live at once (--num-of-sequences).
     num_of_sequences: int = DEFAULT_NUM_OF_SEQUENCES
+    # Goodput objectives, canonical text ("first_response:200 request_latency:500", ms; see
+    # profiler_app.goodput), and the output tensor whose elements per response are tokens.
+    goodput: str = ""
+    token_output: str = ""
 
     @property
     def range_text(self) -> str:
@@ -166,6 +176,8 @@ class SweepParams:
             "sequence_length_variation": self.sequence_length_variation,
             "sequence_id_range": self.sequence_id_range,
             "num_of_sequences": self.num_of_sequences,
+            "goodput": self.goodput,
+            "token_output": self.token_output,
         }
 
     def validate(self) -> None:
@@ -555,10 +567,59 @@ def sequence_ids(text: str) -> int | None:
     return end - start
 
 
+def _goodput(value: Any) -> str:
+    """AIPerf's --goodput objectives, as their canonical text ("" for none)."""
+    subject = "Goodput"
+    if not isinstance(value, str):
+        raise _Refused("must be text: NAME:MS pairs, e.g. time_to_first_token:200", subject)
+    try:
+        return goodput.text(goodput.parse(value))
+    except goodput.GoodputError as exc:
+        raise _Refused(f"objective {exc}", subject) from None
+
+
+# An output tensor's name: compared with the model's outputs only, but kept to the
+# characters tensor names use (it is stored, shown and sent to the load workers).
+_TENSOR_NAME = re.compile(r"[A-Za-z0-9_.:/\-]{1,128}")
+
+
+def _token_output(value: Any) -> str:
+    subject = "The token output"
+    if not isinstance(value, str):
+        raise _Refused("must be the name of an output tensor", subject)
+    name = value.strip()
+    if name and not _TENSOR_NAME.fullmatch(name):
+        raise _Refused(
+            f"must be an output's name (letters, digits, _ . : / -; at most 128), not {name!r:.60}",
+            subject,
+        )
+    return name
+
+
 def _model(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise _Refused("name the model to benchmark")
     return value
+
+
+def _streaming_refusals(values: Mapping[str, Any]) -> dict[str, str]:
+    """The flags that count what only a streaming sweep (a decoupled model) measures."""
+    if values["streaming"] is not False:
+        return {}
+    errors = {}
+    needs = goodput.streaming_only(goodput.parse(values["goodput"] or ""))
+    if needs:
+        errors["goodput"] = (
+            f"Goodput objective {', '.join(needs)} needs a streaming sweep (--streaming, a "
+            "decoupled model): a model that does not stream answers each request once, so "
+            "only request_latency applies."
+        )
+    if values["token_output"]:
+        errors["token_output"] = (
+            "The token output counts tokens in a streaming sweep's responses: turn on "
+            "--streaming (a decoupled model), or leave it empty."
+        )
+    return errors
 
 
 # --- the entry --------------------------------------------------------------------------------
@@ -618,6 +679,8 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
             "num_of_sequences",
             _whole_between("The number of sequences", 1, MAX_NUM_OF_SEQUENCES),
         ),
+        "goodput": take("goodput", _goodput),
+        "token_output": take("token_output", _token_output),
     }
     if values["streaming"] and values["protocol"] == "http":
         # perf_analyzer's rule too: HTTP has no stream to carry several responses.
@@ -633,6 +696,7 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
             "request in flight is a sequence of its own."
         )
         subjects["num_of_sequences"] = "The number of sequences"
+    errors.update(_streaming_refusals(values))
     if errors:
         raise ParamsError(errors, subjects)
     start, end, step = span

@@ -37,7 +37,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import jobs, kind_rules, measure, repeats, verdict
+from . import jobs, kind_rules, llm, measure, repeats, verdict
 from .engine import composing
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
@@ -129,7 +129,10 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> ModelKind:
     except TritonError as exc:
         raise SweepError(f"model {params.model!r}: {exc.message}") from None
     kind = kind_of_served(config)
-    refused = kind_rules.refusals(params, kind, engine)
+    refused = {
+        **llm.refusals(params, metadata, engine),  # token output, goodput: model and engine
+        **kind_rules.refusals(params, kind, engine),
+    }
     if refused:  # flags that do not fit the model's kind, each on its own
         raise FlagsRefused(refused)
     try:  # a BLS model's calls reach perf_analyzer's command line

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from team import audit
 
-from . import export, jobs, kind_presets, kind_rules, sweeps
+from . import export, jobs, kind_presets, kind_rules, llm, measure, sweeps
 from .engine.loadgen import SweepError
 from .engine.perf_analyzer import step_columns
 from .forms import SweepForm, SweepLabelForm
@@ -89,7 +89,12 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
                 return redirect("sweep_detail", pk=sweep.pk)
     else:
         preset = request.GET.get("preset", "default")
-        form = SweepForm(initial=SweepForm.preset_initial(preset, kind), model=name, kind=kind)
+        initial = SweepForm.preset_initial(preset, kind)
+        inputs = request.GET.get("inputs", "")
+        document = llm.preset_text(inputs)
+        if document is not None:  # an LLM input preset: JSON text the user edits
+            initial.update(input_data="text", input_data_text=document)
+        form = SweepForm(initial=initial, model=name, kind=kind)
     history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP)[:10]
     return render(
         request,
@@ -99,6 +104,8 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
             "name": name,
             "can_run": can_run,
             "presets": kind_presets.presets_for(kind),
+            "preset": request.GET.get("preset", "default"),
+            "input_presets": {k: label for k, (label, _) in llm.INPUT_PRESETS.items()},
             "kind": kind,
             "kind_source": kind_source,
             "history": history,
@@ -134,6 +141,8 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
             )[:10],
             # An ensemble's or a BLS model's steps so far: their charts (sweep_steps.js)
             "step_labels": [label for label, _ in step_columns(_level_rows(data))],
+            # The bins of the windows' inter-response histograms (counts only are stored).
+            "histogram_edges_us": list(measure.INTER_RESPONSE_EDGES_US),
         },
     )
 

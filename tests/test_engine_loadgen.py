@@ -53,13 +53,19 @@ async def test_a_short_concurrency_sweep_gives_sane_numbers(triton_url: str) -> 
 
 
 async def test_batch_size_counts_inferences_like_perf_analyzer(triton_url: str) -> None:
-    result = await run_sweep(_quick(start=1, end=1, batch_size=4, client="aio"), triton_url)
+    # A request-latency objective over the 30 s request timeout: every request meets it.
+    params = _quick(start=1, end=1, batch_size=4, client="aio", goodput="request_latency:60000")
+    result = await run_sweep(params, triton_url)
     level = result.levels[0]
     window = level.windows[-1]
     assert window.inferences == 4 * window.requests
     assert (
         level.server is not None and level.server.inference_count == 4 * level.server.request_count
     )
+    # Goodput counts requests (AIPerf's), throughput inferences: a batch of 4 apart.
+    extra = level.measured().extra
+    assert extra["good_share"] == 1 and extra["goodput"] * 4 == pytest.approx(level.throughput)
+    assert window.measured().extra["good_share"] == 1
 
 
 @pytest.mark.parametrize(

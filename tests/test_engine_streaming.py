@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from profiler_app import measure
 from profiler_app.engine.loadgen import run_sweep
 from profiler_app.params import SweepParams
 from repository_app.triton.client import TritonClient
@@ -28,6 +29,16 @@ def response_count(config: str) -> int:
 
 
 COUNT = response_count((DEMO / "config.pbtxt").read_text())
+
+
+def _delay_ms(config: str, key: str) -> float:
+    found = re.search(rf'key: "{key}" value: \{{ string_value: "(\d+)" \}}', config)
+    assert found
+    return float(found.group(1))
+
+
+FIRST_MS = _delay_ms((DEMO / "config.pbtxt").read_text(), "FIRST_RESPONSE_DELAY_MS")
+NEXT_MS = _delay_ms((DEMO / "config.pbtxt").read_text(), "RESPONSE_DELAY_MS")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +86,10 @@ def _params(model: str = "stream_tok", **overrides) -> SweepParams:
 
 async def test_a_streaming_sweep_counts_every_response_of_every_request(stream_tok: str) -> None:
     windows = []
-    result = await run_sweep(_params(), stream_tok, on_window=windows.append)
+    # An objective no request can meet (a first response within 1 µs): goodput counts none.
+    result = await run_sweep(
+        _params(goodput="first_response:0.001"), stream_tok, on_window=windows.append
+    )
     assert [lv.level for lv in result.levels] == [1, 2]
     for level in result.levels:
         m = level.measured()
@@ -91,9 +105,62 @@ async def test_a_streaming_sweep_counts_every_response_of_every_request(stream_t
             assert extra[f"{name}_p50_us"] <= extra[f"{name}_p95_us"] <= extra[f"{name}_p99_us"]
         # The request latency is the time to the final response: after the first one.
         assert m.p50_us is not None and m.p50_us > extra["first_response_p50_us"]
+        assert extra["goodput"] == 0 and extra["good_share"] == 0
+        # One response is one token by default.
+        assert extra["tokens_per_request"] == COUNT
     for window in windows:
         if window.requests:
             assert window.measured().extra["responses_per_request"] == COUNT
+
+
+async def test_a_request_rate_over_streams_counts_tokens_goodput_and_every_gap(
+    stream_tok: str,
+) -> None:
+    windows = []
+    params = _params(
+        mode="request_rate", start=20, end=20, max_windows=3, token_output="TOKEN",
+        # Generous: every completed request is within the 1 s stream timeout.
+        goodput="time_to_first_token:60000 inter_token_latency:60000 request_latency:60000",
+    )  # fmt: skip
+    result = await run_sweep(params, stream_tok, on_window=windows.append)
+    (level,) = result.levels
+    m = level.measured()
+    assert m.errors == 0 and m.requests > 0
+    assert "behind_schedule" in m.extra
+    assert m.extra["responses_per_request"] == COUNT
+    # TOKEN holds one element per response: its tokens are the responses.
+    assert m.extra["tokens_per_request"] == COUNT
+    assert m.extra["output_token_throughput"] == m.extra["response_throughput"]
+    assert m.extra["output_token_throughput_per_user"] > 0
+    assert m.extra["good_share"] == 1
+    assert m.extra["goodput"] == pytest.approx(m.throughput)
+    assert len(windows) == len(level.windows)
+    for window in windows:
+        extra = window.measured().extra
+        assert window.errors == 0
+        histogram = extra[measure.INTER_RESPONSE_HISTOGRAM]
+        assert len(histogram) == len(measure.INTER_RESPONSE_EDGES_US) + 1
+        # Every completed request had COUNT responses: COUNT - 1 gaps each, all binned.
+        assert sum(histogram) == window.requests * (COUNT - 1)
+        if window.requests:
+            assert extra["good_share"] == 1
+
+
+async def test_a_request_rate_over_streams_keeps_at_most_max_threads_outstanding(
+    stream_tok: str,
+) -> None:
+    # Each request takes at least the model's sleeps (FIRST_RESPONSE_DELAY_MS + (COUNT - 1)
+    # x RESPONSE_DELAY_MS): one outstanding at a time cannot send 100/s.
+    params = _params(mode="request_rate", start=100, end=100, max_windows=3, max_threads=1)
+    result = await run_sweep(params, stream_tok)
+    (level,) = result.levels
+    m = level.measured()
+    assert m.errors == 0 and m.requests > 0 and m.extra["responses_per_request"] == COUNT
+    assert level.behind_schedule
+    floor_s = (FIRST_MS + (COUNT - 1) * NEXT_MS) / 1000
+    for window in level.windows:
+        sent = round(window.send_rate * window.duration_s)
+        assert sent <= window.duration_s / floor_s + 1, (sent, window.duration_s)
 
 
 async def test_a_stream_that_never_finishes_is_an_error_and_the_sweep_goes_on(

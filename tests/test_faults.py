@@ -19,7 +19,7 @@ from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from repository_app import control, events
-from repository_app.triton.client import TritonClient
+from repository_app.triton.client import TritonClient, TritonError
 
 from .conftest import ACTIVITY, SERVICE_START_S, start_celery_worker, wait_for
 
@@ -263,3 +263,70 @@ def test_triton_stopped_mid_sweep_fails_it_clearly_and_keeps_partial_results(tmp
         assert SweepPoint.objects.filter(sweep=sweep).count() >= 2  # partial results kept
     finally:
         svc.stop(proc)
+
+
+def _load_workers_of_this_process() -> list[int]:
+    """The load worker processes (`python -m profiler_app.engine.load_workers`) this test
+    process started that are still there."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == os.getpid() and b"profiler_app.engine.load_workers" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _loaded(settings, name: str) -> bool:
+    """Load `name` on the (restarted) Triton with a fresh client; False while it refuses."""
+    try:
+        TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL).load(name)
+    except TritonError:
+        return False
+    return True
+
+
+def test_triton_restarted_mid_stream_ends_the_sweep_clearly_and_leaves_no_worker(
+    tmp_path, settings
+):
+    """A request-rate sweep over gRPC streams whose Triton stops and starts again while a
+    level is being measured: the sweep fails with a message that says what happened, keeps
+    the windows it measured, and leaves neither a running sweep nor a load worker."""
+    proc, ports, log = _own_triton(tmp_path, settings, "stream_tok")
+    control_client = TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL)
+    control_client.load("stream_tok")
+    # Stability 1% over levels of 20 windows: the sweep is still measuring when Triton goes.
+    params = SweepParams(
+        model="stream_tok", streaming=True, mode="request_rate", start=20, end=60, step=20,
+        measurement_window_ms=300, stability_percentage=1, max_windows=20, arrival="poisson",
+    )  # fmt: skip
+    sweep = sweeps.create_sweep(params, enqueue=False)
+    assert jobs.claim(sweep.pk)
+    runner = threading.Thread(target=jobs.execute, args=(sweep.pk,))
+    runner.start()
+    try:
+        # Upper bounds only (a broken run must not hang), never targets.
+        wait_for(lambda: SweepPoint.objects.filter(sweep=sweep).count() >= 2, 60, "some points")
+        svc.stop(proc)
+        proc = svc.start_tritonserver(tmp_path / "repo", Path(settings.VAR_DIR), ports, log)
+        wait_for(lambda: _loaded(settings, "stream_tok"), 60, "stream_tok back on Triton")
+        runner.join(120)
+        assert not runner.is_alive()
+        sweep.refresh_from_db()
+        assert sweep.state == "failed", (sweep.state, sweep.error)
+        # What happened, in Triton's words or ours: the model went first (Triton unloads
+        # it as it stops, the stream still open) or the stream broke.
+        assert "request(s) failed at request rate 20" in sweep.error, sweep.error
+        assert any(
+            words in sweep.error for words in ("unknown model", "went away mid-stream", "closed")
+        ), sweep.error
+        assert SweepPoint.objects.filter(sweep=sweep, window__gte=0).count() >= 2  # kept
+        assert not _load_workers_of_this_process()
+    finally:
+        svc.stop(proc)
+        runner.join(60)

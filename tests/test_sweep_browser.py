@@ -140,7 +140,8 @@ def test_benchmark_of_a_decoupled_model_streams_and_draws_its_response_charts(
     browser, web_server, celery_worker, admin_credentials, triton
 ):
     """The decoupled kind: its preset turns streaming on (built-in engine, gRPC), and the
-    first-response, inter-response and responses/s charts show every level."""
+    first-response, inter-response, responses/s and goodput charts show every level, and
+    the inter-response histogram the last level's gaps."""
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     client.load("stream_tok")
     context = browser.new_context()
@@ -155,6 +156,7 @@ def test_benchmark_of_a_decoupled_model_streams_and_draws_its_response_charts(
         assert page.is_checked("#id_streaming")
         page.fill("#id_concurrency_range", "1:2:1")
         page.fill("#id_stability_percentage", "100")  # keeps the run short on two cores
+        page.fill("#id_goodput", "time_to_first_token:60000")  # every request meets it
         page.click("#start-sweep")
         page.wait_for_url("**/sweeps/*/")
         wait_js(page, "document.getElementById('sweep-state').textContent === 'succeeded'")
@@ -163,6 +165,23 @@ def test_benchmark_of_a_decoupled_model_streams_and_draws_its_response_charts(
                 f"document.getElementById('{chart}').data[0].y.filter(v => v > 0).length"
             )
             assert points == 2, (chart, console)
+        # The live inter-response histogram of the level on show (the last): its windows'
+        # counts summed, one per gap, RESPONSE_COUNT - 1 = 7 gaps per completed request.
+        assert page.is_visible("#card-histogram")
+        bars = page.evaluate("document.getElementById('chart-histogram').data[0].y")
+        assert any(v > 0 for v in bars), bars
+        requests = page.evaluate(
+            "Array.from(SweepPage.points.values()).filter(p => p.window >= 0 && p.level === 2)"
+            ".reduce((a, p) => a + p.requests, 0)"
+        )
+        assert sum(bars) == 7 * requests > 0
+        # Goodput beside requests/s: every request met the objective, at both levels.
+        assert page.is_visible("#card-goodput")
+        rates, goodput = page.evaluate(
+            "document.getElementById('chart-goodput').data.map(t => t.y)"
+        )
+        assert len(goodput) == 2 and all(g > 0 for g in goodput)
+        assert goodput == pytest.approx(rates)
         assert not console, console
     finally:
         context.close()

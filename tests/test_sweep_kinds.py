@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from profiler_app import export
+from profiler_app import export, llm
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS, STREAM_CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from repository_app.triton.client import TritonClient
@@ -127,9 +127,47 @@ def test_the_command_line_names_the_refused_flag(loaded, redis_db):
         call_command("perf_sweep", "add_batched", "--streaming", "--engine", "perf_analyzer")
     with pytest.raises(CommandError, match=r"^-i: stream_tok is decoupled"):
         call_command("perf_sweep", "stream_tok", "-i", "http")  # the built-in engine too
-    with pytest.raises(CommandError, match=r"^--engine: The built-in engine streams at a conc"):
-        call_command("perf_sweep", "stream_tok", "--streaming", "--request-rate-range", "10")
+    with pytest.raises(CommandError) as tokens:  # checked against the model's outputs
+        call_command("perf_sweep", "stream_tok", "--streaming", "--token-output", "NOPE")
+    assert (
+        str(tokens.value) == "--token-output: stream_tok has no output 'NOPE'; its outputs: TOKEN."
+    )
     assert not Sweep.objects.exists()
+
+
+def test_an_llm_input_preset_fills_the_json_field_and_other_input_names_are_refused_on_it(
+    runner, loaded, redis_db, monkeypatch
+):
+    from profiler_app import jobs
+
+    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
+    stream = runner.get("/models/stream_tok/benchmark/").content.decode()
+    assert 'id="inputs-trtllm"' in stream and 'id="inputs-vllm"' in stream
+    assert 'id="llm-presets"' not in runner.get("/models/add_batched/benchmark/").content.decode()
+    page = runner.get("/models/stream_tok/benchmark/?preset=quick&inputs=vllm").content.decode()
+    assert '<option value="text" selected>' in page
+    assert "sampling_parameters" in page and "exclude_input_in_output" in page
+    # stream_tok takes PROMPT_ID: the preset is refused on the field, before anything runs.
+    data = {**FORM, "engine": "builtin", "streaming": "on", "input_data": "text",
+            "input_data_text": llm.preset_text("vllm")}  # fmt: skip
+    error = _field_error(
+        runner.post("/models/stream_tok/benchmark/", data).content.decode(), "input_data_text"
+    )
+    assert "no value for input(s) PROMPT_ID" in error
+    assert "exclude_input_in_output, sampling_parameters, stream, text_input" in error
+    # Its JSON's own errors name the line and column, on the same field.
+    bad = {**data, "input_data_text": '{"data": [\n  {"PROMPT_ID": [1],}\n]}'}
+    error = _field_error(
+        runner.post("/models/stream_tok/benchmark/", bad).content.decode(), "input_data_text"
+    )
+    assert "line 2, column" in error
+    # With the model's own names it is queued with the document.
+    fits = {**data, "input_data_text": '{"data": [{"PROMPT_ID": [7]}, {"PROMPT_ID": [9]}]}'}
+    response = runner.post("/models/stream_tok/benchmark/", fits)
+    assert response.status_code == 302
+    assert Sweep.objects.get().params["input_data"] == {
+        "data": [{"PROMPT_ID": [7]}, {"PROMPT_ID": [9]}]
+    }
 
 
 def _run(*args: str, engine: str = "perf_analyzer") -> Sweep:

@@ -50,6 +50,15 @@ BAD_FLAGS = [
         "--num-of-sequences must be between 1 and 4096.",
     ),
     (
+        "goodput", "ttft:200",
+        "Goodput objective 'ttft:200' names no known metric; use time_to_first_token, "
+        "inter_token_latency, request_latency (AIPerf's) or first_response, inter_response "
+        "(this project's).",
+        "--goodput objective 'ttft:200' names no known metric; use time_to_first_token, "
+        "inter_token_latency, request_latency (AIPerf's) or first_response, inter_response "
+        "(this project's).",
+    ),
+    (
         "concurrency_range", "8:1:1",
         "The range is inverted: end 1 is below start 8.",
         "bad range '8:1:1' (--concurrency-range): The range is inverted: end 1 is below start 8.",

@@ -11,7 +11,9 @@ perf_analyzer's `--input-data` format:
 Each entry of "data" is one sample of every input (no batch dimension); a request with
 batch size b stacks b consecutive samples (cycling), and successive requests walk the
 samples round-robin. Errors in a document name the input and the sample (its index in
-"data", from 0).
+"data", from 0). Its names must be the model's: an input it lacks (one the config marks
+`optional` may be left out of every sample) or a name the model does not have (a preset
+for another backend, a misspelling: it would never be sent) is refused, naming both lists.
 
 The sweep's preflight builds the payloads in the web process, so sizes are counted before
 anything is allocated: at most MAX_REQUEST_BYTES per request, whatever the shapes say.
@@ -48,6 +50,7 @@ class InputSpec:
     name: str
     datatype: str  # Triton type name: FP32, INT64, BYTES...
     dims: tuple[int, ...]  # without the batch dimension
+    optional: bool = False  # the config's `optional: true`: JSON data may leave it out
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,44 @@ def input_specs(metadata: Mapping[str, Any], config: Mapping[str, Any]) -> list[
     """The inputs as (name, datatype, dims without batch) from metadata and config JSON."""
     config = config.get("config", config)  # gRPC's as_json wraps the config
     batching = int(config.get("max_batch_size", 0) or 0) > 0
+    optional = {i.get("name") for i in config.get("input", []) if i.get("optional")}
     specs = []
     for item in metadata.get("inputs", []):
         dims = [int(d) for d in item.get("shape", [])]
         if batching and dims:
             dims = dims[1:]
-        specs.append(InputSpec(item["name"], item["datatype"], tuple(dims)))
+        name = item["name"]
+        specs.append(InputSpec(name, item["datatype"], tuple(dims), name in optional))
     return specs
+
+
+def _json_inputs(
+    specs: Sequence[InputSpec], entries: Sequence[Mapping[str, Any]]
+) -> list[InputSpec]:
+    """The inputs a JSON document gives, after checking its names against the model's:
+    every required input in every sample, an optional one in every sample or in none, and
+    no name the model does not have. InputError names what is missing and what is extra."""
+    names = {s.name for s in specs}
+    extra = sorted({name for entry in entries for name in entry} - names)
+    missing = [s.name for s in specs if not s.optional and any(s.name not in e for e in entries)]
+    if extra or missing:
+        parts = ([f"no value for input(s) {', '.join(missing)}"] if missing else []) + (
+            [f"names that are not inputs of the model: {', '.join(extra)}"] if extra else []
+        )
+        takes = ", ".join(f"{s.name}{' (optional)' if s.optional else ''}" for s in specs)
+        raise InputError(f"input data has {'; '.join(parts)} (the model takes {takes})")
+    used = []
+    for spec in specs:
+        given = [spec.name in entry for entry in entries]
+        if any(given) and not all(given):
+            first = given.index(False)
+            raise InputError(
+                f"input {spec.name} (optional) is missing from sample {first}: give it in "
+                "every sample or in none"
+            )
+        if all(given):
+            used.append(spec)
+    return used
 
 
 def max_batch_size(config: Mapping[str, Any]) -> int:
@@ -333,11 +367,9 @@ def build_payloads(
         samples = [sample]
     else:
         entries = load_input_data(data)
+        specs = _json_inputs(specs, entries)
         samples = []
         for entry in entries:
-            missing = [s.name for s in specs if s.name not in entry]
-            if missing:
-                raise InputError(f"input data has no value for input(s) {', '.join(missing)}")
             index = len(samples)
             samples.append({s.name: _json_sample(s, entry[s.name], shapes, index) for s in specs})
         for spec in specs:

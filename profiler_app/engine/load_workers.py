@@ -17,9 +17,11 @@ reads. Two ways to keep requests outstanding:
   takes send times from one schedule: a thread sleeps until its turn, sends, and waits
   for the reply, like perf_analyzer's synchronous request-rate workers.
 
-With `streaming` (decoupled models), concurrency slots are gRPC bidirectional streams
-on the event loop instead (`stream_slots`), which also record per request the time to
-the first response, the responses, and the inter-response times.
+With `streaming` (decoupled models), the load goes over gRPC bidirectional streams on
+the event loop instead (`stream_slots`): a stream per concurrency slot, or at a request
+rate the schedule's arrivals on one stream, at most the worker's `rate_threads`
+outstanding. They also record per request the time to the first response, the
+responses, their tokens, and the inter-response times.
 
 With `sequence` (sequence models), the slots send sequences (`sequence_slots`): every
 request carries its sequence's id, START first and END last, and is recorded with its
@@ -77,6 +79,7 @@ class WorkerSpec:
     streaming: bool = False  # decoupled model: concurrency slots are gRPC streams
     stream_timeout_s: float = 30.0  # a streamed request without its final response fails
     sequence: SequenceSpec | None = None  # a sequence model: its requests go in sequences
+    token_output: str = ""  # streaming: the output whose elements count tokens ("": responses)
 
 
 def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
@@ -156,8 +159,9 @@ class Recorder:
         self.records: list[tuple[int, int]] = []  # (end_ns, latency_ns); latency -1 = error
         self.streaming = streaming
         # Streaming only, per completed request: (end_ns, first_response_ns, responses,
-        # empty responses), and (end_ns, inter_response_ns) per gap.
-        self.stream: list[tuple[int, int, int, int]] = []
+        # empty responses, latency_ns, span_ns from its first to its last response with
+        # outputs, tokens), and (end_ns, inter_response_ns) per gap.
+        self.stream: list[tuple[int, int, int, int, int, int, int]] = []
         self.gaps: list[tuple[int, int]] = []
         self.messages: list[str] = []
         self.sent = 0
@@ -198,6 +202,9 @@ class Recorder:
             "responses": np.array([r[2] for r in stream], dtype=np.int64),
             "empty_finals": sum(r[3] for r in stream),
             "gaps_ns": np.array(gaps, dtype=np.int64),
+            "latency_ns": np.array([r[4] for r in stream], dtype=np.int64),
+            "span_ns": np.array([r[5] for r in stream], dtype=np.int64),
+            "tokens": np.array([r[6] for r in stream], dtype=np.int64),
         }
 
 
@@ -244,7 +251,9 @@ class Worker:
             self.sync_options = options
             if spec.streaming:
                 self.aio_channel = None
-                self.streams = StreamSlots(spec.url, options, self.grpc_requests, self.rec)
+                self.streams = StreamSlots(
+                    spec.url, options, self.grpc_requests, self.rec, spec.token_output
+                )
                 return await self.streams.open(spec.timeout_s, spec.stream_timeout_s)
             if spec.client == "threads":
                 # No aio channel at all: its poller thread would cost CPU on every call.
@@ -501,19 +510,15 @@ class Worker:
     ) -> None:
         self.generation += 1  # loops of the previous level finish their call and exit
         gen = self.generation
-        if self.streams is not None:  # concurrency only (kind_rules refuses a rate)
-            self.tasks = [t for t in self.tasks if not t.done()]
-            streams = self.streams
-            self.tasks += [
-                self.loop.create_task(streams.slot(lambda: self.generation == gen))
-                for _ in range(int(value) if kind == "concurrency" else 0)
-            ]
-            return
         schedule = None
         if kind == "request_rate" and value > 0:
             schedule = Schedule(value, arrival, seed, first_send_ns or now_ns())
         if self.sequences is not None:  # its statuses were set by "sequences"
             self.sequences.start(kind, gen, schedule)
+            return
+        if self.streams is not None:
+            self.tasks = [t for t in self.tasks if not t.done()]
+            self.tasks += self._stream_tasks(kind, value, schedule, lambda: self.generation == gen)
             return
         if self.spec.client == "threads":
             old = self.threads
@@ -535,6 +540,19 @@ class Worker:
             self.tasks += [self.loop.create_task(self._aio_slot(gen)) for _ in range(int(value))]
         elif schedule is not None:
             self.tasks.append(self.loop.create_task(self._rate_loop(gen, schedule)))
+
+    def _stream_tasks(
+        self, kind: str, value: float, schedule: Schedule | None, still: Any
+    ) -> list[asyncio.Task]:
+        """A streaming level's tasks: a stream per concurrency slot, or one open-loop
+        sender at a rate with this worker's share of --max-threads outstanding at most."""
+        assert self.streams is not None
+        if kind == "concurrency":
+            return [self.loop.create_task(self.streams.slot(still)) for _ in range(int(value))]
+        if schedule is None:
+            return []
+        limit = max(1, self.spec.rate_threads)
+        return [self.loop.create_task(self.streams.rate(still, schedule, limit))]
 
     def on_command(self) -> None:
         while self.conn.poll():

@@ -10,11 +10,13 @@ level is kept, marked unstable, with its spread), or when the chosen latency pas
 threshold (the sweep then stops raising the load). `should_cancel` is polled several
 times per window; a cancelled sweep keeps the windows it finished.
 
-A streaming sweep (`params.streaming`, a decoupled model) keeps each outstanding request
-on a gRPC stream (`stream_slots`); its windows and levels also report response
-throughput, responses per request and first-response and inter-response times
-(`stream_stats`). A streamed request without its final response within
-STREAM_TIMEOUT_WINDOWS windows (at least STREAM_TIMEOUT_MIN_S) is an error.
+A streaming sweep (`params.streaming`, a decoupled model) sends its requests over gRPC
+streams (`stream_slots`), at a concurrency or a request rate; its windows and levels also
+report response throughput, responses per request, first-response and inter-response
+times and tokens (`stream_stats`), and each window the counts of its inter-response
+histogram. A streamed request without its final response within STREAM_TIMEOUT_WINDOWS
+windows (at least STREAM_TIMEOUT_MIN_S) is an error. With goodput objectives
+(`params.goodput`) every window and level also counts the requests that met them all.
 
 A sequence model (its config has sequence_batching) is driven sequence by sequence
 (`sequences`: perf_analyzer's model, --sequence-length, --sequence-length-variation,
@@ -50,7 +52,7 @@ from repository_app.triton import aio
 from repository_app.triton.client import TritonError
 from repository_app.triton.gpus import GpuSample
 
-from .. import measure
+from .. import goodput, llm, measure
 from ..model_kind import kind_of_served
 from ..params import SweepError, SweepParams
 from . import composing, gpu, stats
@@ -108,6 +110,7 @@ class WindowResult:
     stream: StreamRecords | None = None  # streaming sweeps
     steps: list[StepServer] = field(default_factory=list)  # ensembles, BLS (`composing`)
     sequence: SequenceRecords | None = None  # sequence models
+    good: int | None = None  # requests that met every goodput objective (None: none set)
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -138,6 +141,12 @@ class WindowResult:
                 **measure.sequence_fields(
                     self.sequence.summary(self.duration_s) if self.sequence else None
                 ),
+                **measure.goodput_fields(self.good, self.requests, self.duration_s),
+                **(
+                    {measure.INTER_RESPONSE_HISTOGRAM: self.stream.histogram()}
+                    if self.stream
+                    else {}
+                ),
             },
             window=self.index,
             closed_at=self.closed_at,
@@ -164,7 +173,8 @@ class LevelResult:
     # reply), so the server saw less load than the level says (perf_analyzer's "delayed").
     behind_schedule: bool = False
     stream: StreamRecords | None = None  # streaming sweeps: the last windows' records
-    stream_duration_s: float = 0.0  # what the response throughput is over
+    stream_duration_s: float = 0.0  # the last windows' time: response throughput, goodput
+    good: int | None = None  # the last windows' requests that met every goodput objective
     steps: list[StepServer] = field(default_factory=list)  # merged like `server`
     # Sequence models: the last windows' positions, their throughput over stream_duration_s
     # (the sequences failed: every window's).
@@ -200,6 +210,9 @@ class LevelResult:
                 **({"steps": composing.rows(self.steps)} if self.steps else {}),
                 **measure.sequence_fields(
                     self.sequence.summary(self.stream_duration_s) if self.sequence else None
+                ),
+                **measure.goodput_fields(
+                    self.good, self.latency.count if self.latency else 0, self.stream_duration_s
                 ),
             },
         )
@@ -477,6 +490,9 @@ async def run_sweep(
             )
         except InputError as exc:
             raise SweepError(str(exc)) from None
+        refused = llm.refusals(params, metadata, "builtin")  # the preflight's output check
+        if refused:
+            raise SweepError(next(iter(refused.values())))
         client, workers = _client_plan(params)
         kind = kind_of_served(config.get("config", config))  # gRPC's as_json wraps it
         if kind.sequence and params.streaming:
@@ -495,6 +511,7 @@ async def run_sweep(
                 STREAM_TIMEOUT_WINDOWS * params.measurement_window_ms / 1000,
             ),
             sequence=sequence,
+            token_output=params.token_output,
         )
         rate_threads = params.max_threads
         if sequence is not None and params.mode == "request_rate":
@@ -535,6 +552,7 @@ async def _measure_levels(
 ) -> None:
     batch = params.batch_size
     window_ns = params.measurement_window_ms * 1_000_000
+    objectives = goodput.parse(params.goodput)
     for level in levels:
         if pool.sequences:
             await pool.start_sequences(params, level)
@@ -578,6 +596,7 @@ async def _measure_levels(
             )
             window.closed_at = closed_at
             window.gpu = gpu_now
+            window.good = _count_good(objectives, window)
             server_start, window_start, steps_start = server_end, window_end, steps_end
             windows.append(window)
             await _call(on_window, window)
@@ -643,6 +662,22 @@ def _has_sequences(replies: Sequence[tuple]) -> bool:
     return any(len(r) > 8 and r[8] is not None for r in replies)
 
 
+def _count_good(objectives: Mapping[str, float], window: WindowResult) -> int | None:
+    """The window's completed requests that met every goodput objective; None without
+    objectives."""
+    if not objectives:
+        return None
+    s = window.stream
+    if s is None:
+        mask = goodput.good_mask(objectives, window.latencies_ns)
+    else:
+        mask = goodput.good_mask(
+            objectives, s.latency_ns, first_ns=s.first_ns, span_ns=s.span_ns,
+            responses=s.responses, tokens=s.tokens,
+        )  # fmt: skip
+    return int(mask.sum())
+
+
 def _merge_level(
     level: float, windows: list[WindowResult], params: SweepParams, cancelled: bool
 ) -> LevelResult:
@@ -683,6 +718,7 @@ def _merge_level(
         stream=StreamRecords.pooled([w.stream for w in last]) if params.streaming else None,
         stream_duration_s=duration,
         sequence=_level_sequences(windows, last),
+        good=sum(w.good or 0 for w in last) if params.goodput else None,
     )
 
 

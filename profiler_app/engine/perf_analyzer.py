@@ -83,7 +83,15 @@ STREAM_CSV_COLUMNS = {
     "p99 time to first response": "first_response_p99_us",
     "avg inter-response time": "inter_response_avg_us",
     "p95 inter-response time": "inter_response_p95_us",
+    # The built-in engine's tokens (`measure.TOKEN_FIELDS`): tokens/s, per request, per user.
+    "Output Token Throughput": "output_token_throughput",
+    "Tokens per Request": "tokens_per_request",
+    "Output Token Throughput per User": "output_token_throughput_per_user",
 }
+# Added last for a sweep with goodput objectives: requests/s that met them all.
+GOODPUT_CSV_COLUMN = "Goodput"
+_RATES = ("response_throughput", "output_token_throughput", "output_token_throughput_per_user",
+          "tokens_per_request", "goodput")  # fmt: skip
 
 
 # Added after those, per step, for a sweep of an ensemble or a BLS model ("add_sub Server
@@ -551,7 +559,11 @@ def export_csv(result: SweepResult) -> str:
 
 
 def levels_csv(
-    levels: Sequence[measure.Level], mode: str = "concurrency", *, streaming: bool = False
+    levels: Sequence[measure.Level],
+    mode: str = "concurrency",
+    *,
+    streaming: bool = False,
+    goodput: bool = False,
 ) -> str:
     """Measured levels as perf_analyzer's --verbose-csv CSV (µs, sorted by level).
 
@@ -560,14 +572,17 @@ def levels_csv(
     it: avg client latency minus server request time (plus client send/recv, here 0).
     A latency that is not known (a level perf_analyzer reported only from its windows,
     because it did not settle) is an empty cell: the level is kept, as it is on the page.
-    A level without any latency is left out. A streaming sweep adds STREAM_CSV_COLUMNS,
-    a sweep with steps STEP_CSV_COLUMNS per step (`step_columns`).
+    A level without any latency is left out. A streaming sweep adds STREAM_CSV_COLUMNS, a
+    sweep with goodput objectives GOODPUT_CSV_COLUMN, a sweep with steps STEP_CSV_COLUMNS per
+    step (`step_columns`); a figure the engine did not measure (perf_analyzer's tokens) is
+    an empty cell, never 0.
     """
 
     def us(value: float | None) -> int | str:
         return "" if value is None or math.isnan(value) else round(value)
 
     columns = list(CSV_COLUMNS) + (list(STREAM_CSV_COLUMNS) if streaming else [])
+    columns += [GOODPUT_CSV_COLUMN] if goodput else []
     if mode == "request_rate":
         columns[0] = "Request Rate"
     steps = step_columns(levels)
@@ -612,6 +627,7 @@ def levels_csv(
                     for k in STREAM_CSV_COLUMNS.values()
                     if streaming
                 ),
+                *([_stream_cell("goodput", level.extra.get("goodput"))] if goodput else []),
                 *_step_cells(level, steps),
             ]
         )
@@ -655,7 +671,7 @@ def _step_cells(
 def _stream_cell(key: str, value: float | None) -> int | str:
     if value is None or math.isnan(value):
         return ""
-    return f"{value:g}" if key == "response_throughput" else round(value)
+    return f"{value:g}" if key in _RATES else round(value)
 
 
 # --- running it -------------------------------------------------------------------------------

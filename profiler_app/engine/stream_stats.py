@@ -1,6 +1,8 @@
 """What a streaming window or level measured beyond its requests: first-response and
-inter-response times, responses per request and response throughput (from the records
-of `stream_slots`, pooled over a level's last windows as its latencies are)."""
+inter-response times, responses per request and response throughput, tokens (AIPerf's
+output token throughput, tokens per request and output token throughput per user), the
+per-request figures goodput checks, and a window's inter-response histogram (from the
+records of `stream_slots`, pooled over a level's last windows as its latencies are)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import measure
 from . import stats
 
 
@@ -24,6 +27,12 @@ class StreamSummary:
     empty_final_responses: int
     first_response: stats.LatencySummary | None
     inter_response: stats.LatencySummary | None
+    # AIPerf's token figures: total tokens / duration; tokens per request (its mean output
+    # sequence length); the mean over requests of 1 / inter-token latency, (tokens - 1) /
+    # (last - first response with outputs), over requests with 2 tokens or more.
+    output_token_throughput: float | None = None
+    tokens_per_request: float | None = None
+    output_token_throughput_per_user: float | None = None
 
 
 @dataclass
@@ -34,6 +43,11 @@ class StreamRecords:
     responses: np.ndarray = field(default_factory=_empty, repr=False)
     empty_finals: int = 0
     gaps_ns: np.ndarray = field(default_factory=_empty, repr=False)
+    # Per completed request, aligned with first_ns: latency (to the final response), the
+    # span from its first to its last response with outputs, and its tokens.
+    latency_ns: np.ndarray = field(default_factory=_empty, repr=False)
+    span_ns: np.ndarray = field(default_factory=_empty, repr=False)
+    tokens: np.ndarray = field(default_factory=_empty, repr=False)
 
     @classmethod
     def pooled(cls, parts: Sequence[StreamRecords | Mapping[str, Any] | None]) -> StreamRecords:
@@ -49,6 +63,9 @@ class StreamRecords:
             responses=cat("responses"),
             empty_finals=sum(r.empty_finals for r in items),
             gaps_ns=cat("gaps_ns"),
+            latency_ns=cat("latency_ns"),
+            span_ns=cat("span_ns"),
+            tokens=cat("tokens"),
         )
 
     def summary(self, duration_s: float) -> StreamSummary:
@@ -62,4 +79,30 @@ class StreamRecords:
             inter_response=(
                 stats.summarize_latencies(self.gaps_ns.tolist()) if self.gaps_ns.size else None
             ),
+            **self._token_figures(duration_s),
         )
+
+    def _token_figures(self, duration_s: float) -> dict[str, float | None]:
+        requests = int(self.tokens.size)
+        if not requests:
+            return {}
+        total = int(self.tokens.sum())
+        several = (self.tokens >= 2) & (self.span_ns > 0)
+        per_user = (self.tokens[several] - 1) / (self.span_ns[several] / 1e9)
+        return {
+            "output_token_throughput": total / duration_s if duration_s > 0 else 0.0,
+            "tokens_per_request": total / requests,
+            "output_token_throughput_per_user": float(per_user.mean()) if per_user.size else None,
+        }
+
+    def histogram(self) -> list[int]:
+        """Counts of the inter-response times in `measure.INTER_RESPONSE_EDGES_US`' bins."""
+        return histogram_counts(self.gaps_ns)
+
+
+def histogram_counts(gaps_ns: np.ndarray) -> list[int]:
+    """Counts per bin of `measure.INTER_RESPONSE_EDGES_US` (µs): bin 0 below the first
+    edge, bin i in [edge i-1, edge i), the last one at or above the last edge."""
+    edges_ns = np.asarray(measure.INTER_RESPONSE_EDGES_US, dtype=np.float64) * 1000
+    bins = np.searchsorted(edges_ns, np.asarray(gaps_ns, dtype=np.float64), side="right")
+    return np.bincount(bins, minlength=edges_ns.size + 1).tolist()

@@ -9,6 +9,7 @@ window.SweepPage = (function () {
   let renderQueued = false;
   let resyncTimer = null;
   let clockOffset = 0;  // server clock - this browser's clock, ms (for the ETA)
+  let histogramEdges = [];  // µs: the bins of the windows' inter-response histograms
   const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
   const COLORS = { p50: "#12b76a", p95: "#f79009", p99: "#d92d20", avg: "#667085" };
 
@@ -185,7 +186,63 @@ window.SweepPage = (function () {
     renderStreaming(good, x, xTitle, base, cfg);
     renderPositions(good, x, xTitle, base, cfg);
     if (window.SweepSteps) SweepSteps.render(good, x, xTitle, base, cfg, summary);  // ensembles, BLS
+    renderHistogram(trace, shown, xTitle, base, cfg);
+    renderGoodput(good, x, xTitle, base, cfg);
     renderTable(levels);
+  }
+
+  function extraOf(p, k) { const v = p.extra && p.extra[k]; return v === null || v === undefined ? null : v; }
+  // A card whose chart has data: shown, then drawn (Plotly sizes a visible element only).
+  function reveal(id, on) {
+    const card = document.getElementById(id);
+    if (card) card.hidden = !on;
+    return !!card && on;
+  }
+
+  // Goodput (requests/s that met every objective) beside the requests/s they are out of.
+  function renderGoodput(good, x, xTitle, base, cfg) {
+    if (!reveal("card-goodput", good.some(function (p) { return extraOf(p, "goodput") !== null; }))) return;
+    const batch = (sweep.params && sweep.params.batch_size) || 1;
+    const share = good.map(function (p) { const v = extraOf(p, "good_share"); return v === null ? "" : Math.round(100 * v) + "% of requests met every objective"; });
+    Plotly.react("chart-goodput", [
+      { x: x, y: good.map(function (p) { return p.throughput / batch; }), name: "requests/s", mode: "lines+markers", line: { color: "#667085" } },
+      { x: x, y: good.map(function (p) { return extraOf(p, "goodput"); }), text: share, name: "goodput: " + (sweep.params.goodput || ""), mode: "lines+markers", line: { color: "#12b76a" } },
+    ], Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "requests/s" }, rangemode: "tozero" } }), cfg);
+  }
+
+  function duration(us) {
+    const n = function (v) { return String(parseFloat(v.toPrecision(3))); };
+    if (us >= 1e6) return n(us / 1e6) + " s";
+    if (us >= 1000) return n(us / 1000) + " ms";
+    return n(us) + " µs";
+  }
+
+  // The inter-response histogram of the level on show: its windows' counts summed, redrawn
+  // as each window arrives; the bins from the first to the last one with a count.
+  function renderHistogram(trace, shown, xTitle, base, cfg) {
+    const counts = [];
+    trace.forEach(function (w) {
+      (extraOf(w, "inter_response_histogram") || []).forEach(function (c, i) { counts[i] = (counts[i] || 0) + c; });
+    });
+    const total = counts.reduce(function (a, c) { return a + (c || 0); }, 0);
+    if (!reveal("card-histogram", total > 0)) return;
+    const edges = histogramEdges;
+    // A bar is named by where its bin starts (short, so the labels do not collide); its
+    // whole range is in the hover text.
+    const label = function (i) { return i === 0 ? "< " + duration(edges[0]) : duration(edges[i - 1]); };
+    const range = function (i) {
+      if (i === 0) return "under " + duration(edges[0]);
+      if (i >= edges.length) return duration(edges[edges.length - 1]) + " or more";
+      return duration(edges[i - 1]) + " to " + duration(edges[i]);
+    };
+    let lo = 0, hi = counts.length - 1;
+    while (lo < hi && !counts[lo]) lo++;
+    while (hi > lo && !counts[hi]) hi--;
+    const bins = [];
+    for (let i = lo; i <= hi; i++) bins.push(i);
+    Plotly.react("chart-histogram", [
+      { type: "bar", x: bins.map(label), y: bins.map(function (i) { return counts[i] || 0; }), hovertext: bins.map(range), name: xTitle + " " + shown.level + ": " + total + " gaps", marker: { color: "#2e90fa" } },
+    ], Object.assign({}, base, { bargap: 0.05, xaxis: { title: { text: "inter-response time (from)" }, type: "category", tickangle: -45, automargin: true }, yaxis: { title: { text: "responses" }, rangemode: "tozero" } }), cfg);
   }
 
   // Streaming sweeps (decoupled models): per-response figures from each level's extra.
@@ -201,9 +258,22 @@ window.SweepPage = (function () {
     const axes = function (y) { return Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: y }, rangemode: "tozero" } }); };
     Plotly.react("chart-first-response", times("first_response"), axes("ms"), cfg);
     Plotly.react("chart-inter-response", times("inter_response"), axes("ms"), cfg);
+    const tokenOutput = sweep.params && sweep.params.token_output;
     Plotly.react("chart-responses", [
-      { x: x, y: good.map(function (p) { return extra(p, "response_throughput"); }), name: "responses/s (tokens/s where one response is one token)", mode: "lines+markers" },
+      { x: x, y: good.map(function (p) { return extra(p, "response_throughput"); }), name: tokenOutput ? "responses/s" : "responses/s (tokens/s where one response is one token)", mode: "lines+markers" },
     ], axes("responses/s"), cfg);
+    // Tokens counted from a tensor: their own charts (otherwise they are the responses).
+    const counted = !!tokenOutput && good.some(function (p) { return extra(p, "output_token_throughput") !== null; });
+    if (reveal("card-tokens", counted)) {
+      Plotly.react("chart-tokens", [
+        { x: x, y: good.map(function (p) { return extra(p, "output_token_throughput"); }), name: "tokens/s (elements of " + tokenOutput + ")", mode: "lines+markers" },
+      ], axes("tokens/s"), cfg);
+    }
+    if (reveal("card-tokens-per-user", counted)) {
+      Plotly.react("chart-tokens-per-user", [
+        { x: x, y: good.map(function (p) { return extra(p, "output_token_throughput_per_user"); }), name: "tokens/s per request, after its first token", mode: "lines+markers" },
+      ], axes("tokens/s"), cfg);
+    }
   }
 
   // Sequence sweeps (sequence models, built-in engine): each level's requests by their
@@ -287,6 +357,7 @@ window.SweepPage = (function () {
 
   function start(options) {
     dataUrl = options.dataUrl;
+    histogramEdges = options.histogramEdges || [];
     if (options.initial) { merge(options.initial.points); applySweep(options.initial.sweep); }
     bindButtons();
     schedule();

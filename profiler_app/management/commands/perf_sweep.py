@@ -94,6 +94,16 @@ class Command(BaseCommand):
                 "sequence models, request-rate mode: sequences live at once", "num_of_sequences"
             ),
         )
+        parser.add_argument(
+            "--goodput",
+            help="objectives in ms, AIPerf's: e.g. 'time_to_first_token:200 "
+            "inter_token_latency:30 request_latency:500' (first_response, inter_response too)",
+        )
+        parser.add_argument(
+            "--token-output",
+            help="streaming: the output whose elements per response count tokens "
+            "(default: one response is one token)",
+        )
         parser.add_argument("--name", default="", help="a name for the sweep")
         parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
