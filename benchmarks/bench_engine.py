@@ -49,6 +49,13 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
         return None
     theirs = ref.levels[0]
     their_tput, their_p95 = theirs.throughput, theirs.percentiles_us.get(95, 0.0)
+    # Decoupled models (--streaming): responses/s as well, where both measured it.
+    ours_responses = ours.measured().extra.get("response_throughput")
+    responses = (
+        {"resp_ours": ours_responses, "resp_theirs": theirs.response_throughput}
+        if ours_responses is not None and theirs.response_throughput
+        else {}
+    )
     if not theirs.stable:  # no summary: average its last 3 windows (p95 per window)
         last = theirs.windows[-3:]
         their_tput = sum(w.throughput for w in last) / len(last)
@@ -69,6 +76,7 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
         "gpu_util": ours.gpu.utilization * 100
         if ours.gpu and ours.gpu.utilization is not None
         else -1.0,  # fmt: skip
+        **responses,
     }
 
 
@@ -86,6 +94,7 @@ async def measure(
                 start=min(levels),
                 end=max(levels),
                 max_threads=args.max_threads,
+                **getattr(args, "sweep_params", {}),
             )  # fmt: skip
         )
     rows = []
@@ -94,7 +103,7 @@ async def measure(
             model=args.model, mode=mode, start=level, end=level,
             measurement_window_ms=args.window_ms, stability_percentage=args.stability,
             max_windows=args.max_windows, client=client, workers=workers,
-            max_threads=args.max_threads,
+            max_threads=args.max_threads, **getattr(args, "sweep_params", {}),
         )  # fmt: skip
         runs = [
             r
@@ -113,6 +122,8 @@ async def measure(
         row["ratios"] = [r["ours"] / r["theirs"] for r in runs]  # type: ignore[assignment]
         row["p95_ratios"] = [r["p95_ours"] / r["p95_theirs"] for r in runs]  # type: ignore[assignment]
         row["stable"] = float(all(r["stable"] for r in runs))
+        if all("resp_ours" in r for r in runs):
+            row["resp_ratio"] = statistics.median(r["resp_ours"] / r["resp_theirs"] for r in runs)
         rows.append(row)
         print(f"{mode} {level} done", file=sys.stderr, flush=True)
     return rows
