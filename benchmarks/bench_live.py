@@ -1,11 +1,14 @@
 """Live sweep charts: from a window closing in the worker to the message in each viewer.
 
     .venv/bin/python benchmarks/bench_live.py [--viewers 1,10,50] [--window-ms 250]
+        [--model add_batched] [--streaming]
 
 Starts its own tritonserver (demo repository), Daphne and a Celery worker, with a
 throwaway SQLite database and the Redis at REDIS_URL (default redis://127.0.0.1:6379/8, a
 database number it flushes). For each viewer count, a real sweep of add_batched
-(concurrency 1:8:1, up to 4 windows per level) runs in the worker while that many
+(concurrency 1:8:1, up to 4 windows per level; `--model stream_tok --streaming`: the
+decoupled demo model over gRPC streams, whose windows carry more: first-response and
+inter-response figures and a histogram) runs in the worker while that many
 websocket clients watch /ws/sweeps/<id>/. Each "sweep.window" event carries the wall-clock
 time its window closed (`closed_at`, taken by the engine when it cuts the window); a viewer
 records the time from then to receiving it. That span holds the engine's own window
@@ -80,6 +83,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--viewers", default="1,10,50")
     parser.add_argument("--window-ms", type=int, default=250)
+    parser.add_argument("--model", default="add_batched")
+    parser.add_argument("--streaming", action="store_true", help="a decoupled model")
     args = parser.parse_args()
     counts = [int(v) for v in args.viewers.split(",")]
     work = setup_django()
@@ -98,7 +103,7 @@ def main() -> int:
     repo = work / "repo"
     shutil.copytree(ROOT / "examples" / "model_repository", repo)
     ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
-    triton = svc.start_tritonserver(repo, work, ports, work / "triton.log", load=("add_batched",))
+    triton = svc.start_tritonserver(repo, work, ports, work / "triton.log", load=(args.model,))
     settings.TRITON_URL = grpc_url = f"127.0.0.1:{ports.grpc}"
     settings.TRITON_HTTP_URL = f"127.0.0.1:{ports.http}"
     settings.TRITON_METRICS_URL = f"http://127.0.0.1:{ports.metrics}/metrics"
@@ -140,7 +145,7 @@ def main() -> int:
         TritonClient(grpc_url, settings.TRITON_METRICS_URL).repository_index()
         for viewers in counts:
             params = SweepParams(
-                model="add_batched", start=1, end=8, step=1,
+                model=args.model, start=1, end=8, step=1, streaming=args.streaming,
                 measurement_window_ms=args.window_ms, stability_percentage=0.01, max_windows=4,
             )  # fmt: skip
             sweep = sweeps.create_sweep(params, user=user, enqueue=False)
@@ -163,8 +168,11 @@ def main() -> int:
         svc.stop(triton)
         shutil.rmtree(work, ignore_errors=True)
     print("### Live sweep events: window closed → message received by each viewer\n")
+    flags = f" --model {args.model}" if args.model != "add_batched" else ""
+    flags += " --streaming" if args.streaming else ""
     print(f"`python benchmarks/bench_live.py --viewers {args.viewers} --window-ms "
-          f"{args.window_ms}` · {os.cpu_count()} CPUs; add_batched, concurrency 1:8:1, "
+          f"{args.window_ms}{flags}` · {os.cpu_count()} CPUs; {args.model}"
+          f"{' over gRPC streams' if args.streaming else ''}, concurrency 1:8:1, "
           f"up to 4 windows per level; target: every window within {TARGET_MS:.0f} ms\n")  # fmt: skip
     print("| viewers | sweep | viewers that got every window | p50 ms | p95 ms | max ms "
           f"| within {TARGET_MS:.0f} ms |")  # fmt: skip

@@ -39,6 +39,8 @@ run() {
 run $PY benchmarks/bench_config.py
 run $PY benchmarks/bench_repository.py --models 500
 run $PY benchmarks/bench_engine.py --models add_batched,busy_compute,add_sub --levels 1,2,4,8 --window-ms 1000 --rounds 5 --rate-fractions 0.3,0.5
+# Live events of a streaming sweep (its windows carry more), 10 viewers: #19's target.
+run $PY benchmarks/bench_live.py --model stream_tok --streaming --viewers 10
 for extra in benchmarks/bench_*.py; do
   case "$extra" in
     # bench_gpu.py runs on a lent GPU machine, through scripts/gpu_check.sh.
