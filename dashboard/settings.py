@@ -255,6 +255,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Fields named "kind" and "engine" hold different choice sets (a job's kind vs an
+    # instance group's kind): each set gets its own name, stable across schema changes.
+    "ENUM_NAME_OVERRIDES": {
+        "JobKindEnum": "profiler_app.models.Sweep.Kind",
+        "EngineEnum": "profiler_app.models.Sweep.Engine",
+        "InstanceKindEnum": ["KIND_CPU", "KIND_GPU"],
+    },
 }
 
 # --- Production hardening (DJANGO_DEBUG=false) -------------------------------------------
