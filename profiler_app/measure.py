@@ -138,10 +138,19 @@ class Level:
     stable: bool | None = None  # None: not known (a window, a hand-made row)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def figure(self, name: str) -> float | None:
+        """A figure by name: a field ("throughput", "p95_us") or an `extra` entry
+        ("response_throughput", "first_response_p95_us", "goodput"); None where it was not
+        measured (or is not a number)."""
+        value = getattr(self, name) if name in _FIGURE_FIELDS else self.extra.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return finite(value)
+
     def latency(self, key: str) -> float | None:
-        """A latency field by name ("p95_us"), None where it was not measured."""
-        value = getattr(self, key)
-        return None if value is None else float(value)
+        """A latency by name ("p95_us", or a streaming sweep's "first_response_p95_us"),
+        None where it was not measured."""
+        return self.figure(key)
 
     def curve_point(self, key: str) -> CurvePoint | None:
         """The level at latency `key`; None where that latency is unknown."""
@@ -172,6 +181,12 @@ class Level:
         known = {f.name for f in fields(Level)} - {"level", "extra"}
         values = {k: data[k] for k in known if k in data}
         return cls(level=float(level), extra=extra, **values)
+
+
+# The numeric fields of a level (`Level.figure` reads any other name from `extra`).
+_FIGURE_FIELDS = frozenset(
+    ("throughput", "requests", "errors", "duration_s", *LATENCY_FIELDS, *SERVER_FIELDS)
+)
 
 
 @dataclass

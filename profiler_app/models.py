@@ -186,12 +186,16 @@ class Search(models.Model):
     class Objective(models.TextChoices):
         MAX_THROUGHPUT = "max_throughput", "max throughput within the budget"
         MIN_LATENCY = "min_latency", "min latency at a throughput floor"
+        # Decoupled models (over gRPC streams): responses/s, or tokens/s with a token output.
+        MAX_RESPONSE_THROUGHPUT = "max_response_throughput", "max response throughput"
+        # The requests/s that met every goodput objective (AIPerf's goodput).
+        MAX_GOODPUT = "max_goodput", "max goodput"
 
     sweep = models.OneToOneField(Sweep, on_delete=models.CASCADE, related_name="search")
     model = models.CharField(max_length=255, db_index=True)
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.QUICK)
     objective = models.CharField(
-        max_length=16, choices=Objective.choices, default=Objective.MAX_THROUGHPUT
+        max_length=32, choices=Objective.choices, default=Objective.MAX_THROUGHPUT
     )
     space = models.JSONField(default=dict)
     constraints = models.JSONField(default=dict)

@@ -114,24 +114,3 @@ def test_the_form_stores_the_kind_and_a_rerun_keeps_it(viewer, served_kind):
     sweep = Sweep.objects.get()
     assert sweep.model_kind == "sequence (direct)" and sweep.sequence
     assert sweeps.rerun(sweep.pk).model_kind == "sequence (direct)"
-
-
-def test_a_config_search_refuses_a_sequence_model(monkeypatch):
-    # Its candidates' dynamic batching would replace the sequence batching (one scheduler
-    # per model): the search would measure another model.
-    from profiler_app.search import runner
-    from profiler_app.search.objective import Constraints
-    from profiler_app.search.space import Space
-
-    monkeypatch.setattr(runner, "is_ready", lambda name: True)
-    monkeypatch.setattr(runner.control, "check_can_control", lambda: None)
-    monkeypatch.setattr(sweeps, "preflight", lambda params, engine="builtin": _kind(params.model))
-    request = runner.SearchRequest(
-        model="seq_accumulate", space=Space(counts=(1, 2)),
-        measure=SweepParams(model="seq_accumulate", start=2, end=2),
-        constraints=Constraints(latency_budget_ms=50),
-    )  # fmt: skip
-    with pytest.raises(runner.SearchError, match="is a sequence model: the config search"):
-        runner.preflight(request)
-    plain = SweepParams(model="add_batched", start=2, end=2)
-    runner.preflight(dataclasses.replace(request, model="add_batched", measure=plain))

@@ -15,6 +15,7 @@ from dashboard.api_errors import form_error_response
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
+from .. import kind_presets
 from ..api import MEASUREMENT_FIELDS
 from ..measure_api import SearchLevelSerializer
 from ..models import Search
@@ -28,7 +29,12 @@ SearchCreateSerializer = inline_serializer(
     {
         "model": serializers.CharField(),
         "mode": serializers.ChoiceField(["quick", "grid"], required=False),
-        "objective": serializers.ChoiceField(["max_throughput", "min_latency"], required=False),
+        "objective": serializers.ChoiceField(
+            ["max_throughput", "min_latency", "max_response_throughput", "max_goodput"],
+            required=False,
+            help_text="max_response_throughput: a decoupled model's responses/s (tokens/s "
+            "with token_output); max_goodput: the requests/s meeting the goodput objectives",
+        ),
         "kind": serializers.ChoiceField(["KIND_CPU", "KIND_GPU"], required=False),
         "counts": serializers.CharField(required=False, help_text="1:4 or 1,2,4"),
         "max_batch_sizes": serializers.CharField(required=False, help_text="8,16,32"),
@@ -37,7 +43,30 @@ SearchCreateSerializer = inline_serializer(
         "delays": serializers.CharField(required=False, help_text="µs: 0,100,500"),
         "preferred": serializers.CharField(required=False, help_text="none; 4,8; 16"),
         **MEASUREMENT_FIELDS,
-        "latency_budget": serializers.FloatField(required=False),
+        "sequence_length": serializers.IntegerField(
+            required=False, help_text="sequence models: requests per sequence (default 20)"
+        ),
+        "sequence_length_variation": serializers.FloatField(
+            required=False, help_text="sequence models: percent (default 20)"
+        ),
+        "sequence_id_range": serializers.CharField(
+            required=False, help_text="sequence models: START:END, END excluded"
+        ),
+        "goodput": serializers.CharField(
+            required=False,
+            help_text="AIPerf's --goodput objectives in ms, e.g. 'request_latency:50' or "
+            "'time_to_first_token:200 inter_token_latency:30' (decoupled models)",
+        ),
+        "token_output": serializers.CharField(
+            required=False, help_text="decoupled models: the output whose elements are tokens"
+        ),
+        "latency_budget": serializers.FloatField(
+            required=False, help_text="ms, the request latency (to the final response)"
+        ),
+        "first_response_budget": serializers.FloatField(
+            required=False,
+            help_text="ms, decoupled models: the time to the first response at the percentile",
+        ),
         "min_throughput": serializers.FloatField(required=False),
         "gpu_memory_limit": serializers.FloatField(required=False),
         "max_runs": serializers.IntegerField(required=False),
@@ -110,8 +139,9 @@ class SearchListView(APIView):
             "percentile": "95", "confirm_top": confirm.DEFAULT_TOP,
             "confirm_rounds": confirm.DEFAULT_ROUNDS, **initial,
         }  # fmt: skip
+        kind, _ = kind_presets.model_kind(model)
         form = SearchForm(
-            {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model
+            {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model, kind=kind
         )
         if not form.is_valid() or form.search_request is None:
             return form_error_response(form)

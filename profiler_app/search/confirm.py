@@ -31,6 +31,9 @@ MAX_ROUNDS = 10
 # The figures of a level (`runner.level_json`) taken as medians over rounds: a sweep's
 # round fields, and the search's batch size.
 MEDIAN_FIELDS = (*repeats.MEDIAN_FIELDS, "avg_batch")
+# `extra` figures a search may be judged on (`objective.metrics_for`): a streaming sweep's
+# and goodput's, medians over the rounds that measured them.
+EXTRA_MEDIANS = (*measure.STREAM_FIELDS, *measure.GOODPUT_FIELDS)
 
 
 def order(keys: Sequence[str], rounds: int) -> list[tuple[int, str]]:
@@ -46,11 +49,6 @@ def good_rounds(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rounds if r.get("levels") and not r.get("error")]
 
 
-def _figure(level: measure.Level, name: str) -> float | None:
-    value = getattr(level, name) if hasattr(level, name) else level.extra.get(name)
-    return None if value is None else float(value)
-
-
 def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per concurrency measured in every good round: the median of each figure; stable
     only when every round settled there (`level_json` rows, plus `rounds`: how many)."""
@@ -64,9 +62,14 @@ def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = [levels[c] for levels in by_round]
         medians: dict[str, Any] = {}
         for name in MEDIAN_FIELDS:
-            values = [v for v in (_figure(r, name) for r in rows) if v is not None]
+            values = [v for v in (r.figure(name) for r in rows) if v is not None]
             medians[name] = statistics.median(values) if values else None
         avg_batch = medians.pop("avg_batch")
+        streamed = {}
+        for name in EXTRA_MEDIANS:
+            values = [v for v in (r.figure(name) for r in rows) if v is not None]
+            if values:
+                streamed[name] = statistics.median(values)
         level = measure.Level(
             level=c,
             **{**medians, "throughput": medians["throughput"] or 0.0},
@@ -78,6 +81,7 @@ def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "windows": sum(int(r.extra.get("windows") or 0) for r in rows),
                 "avg_batch": avg_batch,
                 "over_threshold": any(r.extra.get("over_threshold") for r in rows),
+                **streamed,
             },
         )
         out.append({**measure.search_json(level), "rounds": len(rows)})
@@ -87,8 +91,8 @@ def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def objective_spread(
     rounds: Sequence[dict[str, Any]], score_levels: Callable[[list[dict[str, Any]]], Score | None]
 ) -> repeats.Spread | None:
-    """The objective (throughput in infer/s, or latency in µs) of each good round that met
-    the constraints; None with fewer than 2."""
+    """The objective (the search's throughput-like metric, or its latency in µs) of each
+    good round that met the constraints; None with fewer than 2."""
     values = []
     for r in good_rounds(rounds):
         s = score_levels(r["levels"])

@@ -13,6 +13,9 @@
   whoever ran it, so a model benchmarked today needs no new probe.
 - **Without a probe** the budget is left to the search itself: it measures the current
   config first and takes twice its p95 at the knee of what it measured (`auto_budget`).
+- **A decoupled model** is probed over gRPC streams, and its budget is on the time to the
+  first response (what its search judges it on): twice the first response's p95 at the
+  knee, from the probe or from the search's own first measurement.
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ BUDGET_FACTOR = 2.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
 
 
-def probe_params(model: str) -> SweepParams:
+def probe_params(model: str, streaming: bool = False) -> SweepParams:
     """The probe: concurrency 1..8, short windows, loose stability (it only has to find
-    the knee's neighbourhood, not measure it to the percent)."""
+    the knee's neighbourhood, not measure it to the percent); over gRPC streams for a
+    decoupled model (`streaming`), which answers nowhere else."""
     return SweepParams(
         model=model,
         start=1,
@@ -50,6 +54,7 @@ def probe_params(model: str) -> SweepParams:
         measurement_window_ms=250,
         stability_percentage=20,
         max_windows=6,
+        streaming=streaming,
     )
 
 
@@ -115,12 +120,16 @@ class Suggestion:
     budget_ms: float
     concurrency_range: str
     latency_label: str
+    # The form field the budget fills: a streaming probe's is the first response's.
+    budget_field: str = "latency_budget"
 
     def sentence(self) -> str:
         return (
             f"From sweep #{self.sweep_id} of the current config: {self.latency_label} "
-            f"{self.p95_ms:.2f} ms at concurrency {self.knee:g} (its knee), so a budget of "
-            f"{self.budget_ms:g} ms (twice that) and concurrency {self.concurrency_range}."
+            f"{self.p95_ms:.2f} ms at concurrency {self.knee:g} (its knee), so a "
+            + ("first-response " if self.budget_field == "first_response_budget" else "")
+            + f"budget of {self.budget_ms:g} ms (twice that) and concurrency "
+            f"{self.concurrency_range}."
         )
 
 
@@ -155,20 +164,27 @@ def suggest_from(sweep: Sweep) -> Suggestion | None:
     params = sweeps.params_of(sweep)
     if params.mode != "concurrency":
         return None
-    key = "avg_us" if params.percentile == "avg" else f"p{int(params.percentile)}_us"
+    key = measure.latency_key(params.percentile)
+    label, field = params.latency_label, "latency_budget"
+    if params.streaming:  # a decoupled model: its search is judged on the first response
+        key, label, field = (
+            f"first_response_{key}",
+            f"first response {label}",
+            ("first_response_budget"),
+        )
     rows = [
-        p
+        (p, lv)
         for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-        if verdict.measured(p) and p.stable is not False and getattr(p, key) is not None
+        if verdict.measured(p)
+        and p.stable is not False
+        and (lv := measure.Level.from_point(p).figure(key)) is not None
     ]
-    found = knee_of([(p.level, p.throughput, getattr(p, key)) for p in rows])
+    found = knee_of([(p.level, p.throughput, lv) for p, lv in rows])
     if found is None:
         return None
     knee, latency_us = found
     budget = round_up(BUDGET_FACTOR * latency_us / 1000)
-    return Suggestion(
-        sweep.pk, knee, latency_us / 1000, budget, range_around(knee), params.latency_label
-    )
+    return Suggestion(sweep.pk, knee, latency_us / 1000, budget, range_around(knee), label, field)
 
 
 def latest_probe(model: str, config_sha256: str) -> Sweep | None:

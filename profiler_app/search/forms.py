@@ -1,5 +1,14 @@
 """The "Find best config" form: the search space, the load to measure at, constraints and
-the objective, checked (space size, Triton control mode, inputs) before anything is queued."""
+the objective, checked (space size, Triton control mode, inputs) before anything is queued.
+
+Its fields follow the model's kind (`kind_presets.model_kind`), as the Benchmark form's:
+a decoupled model is measured over gRPC streams (no choice: it answers only there) and
+gets the response-throughput objective, the first-response budget and the token output;
+a sequence model gets the sequence flags and never dynamic batching (its sequence
+batcher stays: `space`); every kind may count goodput. A field that does not fit the
+kind is not shown, and a value sent for it anyway (the API) is refused on it with the
+reason (`runner.refusals`, `kind_rules`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +18,9 @@ from typing import Any
 from django import forms
 
 from ..forms import PERCENTILES
+from ..model_kind import ModelKind
 from ..models import Search
-from ..params import ParamsError, SweepParams, from_flags
+from ..params import DEFAULTS, SEQUENCE_FLAGS, ParamsError, SweepParams, from_flags
 from . import confirm, defaults, runner
 from .objective import Constraints
 from .space import (
@@ -23,8 +33,17 @@ from .space import (
     too_many_message,
 )
 
-# The search's flags that are the measurement's (its percentile is the constraints').
-MEASURE_FLAGS = ("concurrency_range", "measurement_interval", "max_trials", "stability_percentage")
+# The search's flags that are the measurement's (its percentile is the constraints'); a
+# search sweeps concurrency only, so --num-of-sequences (request-rate mode) is not one.
+MEASURE_FLAGS = (
+    "concurrency_range", "measurement_interval", "max_trials", "stability_percentage",
+    "sequence_length", "sequence_length_variation", "sequence_id_range",
+    "goodput", "token_output",
+)  # fmt: skip
+SEQUENCE_FIELDS = tuple(f for f in SEQUENCE_FLAGS if f != "num_of_sequences")
+DYNAMIC_BATCHING_FIELDS = ("batching_off", "batching_on", "preferred")
+STREAMING_FIELDS = ("first_response_budget", "token_output")
+STREAMING_OBJECTIVES = (Search.Objective.MAX_RESPONSE_THROUGHPUT,)
 
 
 def parse_ints(text: str, knob: str) -> tuple[int, ...]:
@@ -112,12 +131,53 @@ class SearchForm(forms.Form):
     measurement_interval = forms.IntegerField(initial=1000, label="Window (ms)")
     max_trials = forms.IntegerField(initial=5, max_value=100, label="Max windows")
     stability_percentage = forms.FloatField(initial=10, label="Stability (%)")
+    # Sequence models only: perf_analyzer's sequence flags, as a sweep takes them.
+    sequence_length = forms.IntegerField(
+        required=False,
+        initial=DEFAULTS["sequence_length"],
+        label="--sequence-length",
+        help_text="requests per sequence (perf_analyzer's default 20)",
+    )
+    sequence_length_variation = forms.FloatField(
+        required=False,
+        initial=DEFAULTS["sequence_length_variation"],
+        label="--sequence-length-variation (%)",
+        help_text="lengths vary by up to this much either way (default 20)",
+    )
+    sequence_id_range = forms.CharField(
+        required=False,
+        label="--sequence-id-range",
+        help_text="START:END (END excluded); empty: from 1, unbounded",
+    )
+    # Decoupled models only: the output whose elements per response are tokens.
+    token_output = forms.CharField(
+        required=False,
+        max_length=128,
+        label="--token-output",
+        help_text="the output whose elements per response are tokens; empty: one response is "
+        "one token (max response throughput then reads tokens/s)",
+    )
+    goodput = forms.CharField(
+        required=False,
+        max_length=400,
+        label="--goodput (ms)",
+        help_text="AIPerf's objectives, e.g. request_latency:50 (and for a decoupled model "
+        "time_to_first_token:200 inter_token_latency:30): what max goodput counts",
+    )
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95")
     latency_budget = forms.FloatField(
         required=False,
         min_value=0.001,
         label="Latency budget (ms)",
         help_text="empty: twice the current config's latency at its knee, measured first",
+    )
+    # Decoupled models only: the time to the first response, at the percentile.
+    first_response_budget = forms.FloatField(
+        required=False,
+        min_value=0.001,
+        label="First-response budget (ms)",
+        help_text="the time to the first response, at the percentile; empty (and no latency "
+        "budget): twice the current config's at its knee, measured first",
     )
     min_throughput = forms.FloatField(
         required=False, min_value=0, label="Minimum throughput (infer/s)"
@@ -150,10 +210,63 @@ class SearchForm(forms.Form):
         help_text="alternating rounds; candidates whose spreads overlap are tied (at least 2)",
     )
 
-    def __init__(self, *args: Any, model: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, model: str, kind: ModelKind | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
+        self.kind = kind
         self.search_request: runner.SearchRequest | None = None
+        self.unfit = self._unfit()
+        self._fit_kind()
+
+    @property
+    def streams(self) -> bool:
+        """Measured over gRPC streams: a decoupled model answers only there."""
+        return bool(self.kind and self.kind.decoupled)
+
+    def _unfit(self) -> set[str]:
+        """The fields that do not fit the model's kind (none when it is not known: the
+        refusals then say what does not fit)."""
+        kind = self.kind
+        if kind is None:
+            return set()
+        unfit: set[str] = set()
+        if not kind.decoupled:
+            unfit.update(STREAMING_FIELDS)
+        if kind.sequence:
+            unfit.update(DYNAMIC_BATCHING_FIELDS)
+            if kind.strategy != "oldest":
+                unfit.add("delays")
+        else:
+            unfit.update(SEQUENCE_FIELDS)
+        return unfit
+
+    def _fit_kind(self) -> None:
+        """Labels and offered objectives in the kind's words; unfit fields stay (so a value
+        sent for one is refused on it) but are not shown (`shown_fields`)."""
+        kind = self.kind
+        if kind is None:
+            return
+        if not kind.decoupled:
+            # Every objective stays valid input (its refusal says why it does not fit).
+            self.fields["objective"].widget.choices = [
+                c for c in Search.Objective.choices if c[0] not in STREAMING_OBJECTIVES
+            ]
+        else:
+            self.fields["latency_budget"].label = "Request latency budget (ms)"
+            self.fields[
+                "latency_budget"
+            ].help_text = "to the final response; optional beside the first-response budget"
+        if kind.sequence and kind.strategy == "oldest":
+            self.fields["delays"].label = "Sequence batcher max_queue_delay_microseconds values"
+            self.fields[
+                "delays"
+            ].help_text = "the oldest strategy's delay, e.g. 0,100,500; empty keeps the current one"
+
+    def shown_fields(self) -> list[Any]:
+        """The bound fields the page shows: those that fit the kind, and any with an error."""
+        return [f for f in self if f.name not in self.unfit or f.errors]
 
     @classmethod
     def defaults_for(
@@ -183,7 +296,7 @@ class SearchForm(forms.Form):
         probed: dict[str, Any] = {}
         if suggestion is not None:
             probed = {
-                "latency_budget": suggestion.budget_ms,
+                suggestion.budget_field: suggestion.budget_ms,
                 "concurrency_range": suggestion.concurrency_range,
             }
         return {
@@ -193,9 +306,11 @@ class SearchForm(forms.Form):
             "max_batch_sizes": _join(sorted({current.max_batch_size}))
             if current.max_batch_size
             else "",
+            # A sequence model keeps its sequence batcher; without a batch dimension
+            # (max_batch_size 0) dynamic batching would have nothing to batch.
             "batching_off": True,
-            "batching_on": True,
-            "delays": _join(delays),
+            "batching_on": not current.sequence and current.max_batch_size > 0,
+            "delays": _join(delays) if current.sequence in ("", "oldest") else "",
             "preferred": "none",
         }
 
@@ -225,19 +340,53 @@ class SearchForm(forms.Form):
         return value
 
     def _measure(self, data: dict[str, Any]) -> SweepParams | None:
-        """The load every candidate is measured at; None after adding the errors."""
+        """The load every candidate is measured at (over gRPC streams for a decoupled
+        model), by the sweep's one entry; None after adding the errors."""
         flags = {name: data[name] for name in MEASURE_FLAGS if name in data}
         try:
-            return from_flags({**flags, "model": self.model, "mode": "concurrency"})
+            return from_flags(
+                {**flags, "model": self.model, "mode": "concurrency", "streaming": self.streams}
+            )
         except ParamsError as exc:
-            for flag, message in exc.errors.items():
-                self.add_error(flag if flag in self.fields else None, message)
+            self._add(exc.errors)
             return None
+
+    def _add(self, errors: dict[str, str]) -> None:
+        """Each refusal on its field (a flag that is no field of this form on none)."""
+        for flag, message in errors.items():
+            self.add_error(flag if flag in self.fields else None, message)
+
+    def _sequence_space(self, data: dict[str, Any]) -> bool:
+        """A sequence model's space has no dynamic batching (its sequence batcher stays);
+        False after refusing a value that would add it, on its field."""
+        name = self.model
+        if data.get("batching_on"):
+            self.add_error(
+                "batching_on",
+                f"{name} is a sequence model: dynamic batching would replace its sequence "
+                "batcher (one scheduler per model); its candidates keep it.",
+            )
+        if any(data.get("preferred") or ()):
+            self.add_error(
+                "preferred",
+                f"{name} is a sequence model: preferred batch sizes are dynamic batching's; "
+                "its sequence batcher stays.",
+            )
+        if data.get("delays") and self.kind is not None and self.kind.strategy != "oldest":
+            self.add_error(
+                "delays",
+                f"{name}'s sequence batcher uses the direct strategy, whose delay Triton "
+                "ignores without minimum_slot_utilization: leave the delays empty.",
+            )
+        data.update(batching_off=True, batching_on=False, preferred=((),))
+        return not self.errors
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         measure = self._measure(data)
         if self.errors or measure is None:
+            return data
+        if self.kind is not None and self.kind.sequence and not self._sequence_space(data):
             return data
         try:
             space = Space(
@@ -253,6 +402,11 @@ class SearchForm(forms.Form):
             self.add_error(None, str(exc))
             return data
         pct = data["percentile"]
+        # No budget given: the search measures the current config first and takes twice
+        # its latency at the knee; for one over streams, its time to the first response.
+        no_budget = data.get("latency_budget") is None and (
+            not measure.streaming or data.get("first_response_budget") is None
+        )
         request = runner.SearchRequest(
             model=self.model,
             space=space,
@@ -262,17 +416,21 @@ class SearchForm(forms.Form):
                 percentile=pct if pct == "avg" else int(pct),
                 min_throughput=data.get("min_throughput"),
                 gpu_memory_limit_mb=data.get("gpu_memory_limit"),
+                first_response_budget_ms=data.get("first_response_budget"),
             ),
             objective=data["objective"],
             mode=data["mode"],
             max_runs=data.get("max_runs"),
             confirm_top=data["confirm_top"],
             confirm_rounds=data["confirm_rounds"],
-            budget_auto=data.get("latency_budget") is None,
+            budget_auto=no_budget,
         )
         try:
             _, runs = runner.plan(request)
             runner.preflight(request)
+        except runner.SearchRefused as exc:
+            self._add(exc.errors)
+            return data
         except (runner.SearchError, SpaceError) as exc:
             self.add_error(None, str(exc))
             return data

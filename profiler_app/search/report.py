@@ -1,7 +1,9 @@
 """A self-contained HTML report of a config search: Plotly inlined, no network needed.
 
 The page holds which Triton ran the search (version, address, GPUs), when, with which
-parameters, the recommendation, the Pareto chart (every measured level, the front
+parameters, the recommendation, the Pareto chart of the two metrics candidates are
+judged on (`objective.Metrics`: infer/s or responses/s, tokens/s, goodput, against the
+request latency or the time to the first response; every measured level, the front
 labelled with candidate and concurrency, one best point, the constraint lines),
 throughput per concurrency for each candidate, the ranked table with each candidate's
 spread over its re-measurements, the latency breakdown at each candidate's operating
@@ -20,7 +22,8 @@ from repository_app.triton import gpus as triton_gpus
 
 from ..models import Search
 from . import runner
-from .objective import Constraints
+from .objective import INFER_RATE, Constraints, Metric, Metrics
+from .space import Knobs
 
 LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
 
@@ -29,18 +32,32 @@ def _json(value: Any) -> str:
     return json.dumps(value).replace("</", "<\\/")
 
 
+def _metrics(search: dict[str, Any]) -> Metrics:
+    """The search's two metrics as `runner.search_json` names them."""
+    named = search["metrics"]
+    return Metrics(Metric(**named["throughput"]), Metric(**named["latency"]))
+
+
+def _figure(lv: dict[str, Any], key: str) -> float | None:
+    """A stored level's figure: a field, or an `extra` entry (a streaming level's)."""
+    value = lv.get(key)
+    return value if value is not None else (lv.get("extra") or {}).get(key)
+
+
 def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """Plotly figures (data + layout) for the Pareto chart and the per-candidate curves."""
+    """Plotly figures (data + layout) for the Pareto chart and the per-candidate curves,
+    on the search's two metrics."""
     search = snapshot["search"]
     c = Constraints.from_json(search["constraints"])
-    key = c.latency_key
+    m = _metrics(search)
+    key, y_key = m.latency.key, m.throughput.key
     result = snapshot["result"]
     points = [
-        (cand, lv)
+        (cand, {**lv, key: _figure(lv, key), y_key: _figure(lv, y_key)})
         for cand in snapshot["candidates"]
         if cand["state"] == "measured"
         for lv in (cand.get("effective_levels") or cand["levels"])
-        if lv.get(key) is not None
+        if _figure(lv, key) is not None and _figure(lv, y_key) is not None
     ]
 
     def trace(
@@ -51,7 +68,7 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
             "mode": style.pop("mode", "markers"),
             "name": name,
             "x": [lv[key] / 1000 for _, lv in items],
-            "y": [lv["throughput"] for _, lv in items],
+            "y": [lv[y_key] for _, lv in items],
             "hovertext": [
                 f"#{cand['seq']} {cand['description']} @ concurrency {lv['concurrency']:g}"
                 for cand, lv in items
@@ -68,7 +85,7 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
     on_front = [
         (
             {"key": p["key"], "seq": p["seq"], "description": p["description"]},
-            {"concurrency": p["concurrency"], "throughput": p["throughput"], key: p["latency_us"]},
+            {"concurrency": p["concurrency"], y_key: p["throughput"], key: p["latency_us"]},
         )
         for p in result["front_points"]
     ]
@@ -78,14 +95,18 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
         p for p in points if best_point and (p[0]["key"], p[1]["concurrency"]) == tuple(best_point)
     ][:1]
     current = [p for p in points if p[0]["baseline"]]
+    # The constraint lines on the axes they bound: the x axis's budget (the first
+    # response's when it is the x axis), the floor (infer/s) when the y axis is infer/s.
+    x_budget = c.first_response_budget_ms if key == c.first_response_key else c.latency_budget_ms
+    y_floor = c.min_throughput if y_key == "throughput" else None
     shapes = []
-    if c.latency_budget_ms:
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": c.latency_budget_ms,
-                       "x1": c.latency_budget_ms, "y0": 0, "y1": 1,
+    if x_budget:
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x_budget,
+                       "x1": x_budget, "y0": 0, "y1": 1,
                        "line": {"dash": "dash", "color": "#d92d20"}})  # fmt: skip
-    if c.min_throughput:
+    if y_floor:
         shapes.append({"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1,
-                       "y0": c.min_throughput, "y1": c.min_throughput,
+                       "y0": y_floor, "y1": y_floor,
                        "line": {"dash": "dash", "color": "#f79009"}})  # fmt: skip
     pareto = {
         "data": [
@@ -113,8 +134,11 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
         ],
         "layout": {
             "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
-            "xaxis": {"title": {"text": f"{c.latency_label} latency (ms)"}, "rangemode": "tozero"},
-            "yaxis": {"title": {"text": "throughput (infer/s)"}, "rangemode": "tozero"},
+            "xaxis": {"title": {"text": f"{m.latency.label} latency (ms)"}, "rangemode": "tozero"},
+            "yaxis": {
+                "title": {"text": f"{m.throughput.label} ({m.throughput.unit})"},
+                "rangemode": "tozero",
+            },
             "shapes": shapes,
             # Above the plot: at the bottom a horizontal legend sits on the axis title.
             "legend": LEGEND,
@@ -127,7 +151,7 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
                 "mode": "lines+markers",
                 "name": cand["key"],
                 "x": [lv["concurrency"] for lv in cand.get("effective_levels") or cand["levels"]],
-                "y": [lv["throughput"] for lv in cand.get("effective_levels") or cand["levels"]],
+                "y": [_figure(lv, y_key) for lv in cand.get("effective_levels") or cand["levels"]],
             }
             for cand in snapshot["candidates"]
             if cand["state"] == "measured"
@@ -136,7 +160,10 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
             "margin": {"l": 60, "r": 15, "t": 40, "b": 45},
             "legend": LEGEND,
             "xaxis": {"title": {"text": "concurrency"}},
-            "yaxis": {"title": {"text": "throughput (infer/s)"}, "rangemode": "tozero"},
+            "yaxis": {
+                "title": {"text": f"{m.throughput.label} ({m.throughput.unit})"},
+                "rangemode": "tozero",
+            },
         },
     }
     return {"pareto": pareto, "curves": curves}
@@ -174,8 +201,13 @@ def _environment_text(info: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _breakdown_rows(snapshot: dict[str, Any], gpus: bool) -> list[str]:
-    """Each measured candidate at its operating point: client latency and Triton's split."""
+# A streaming search's breakdown also holds the time to the first response.
+FIRST_RESPONSE_KEYS = ("first_response_p50_us", "first_response_p95_us", "first_response_p99_us")
+
+
+def _breakdown_rows(snapshot: dict[str, Any], gpus: bool, streams: bool = False) -> list[str]:
+    """Each measured candidate at its operating point: client latency and Triton's split
+    (and over streams, the first response's percentiles)."""
     by_key = {cand["key"]: cand for cand in snapshot["candidates"]}
     rows = []
     for r in snapshot["result"]["rows"]:
@@ -192,6 +224,7 @@ def _breakdown_rows(snapshot: dict[str, Any], gpus: bool) -> list[str]:
             f"#{cand['seq']} {cand['description']}",
             f"{r['concurrency']:g}",
             *(_fmt(lv.get(k), 1000) for k in ("p50_us", "p95_us", "p99_us", "avg_us")),
+            *(_fmt(_figure(lv, k), 1000) for k in (FIRST_RESPONSE_KEYS if streams else ())),
             *(
                 _fmt(lv.get(k), 1000)
                 for k in (
@@ -212,6 +245,24 @@ def _breakdown_rows(snapshot: dict[str, Any], gpus: bool) -> list[str]:
     return rows
 
 
+def _space_text(space: dict[str, Any], baseline: Knobs) -> str:
+    """The searched knobs, in the words of the model's scheduler."""
+    head = (
+        f"{space.get('kind')} counts {space.get('counts')} · max_batch_size "
+        f"{space.get('max_batch_sizes') or 'current'}"
+    )
+    if baseline.sequence == "oldest":
+        delays = space.get("delays_us") or "current"
+        return f"{head} · sequence batcher kept (oldest), its delays µs {delays}"
+    if baseline.sequence:
+        return f"{head} · sequence batcher kept ({baseline.sequence})"
+    return (
+        f"{head} · batching {'off, ' if space.get('batching_off') else ''}"
+        f"{'on' if space.get('batching_on') else ''} · delays µs "
+        f"{space.get('delays_us') or 'current'} · preferred {space.get('preferred')}"
+    )
+
+
 def build(search: Search) -> str:
     """The whole report as one HTML string."""
     from plotly.offline import get_plotlyjs
@@ -220,6 +271,10 @@ def build(search: Search) -> str:
     assert snapshot is not None
     info = snapshot["search"]
     c = Constraints.from_json(info["constraints"])
+    m = _metrics(info)
+    streams = m.latency.key == c.first_response_key
+    # infer/s beside the throughput-like metric when that is another one.
+    rate = m.throughput != INFER_RATE
     gpus = bool((info.get("environment") or {}).get("gpus")) or any(
         r["gpu_memory_bytes"] for r in snapshot["result"]["rows"]
     )
@@ -231,6 +286,7 @@ def build(search: Search) -> str:
             r["state"]
             + ("" if r["feasible"] or r["state"] != "measured" else ", misses constraints"),
             _fmt(r["throughput"], digits=1),
+            *([_fmt(r.get("infer_per_s"), digits=1)] if rate else []),
             _fmt(r["latency_us"], 1000),
             "n/a" if r["concurrency"] is None else f"{r['concurrency']:g}",
             (r.get("spread_text") or "one measurement")
@@ -257,6 +313,10 @@ def build(search: Search) -> str:
     parameters = [
         ("Mode", f"{info['mode']} · objective {info['objective']}"),
         (
+            "Judged on",
+            f"{m.throughput.label} ({m.throughput.unit}) and {m.latency.label} latency",
+        ),
+        (
             "Constraints",
             runner.constraints_text(c) + (f" (budget: {budget_from})" if budget_from else ""),
         ),
@@ -265,7 +325,8 @@ def build(search: Search) -> str:
             f"concurrency {info.get('range_text') or ''} · windows "
             f"{measure.get('measurement_window_ms')} ms · max windows {measure.get('max_windows')}"
             f" · stability {measure.get('stability_percentage') or 0:g}% · "
-            f"percentile {c.latency_label}",
+            f"percentile {c.latency_label}"
+            + (f" · {info['measured_how']}" if info.get("measured_how") else ""),
         ),
         (
             "Re-measured",
@@ -274,14 +335,7 @@ def build(search: Search) -> str:
             if confirm.get("top") and (confirm.get("rounds") or 0) > 1
             else "no (each candidate measured once)",
         ),
-        (
-            "Space",
-            f"{space.get('kind')} counts {space.get('counts')} · max_batch_size "
-            f"{space.get('max_batch_sizes') or 'current'} · batching "
-            f"{'off, ' if space.get('batching_off') else ''}"
-            f"{'on' if space.get('batching_on') else ''} · delays µs "
-            f"{space.get('delays_us') or 'current'} · preferred {space.get('preferred')}",
-        ),
+        ("Space", _space_text(space, Knobs.from_json(info["baseline"]))),
         ("Current config", info["baseline_description"]),
         (
             "When",
@@ -300,6 +354,10 @@ def build(search: Search) -> str:
         for k, v in [*_environment_text(info), *parameters]
     )
     gpu_head = "<th>GPU memory (MB)</th>" if gpus else ""
+    rate_head = "<th>Throughput (infer/s)</th>" if rate else ""
+    first_head = "".join(f"<th>first response {p}</th>" for p in ("p50", "p95", "p99") if streams)
+    tput_head = html.escape(f"{m.throughput.label.capitalize()} ({m.throughput.unit})")
+    lat_head = html.escape(m.latency.label)
     title = f"Config search #{info['id']} · {info['model']}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -314,15 +372,15 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 <h1>{html.escape(title)}</h1>
 <p><strong id="recommendation">{html.escape(snapshot["result"]["recommendation"])}</strong></p>
 <table id="facts">{facts}</table>
-<h2>Throughput vs {c.latency_label} latency</h2><div id="pareto" class="chart"></div>
-<h2>Throughput per concurrency</h2><div id="curves" class="chart"></div>
+<h2>{html.escape(m.throughput.label.capitalize())} vs {lat_head} latency</h2><div id="pareto" class="chart"></div>
+<h2>{html.escape(m.throughput.label.capitalize())} per concurrency</h2><div id="curves" class="chart"></div>
 <h2>Ranking</h2>
-<table id="ranking"><tr><th>#</th><th>Candidate</th><th>State</th><th>Throughput (infer/s)</th><th>{c.latency_label} (ms)</th><th>Concurrency</th><th>Spread</th>{gpu_head}<th>Diff vs current</th><th>Note</th></tr>
+<table id="ranking"><tr><th>#</th><th>Candidate</th><th>State</th><th>{tput_head}</th>{rate_head}<th>{lat_head} (ms)</th><th>Concurrency</th><th>Spread</th>{gpu_head}<th>Diff vs current</th><th>Note</th></tr>
 {"".join(rows)}
 </table>
 <h2>Latency breakdown at each candidate's operating point (ms)</h2>
-<table id="breakdown"><tr><th>Candidate</th><th>Concurrency</th><th>p50</th><th>p95</th><th>p99</th><th>avg</th><th>queue</th><th>compute input</th><th>compute infer</th><th>compute output</th><th>Triton total</th><th>network + client</th><th>avg batch</th>{gpu_head}</tr>
-{"".join(_breakdown_rows(snapshot, gpus))}
+<table id="breakdown"><tr><th>Candidate</th><th>Concurrency</th><th>p50</th><th>p95</th><th>p99</th><th>avg</th>{first_head}<th>queue</th><th>compute input</th><th>compute infer</th><th>compute output</th><th>Triton total</th><th>network + client</th><th>avg batch</th>{gpu_head}</tr>
+{"".join(_breakdown_rows(snapshot, gpus, streams))}
 </table>
 <h2>Configs</h2>
 {"".join(configs)}

@@ -11,9 +11,11 @@ A run, candidate by candidate (`_Run.evaluate`):
 2. the candidate config (the saved config.pbtxt with the knobs applied) is loaded as a
    config override: nothing is written to disk. Triton's refusal marks it failed with
    Triton's reason (plus the validator's first error when Triton gives none);
-3. the sweep engine measures it at each concurrency level; the levels stream to the
-   carrier's Channels group (`sweep.<id>`) as `search.candidate` events, the ranking
-   as `search.result`;
+3. the sweep engine measures it at each concurrency level with the search's flags (one
+   entry, `params.from_flags`): a decoupled model over gRPC streams, a sequence model in
+   sequences; the levels stream to the carrier's Channels group (`sweep.<id>`) as
+   `search.candidate` events, the ranking as `search.result`, in the two metrics the
+   search judges on (`metrics_of`);
 4. GPU memory is read from Triton's metrics (`repository_app.triton.gpus`) when present.
 
 Whatever ends the run (success, cancel, a failure, Triton down), `restore` runs before the
@@ -32,6 +34,7 @@ import logging
 from typing import Any, cast
 
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -46,10 +49,11 @@ from repository_app.triton import gpus
 from repository_app.triton.client import TritonError, engine_url, get_client
 from team import audit
 
-from .. import jobs, measure, repeats, sweeps
+from .. import jobs, kind_rules, measure, repeats, sweeps
 from ..engine.loadgen import LevelResult, SweepError, run_sweep
+from ..model_kind import ModelKind, kind_of
 from ..models import Search, SearchCandidate, Sweep
-from ..params import SweepParams
+from ..params import FlagsRefused, SweepParams
 from . import confirm, defaults, objective, strategies
 from .space import Knobs, Space, SpaceError, apply, diff, knobs_of
 
@@ -61,6 +65,15 @@ LOAD_MARGIN_S = 30
 
 class SearchError(Exception):
     """The search cannot be created or changed; the message is fit to show a user."""
+
+
+class SearchRefused(SearchError):
+    """Entries that do not fit the model (its kind) or each other: `errors` maps each
+    entry's field name (a form field, or a flag) to why."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = errors
 
 
 class _Stop(Exception):
@@ -161,11 +174,52 @@ def time_limits(params: SweepParams, runs: int) -> tuple[int, int]:
     return soft, soft + 60
 
 
-def preflight(request: SearchRequest) -> None:
+def refusals(request: SearchRequest, kind: ModelKind) -> dict[str, str]:
+    """field -> why the objective, the constraints or the measurement's flags do not fit
+    the model's kind or each other; empty when they fit. The candidates are the saved
+    config with knobs, so `kind` is read from it (`model_kind.kind_of`)."""
+    name, c, params = request.model, request.constraints, request.measure
+    errors = dict(kind_rules.refusals(params, kind, kind_rules.BUILTIN))
+    if "engine" in errors:  # a search measures with the built-in engine only
+        errors[NON_FIELD_ERRORS] = errors.pop("engine").replace(
+            "choose perf_analyzer", "benchmark it with a perf_analyzer sweep instead"
+        )
     if request.objective not in objective.OBJECTIVES:
-        raise SearchError(f"objective must be one of {', '.join(objective.OBJECTIVES)}")
-    if request.objective == Search.Objective.MIN_LATENCY and not request.constraints.min_throughput:
-        raise SearchError("min latency needs a throughput floor (minimum throughput)")
+        errors["objective"] = f"The objective must be one of {', '.join(objective.OBJECTIVES)}."
+    elif request.objective == Search.Objective.MIN_LATENCY and not c.min_throughput:
+        errors["min_throughput"] = "Min latency needs a throughput floor (minimum throughput)."
+    elif request.objective == Search.Objective.MAX_RESPONSE_THROUGHPUT and not params.streaming:
+        errors["objective"] = (
+            f"Max response throughput counts a decoupled model's responses over gRPC "
+            f"streams; {name} is {kind.kind} and answers each request once: choose max "
+            "throughput."
+        )
+    elif request.objective == Search.Objective.MAX_GOODPUT and not params.goodput:
+        errors["goodput"] = (
+            "Max goodput counts the requests that meet the goodput objectives: set them, "
+            "e.g. "
+            + (
+                "time_to_first_token:200 request_latency:500"
+                if params.streaming
+                else "request_latency:50"
+            )
+            + " (ms)."
+        )
+    if c.first_response_budget_ms is not None and not params.streaming:
+        errors["first_response_budget"] = (
+            f"A first-response budget applies to a decoupled model measured over gRPC "
+            f"streams; {name} is {kind.kind} and answers each request once: set the latency "
+            "budget instead."
+        )
+    return errors
+
+
+def preflight(request: SearchRequest) -> None:
+    """SearchRefused (each entry on its field) or SearchError before anything is queued."""
+    base, _, _ = saved_config(request.model)
+    errors = refusals(request, kind_of(base))
+    if errors:
+        raise SearchRefused(errors)
     try:
         request.measure.validate()
         control.check_can_control()
@@ -175,16 +229,11 @@ def preflight(request: SearchRequest) -> None:
         raise SearchError(str(exc)) from None
     if is_ready(request.model):
         try:
-            kind = sweeps.preflight(request.measure)
+            sweeps.preflight(request.measure)
+        except FlagsRefused as exc:  # the kind Triton serves: checked again, on its flags
+            raise SearchRefused(exc.errors) from None
         except SweepError as exc:
             raise SearchError(str(exc)) from None
-        if kind.sequence:
-            # Its candidates would set dynamic_batching, which replaces sequence_batching
-            # (one scheduler per model): what was measured would not be the model.
-            raise SearchError(
-                f"{request.model} is a sequence model: the config search's dynamic batching "
-                "would replace its sequence batching; benchmark it with a sweep instead"
-            )
 
 
 def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = True) -> Search:
@@ -304,6 +353,19 @@ def constraints_of(search: Search) -> objective.Constraints:
     return objective.Constraints.from_json(search.constraints)
 
 
+def metrics_of(search: Search) -> objective.Metrics:
+    """The two metrics the search judges candidates on (`objective.metrics_for`): from its
+    objective and what its measurement streams (a search stored before streaming ones
+    existed has no such flag: infer/s and the request latency, as before)."""
+    params = search.sweep.params if search.sweep_id else {}
+    return objective.metrics_for(
+        search.objective,
+        constraints_of(search),
+        streaming=bool(params.get("streaming")),
+        tokens=bool(params.get("token_output")),
+    )
+
+
 def effective_levels(candidate: SearchCandidate) -> list[dict[str, Any]]:
     """What a candidate is judged on: the medians of its re-measurements when it has at
     least two, else its one measurement."""
@@ -333,12 +395,12 @@ def score_levels(
     levels: list[dict[str, Any]], search: Search, gpu_memory_bytes: float | None = None
 ) -> objective.Score | None:
     """The search's objective for measured levels (`level_json` rows, or older ones that
-    say `concurrency` only)."""
-    c = constraints_of(search)
-    points = (measure.Level.from_json(lv).curve_point(c.latency_key) for lv in levels)
+    say `concurrency` only), in its metrics."""
+    c, m = constraints_of(search), metrics_of(search)
+    points = (m.point(measure.Level.from_json(lv), c) for lv in levels)
     usable = [p for p in points if p is not None]
     memory_mb = gpu_memory_bytes / 2**20 if gpu_memory_bytes else None
-    return objective.score(usable, c, search.objective, memory_mb)
+    return objective.score(usable, c, search.objective, memory_mb, m)
 
 
 def candidate_json(candidate: SearchCandidate, search: Search) -> dict[str, Any]:
@@ -365,21 +427,45 @@ def constraints_text(c: objective.Constraints) -> str:
     """'p95 ≤ 15 ms, throughput ≥ 500 infer/s', or 'none'."""
     parts = [
         f"{c.latency_label} ≤ {c.latency_budget_ms:g} ms" if c.latency_budget_ms else "",
+        f"{c.first_response_label} ≤ {c.first_response_budget_ms:g} ms"
+        if c.first_response_budget_ms
+        else "",
         f"throughput ≥ {c.min_throughput:g} infer/s" if c.min_throughput else "",
         f"GPU memory ≤ {c.gpu_memory_limit_mb:g} MB" if c.gpu_memory_limit_mb else "",
     ]
     return ", ".join(p for p in parts if p) or "none"
 
 
-def _median_text(spread: repeats.Spread | None, objective_name: str) -> str:
+def measured_how(params: dict[str, Any], baseline: Knobs) -> str:
+    """How each candidate is measured beyond the load, from the stored parameters: 'over
+    gRPC streams (goodput objectives first_response:200 ms)', 'in sequences of 20 requests
+    ± 20%', or '' for plain requests."""
+    if params.get("streaming"):
+        parts = [
+            f"tokens: elements of {params['token_output']}" if params.get("token_output") else "",
+            f"goodput objectives {params['goodput']} ms" if params.get("goodput") else "",
+        ]
+        extra = "; ".join(p for p in parts if p)
+        return "over gRPC streams" + (f" ({extra})" if extra else "")
+    goodput = f"goodput objectives {params['goodput']} ms" if params.get("goodput") else ""
+    if baseline.sequence:
+        ids = params.get("sequence_id_range") or ""
+        text = (
+            f"in sequences of {params.get('sequence_length', 20)} requests "
+            f"± {float(params.get('sequence_length_variation', 20)):g}%"
+            + (f", ids {ids}" if ids else "")
+        )
+        return text + (f" ({goodput})" if goodput else "")
+    return goodput
+
+
+def _median_text(
+    spread: repeats.Spread | None, objective_name: str, metrics: objective.Metrics
+) -> str:
     if spread is None:
         return ""
-    value = (
-        f"{spread.median / 1000:.2f} ms"
-        if objective_name == "min_latency"
-        else f"{spread.median:,.0f} infer/s"
-    )
-    return f"{value} {confirm.spread_text(spread)}".strip()
+    metric = metrics.latency if objective_name in objective.MINIMISE else metrics.throughput
+    return f"{metric.text(spread.median)} {confirm.spread_text(spread)}".strip()
 
 
 def summarize(search: Search) -> dict[str, Any]:
@@ -389,7 +475,7 @@ def summarize(search: Search) -> dict[str, Any]:
     rounds; the others follow on their one measurement. Re-measured candidates whose
     objective ranges overlap the best one's are tied with it; a current config tied with
     the best is the recommendation (keep it)."""
-    c = constraints_of(search)
+    c, m = constraints_of(search), metrics_of(search)
     candidates = list(search.candidates.all())
     scored = {cand.key: score_of(cand, search) for cand in candidates}
     spreads = {cand.key: spread_of(cand, search) for cand in candidates}
@@ -424,8 +510,11 @@ def summarize(search: Search) -> dict[str, Any]:
                 "feasible": bool(s and s.feasible),
                 "objective": s.objective if s else None,
                 "concurrency": level.concurrency if level else None,
+                # The two metrics the search judges on (search_json's "metrics" names them),
+                # and infer/s where the first is another.
                 "throughput": level.throughput if level else None,
                 "latency_us": level.latency_us if level else None,
+                "infer_per_s": objective.figure(level, "throughput", m) if level else None,
                 "gpu_memory_bytes": cand.gpu_memory_bytes,
                 "reason": (s.reason if s else cand.error) or "",
                 "rounds": len(confirm.good_rounds(cand.rounds or [])),
@@ -434,7 +523,7 @@ def summarize(search: Search) -> dict[str, Any]:
                 "tied": tied(cand),
             }
         )
-    front = pareto_points(candidates, c)
+    front = pareto_points(candidates, c, m)
     baseline_cand = next((cand for cand in candidates if cand.baseline), None)
     baseline_score = score_of(baseline_cand, search) if baseline_cand else None
     ties = [cand for cand in candidates if tied(cand)]
@@ -453,8 +542,8 @@ def summarize(search: Search) -> dict[str, Any]:
         assert best_score.level is not None
         sentence = (
             f"The current config ({Knobs.from_json(best_cand.knobs).describe()}) is already "
-            f"the best: {best_score.level.throughput:,.0f} infer/s at {c.latency_label} "
-            f"{best_score.level.latency_us / 1000:.2f} ms."
+            f"the best: {m.throughput.text(best_score.level.throughput)} at {m.latency.label} "
+            f"{m.latency.text(best_score.level.latency_us)}."
         )
         best_key = best_cand.key
     elif baseline_cand is not None and baseline_cand in ties:
@@ -462,8 +551,8 @@ def summarize(search: Search) -> dict[str, Any]:
         sentence = (
             f"The current config ({Knobs.from_json(baseline_cand.knobs).describe()}) is as "
             f"good as the best candidate within noise: "
-            f"{_median_text(spreads[baseline_cand.key], search.objective)} against "
-            f"{_median_text(best_spread, search.objective)} for "
+            f"{_median_text(spreads[baseline_cand.key], search.objective, m)} against "
+            f"{_median_text(best_spread, search.objective, m)} for "
             f"{Knobs.from_json(best_cand.knobs).describe()}; keep it."
         )
         best_cand, best_key = baseline_cand, baseline_cand.key
@@ -475,6 +564,7 @@ def summarize(search: Search) -> dict[str, Any]:
             baseline_score,
             c,
             search.objective,
+            m,
         )
         best_key = best_cand.key
     if best_key is not None and best_spread is not None and best_cand is ranked[0][0]:
@@ -504,19 +594,21 @@ def summarize(search: Search) -> dict[str, Any]:
 
 
 def pareto_points(
-    candidates: list[SearchCandidate], c: objective.Constraints
+    candidates: list[SearchCandidate], c: objective.Constraints, m: objective.Metrics
 ) -> list[dict[str, Any]]:
-    """The measured levels on the Pareto front (each candidate at the levels it is judged
-    on), sorted by latency, with what a chart labels them with."""
+    """The measured levels on the Pareto front of the search's two metrics (each candidate
+    at the levels it is judged on), sorted by latency, with what a chart labels them with."""
     points = []
     for cand in candidates:
         if cand.state != SearchCandidate.State.MEASURED:
             continue
         for row in effective_levels(cand):
             lv = measure.Level.from_json(row)
-            lat = lv.latency(c.latency_key)
-            if lat is not None and lv.throughput > 0:
-                points.append(objective.Point(lv.throughput, lat, (cand, lv, row.get("rounds"))))
+            p = m.point(lv, c)
+            if p is not None and lv.throughput > 0 and p.throughput > 0:
+                points.append(
+                    objective.Point(p.throughput, p.latency_us, (cand, lv, row.get("rounds")))
+                )
     return [
         {
             "key": cand.key,
@@ -524,7 +616,7 @@ def pareto_points(
             "baseline": cand.baseline,
             "description": Knobs.from_json(cand.knobs).describe(),
             "concurrency": lv.level,
-            "throughput": lv.throughput,
+            "throughput": p.throughput,
             "latency_us": p.latency_us,
             "rounds": rounds,
         }
@@ -610,19 +702,25 @@ class _Run:
         return score_of(candidate, self.search)
 
     def _set_auto_budget(self, candidate: SearchCandidate) -> None:
-        """No budget was given: twice the current config's latency at its knee."""
+        """No budget was given: twice the current config's latency at its knee (for a
+        search over streams, its time to the first response: the latency it is judged on)."""
         c = constraints_of(self.search)
-        if not self.budget_auto or c.latency_budget_ms is not None:
+        streaming = self.params.streaming
+        field, key, label = (
+            ("first_response_budget_ms", c.first_response_key, c.first_response_label)
+            if streaming
+            else ("latency_budget_ms", c.latency_key, c.latency_label)
+        )
+        if not self.budget_auto or getattr(c, field) is not None:
             return
-        found = defaults.auto_budget(candidate.levels, c.latency_key)
+        found = defaults.auto_budget(candidate.levels, key)
         if found is None:
             return
         budget, knee = found
         constraints = {
             **self.search.constraints,
-            "latency_budget_ms": budget,
-            "budget_from": f"twice the current config's {c.latency_label} at concurrency "
-            f"{knee:g}, its knee",
+            field: budget,
+            "budget_from": f"twice the current config's {label} at concurrency {knee:g}, its knee",
         }
         Search.objects.filter(pk=self.search.pk).update(constraints=constraints)
         self.search.constraints = constraints
@@ -831,9 +929,18 @@ def search_json(search: Search) -> dict[str, Any]:
                 "max_windows",
                 "stability_percentage",
                 "percentile",
+                "streaming",
+                "goodput",
+                "token_output",
+                "sequence_length",
+                "sequence_length_variation",
+                "sequence_id_range",
             )
         },
         "range_text": carrier.range_text,
+        # What candidates are judged on, named for axes, columns and sentences.
+        "metrics": metrics_of(search).to_json(),
+        "measured_how": measured_how(carrier.params, Knobs.from_json(search.baseline)),
         "constraints_text": constraints_text(constraints_of(search)),
         "budget_from": search.constraints.get("budget_from", ""),
         "confirm": {

@@ -5,8 +5,17 @@ batching (off, or on with a max queue delay and a preferred batch size list). It
 is canonical (batching off ignores the delay and preferred sizes), so the same config is
 measured once per search whichever strategy reaches it.
 
+A sequence model keeps its sequence batcher: a config has one scheduler, and
+dynamic_batching would replace it (the candidate would be another model). Its candidates
+(`Knobs.sequence`: the strategy) set instance count and kind and max_batch_size (the
+sequence batcher batches up to it, one slot per sequence), and with the `oldest` strategy
+its `max_queue_delay_microseconds` (how long a batch waits for more sequences' requests,
+as dynamic batching's delay). The `direct` strategy's delay is left alone: Triton ignores
+it unless `minimum_slot_utilization` is set, which is the model's own design.
+
 `apply(base, knobs)` returns a copy of the model's ModelConfig with the knobs set and
-everything else (inputs, outputs, parameters, other batching fields) kept as it was.
+everything else (inputs, outputs, parameters, other batching fields) kept as it was; it
+refuses (SpaceError) a candidate that would lose or change a sequence batcher.
 """
 
 from __future__ import annotations
@@ -58,10 +67,16 @@ class Knobs:
     kind: str
     max_batch_size: int
     batching: bool
-    delay_us: int = 0
+    delay_us: int = 0  # dynamic batching's, or the oldest sequence strategy's, delay
     preferred: tuple[int, ...] = ()
+    # A sequence model's sequence batcher strategy ("direct" | "oldest"), kept as it is but
+    # for the oldest strategy's delay; "" for a model without one.
+    sequence: str = ""
 
     def canonical(self) -> Knobs:
+        if self.sequence:
+            delay = self.delay_us if self.sequence == "oldest" else 0
+            return replace(self, batching=False, delay_us=delay, preferred=())
         if self.batching:
             return self
         return replace(self, delay_us=0, preferred=())
@@ -69,12 +84,19 @@ class Knobs:
     @property
     def key(self) -> str:
         k = self.canonical()
-        dyn = "off" if not k.batching else f"dyn{k.delay_us}p{'-'.join(map(str, k.preferred))}"
-        return f"{k.count}x{k.kind.removeprefix('KIND_')}/mbs{k.max_batch_size}/{dyn}"
+        if k.sequence:
+            sched = "seq-oldest" + str(k.delay_us) if k.sequence == "oldest" else "seq-direct"
+        elif k.batching:
+            sched = f"dyn{k.delay_us}p{'-'.join(map(str, k.preferred))}"
+        else:
+            sched = "off"
+        return f"{k.count}x{k.kind.removeprefix('KIND_')}/mbs{k.max_batch_size}/{sched}"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self.canonical())
         data["preferred"] = list(data["preferred"])
+        if not data["sequence"]:
+            del data["sequence"]  # as stored before sequence models were searched
         return data
 
     @classmethod
@@ -86,6 +108,7 @@ class Knobs:
             batching=bool(data["batching"]),
             delay_us=int(data.get("delay_us") or 0),
             preferred=tuple(int(v) for v in data.get("preferred") or ()),
+            sequence=str(data.get("sequence") or ""),
         ).canonical()
 
     def describe(self) -> str:
@@ -93,6 +116,9 @@ class Knobs:
         kind = self.kind.removeprefix("KIND_")
         noun = "instance" if self.count == 1 else "instances"
         head = f"{self.count} {kind} {noun}"
+        if self.sequence:
+            how = f"oldest, {self.delay_us} µs" if self.sequence == "oldest" else self.sequence
+            return f"{head} with sequence batching ({how}), max batch {self.max_batch_size}"
         if not self.batching:
             return f"{head} without dynamic batching, max batch {self.max_batch_size}"
         pref = f", preferred {list(self.preferred)}" if self.preferred else ""
@@ -110,6 +136,16 @@ def knobs_of(config: pb.ModelConfig) -> Knobs:
         count = sum(max(1, g.count) for g in config.instance_group)
         name = pb.ModelInstanceGroup.Kind.Name(group.kind)
         kind = name if name in KINDS else ("KIND_GPU" if name == "KIND_AUTO" else "KIND_CPU")
+    if config.HasField("sequence_batching"):
+        strategy = config.sequence_batching.WhichOneof("strategy_choice") or "direct"
+        return Knobs(
+            count=count,
+            kind=kind,
+            max_batch_size=int(config.max_batch_size),
+            batching=False,
+            delay_us=int(config.sequence_batching.oldest.max_queue_delay_microseconds),
+            sequence=strategy,
+        ).canonical()
     batching = config.HasField("dynamic_batching")
     dyn = config.dynamic_batching
     return Knobs(
@@ -122,8 +158,21 @@ def knobs_of(config: pb.ModelConfig) -> Knobs:
     ).canonical()
 
 
+def _strategy(config: pb.ModelConfig) -> str:
+    if not config.HasField("sequence_batching"):
+        return ""
+    return config.sequence_batching.WhichOneof("strategy_choice") or "direct"
+
+
 def apply(base: pb.ModelConfig, knobs: Knobs) -> pb.ModelConfig:
-    """A copy of `base` with the knobs set (nothing else changes)."""
+    """A copy of `base` with the knobs set (nothing else changes). SpaceError for knobs
+    that do not fit its scheduler: a sequence model's are sequence knobs of its strategy."""
+    strategy = _strategy(base)
+    if knobs.sequence != strategy:
+        raise SpaceError(
+            f"the candidate {knobs.key} does not fit the model's scheduler "
+            + (f"(its sequence batcher, {strategy})" if strategy else "(no sequence batcher)")
+        )
     config = pb.ModelConfig()
     config.CopyFrom(base)
     kind = pb.ModelInstanceGroup.Kind.Value(knobs.kind)
@@ -136,14 +185,40 @@ def apply(base: pb.ModelConfig, knobs: Knobs) -> pb.ModelConfig:
     del config.instance_group[:]
     config.instance_group.append(group)
     config.max_batch_size = knobs.max_batch_size
-    if knobs.batching:
+    if knobs.sequence == "oldest":
+        config.sequence_batching.oldest.max_queue_delay_microseconds = knobs.delay_us
+    elif knobs.sequence:
+        pass  # the direct strategy: nothing of the sequence batcher is searched
+    elif knobs.batching:
         dyn = config.dynamic_batching
         dyn.max_queue_delay_microseconds = knobs.delay_us
         del dyn.preferred_batch_size[:]
         dyn.preferred_batch_size.extend(knobs.preferred)
     else:
         config.ClearField("dynamic_batching")
+    check_scheduler(base, config)
     return config
+
+
+def check_scheduler(base: pb.ModelConfig, config: pb.ModelConfig) -> None:
+    """SpaceError unless `config` keeps the sequence batcher of `base` (when it has one)
+    exactly, but for the oldest strategy's delay, and has no dynamic_batching beside it."""
+    if not base.HasField("sequence_batching"):
+        return
+    expected = pb.ModelSequenceBatching()
+    expected.CopyFrom(base.sequence_batching)
+    if _strategy(base) == "oldest" and _strategy(config) == "oldest":
+        delay = config.sequence_batching.oldest.max_queue_delay_microseconds
+        expected.oldest.max_queue_delay_microseconds = delay
+    if (
+        not config.HasField("sequence_batching")
+        or config.sequence_batching != expected
+        or config.HasField("dynamic_batching") != base.HasField("dynamic_batching")
+    ):
+        raise SpaceError(
+            "a candidate of a sequence model must keep its sequence_batching (one scheduler "
+            "per model): this one would lose or change it"
+        )
 
 
 def diff(current: Knobs, candidate: Knobs) -> list[str]:
@@ -157,6 +232,10 @@ def diff(current: Knobs, candidate: Knobs) -> list[str]:
         )
     if a.max_batch_size != b.max_batch_size:
         changes.append(f"max_batch_size {a.max_batch_size} → {b.max_batch_size}")
+    if b.sequence:
+        if a.sequence == b.sequence == "oldest" and a.delay_us != b.delay_us:
+            changes.append(f"sequence batcher max_queue_delay {a.delay_us} → {b.delay_us} µs")
+        return changes
     if a.batching != b.batching:
         changes.append("dynamic batching " + ("off → on" if b.batching else "on → off"))
     if b.batching and a.batching and a.delay_us != b.delay_us:
@@ -227,9 +306,19 @@ class Space:
         )
 
     def dimensions(self, current: Knobs) -> Dimensions:
-        """The ordered values of each knob, current values filling the unset ones."""
+        """The ordered values of each knob, current values filling the unset ones. A
+        sequence model's (`current.sequence`) keep its sequence batcher: no dynamic
+        batching, and the delays are its oldest strategy's (none for direct)."""
         mbs = tuple(sorted(set(self.max_batch_sizes))) or (current.max_batch_size,)
         delays = tuple(sorted(set(self.delays_us))) or (current.delay_us,)
+        if current.sequence:
+            return Dimensions(
+                counts=tuple(sorted(set(self.counts))),
+                kind=self.kind,
+                max_batch_sizes=mbs,
+                batching=delays if current.sequence == "oldest" else (0,),
+                sequence=current.sequence,
+            )
         batching: list[int | None] = [None] if self.batching_off else []
         if self.batching_on:
             batching.extend(delays)
@@ -249,6 +338,8 @@ class Dimensions:
 
     `batching` holds None (off) then the delays in µs, so one step up from "off" turns
     batching on with the smallest delay. `preferred` is ignored while batching is off.
+    A sequence model's (`sequence`: its strategy) hold its oldest strategy's delays (0
+    alone for direct) and never turn dynamic batching on.
     """
 
     counts: tuple[int, ...]
@@ -256,6 +347,7 @@ class Dimensions:
     max_batch_sizes: tuple[int, ...]
     batching: tuple[int | None, ...]
     preferred: tuple[tuple[int, ...], ...] = field(default=((),))
+    sequence: str = ""
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
@@ -269,6 +361,15 @@ class Dimensions:
     def knobs(self, point: tuple[int, int, int, int]) -> Knobs:
         c, m, b, p = point
         delay = self.batching[b]
+        if self.sequence:
+            return Knobs(
+                count=self.counts[c],
+                kind=self.kind,
+                max_batch_size=self.max_batch_sizes[m],
+                batching=False,
+                delay_us=delay or 0,
+                sequence=self.sequence,
+            ).canonical()
         return Knobs(
             count=self.counts[c],
             kind=self.kind,
@@ -282,6 +383,8 @@ class Dimensions:
         """How many distinct candidates the grid holds, by arithmetic (batching off ignores
         delay and preferred sizes); exact for `Space.dimensions`, whose values are distinct."""
         counts, mbs, _, preferred = self.sizes
+        if self.sequence:  # its delays only: preferred sizes are dynamic batching's
+            return counts * mbs * len(self.batching)
         delays = sum(1 for b in self.batching if b is not None)
         off = len(self.batching) - delays
         return counts * mbs * (off + delays * preferred)
@@ -309,7 +412,7 @@ class Dimensions:
 
         c = index(self.counts, knobs.count, num)
         m = index(self.max_batch_sizes, knobs.max_batch_size, num)
-        target: int | None = knobs.delay_us if knobs.batching else None
+        target: int | None = knobs.delay_us if knobs.batching or self.sequence else None
 
         def batch_distance(a: int | None, b: int | None) -> float:
             if a is None or b is None:

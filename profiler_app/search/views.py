@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
-from .. import sweeps
+from .. import kind_presets, sweeps
 from ..engine.loadgen import SweepError
 from ..models import Search
 from ..permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
@@ -44,6 +44,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
     except runner.SearchError as exc:
         raise Http404(str(exc)) from None
     current = knobs_of(base)
+    kind, _ = kind_presets.model_kind(name)
     initial, capacity, suggestion, gpus = SearchForm.defaults_for(name, current, sha)
     if request.method == "POST":
         if not can_run:
@@ -53,7 +54,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
                 {"exception": "Your role cannot run config searches."},
                 status=403,
             )
-        form = SearchForm(request.POST, model=name)
+        form = SearchForm(request.POST, model=name, kind=kind)
         if form.is_valid() and form.search_request is not None:
             try:
                 search = runner.create_search(form.search_request, user=request.user)
@@ -62,7 +63,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             else:
                 return redirect("search_detail", pk=search.pk)
     else:
-        form = SearchForm(initial=initial, model=name)
+        form = SearchForm(initial=initial, model=name, kind=kind)
     return render(
         request,
         "profiler/search_new.html",
@@ -71,6 +72,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             "name": name,
             "can_run": can_run,
             "current": current,
+            "kind": kind,
             "gpus": gpus,
             "capacity": capacity.describe("KIND_GPU" if gpus else "KIND_CPU"),
             "suggestion": suggestion.sentence() if suggestion else "",
@@ -185,7 +187,8 @@ def search_probe(request: HttpRequest, name: str) -> HttpResponse:
     running = defaults.running_probe(name)
     if running is not None:
         return JsonResponse({"message": "A probe is already queued.", "sweep": running.pk})
-    params = defaults.probe_params(name)
+    kind, _ = kind_presets.model_kind(name)
+    params = defaults.probe_params(name, streaming=bool(kind and kind.decoupled))
     try:
         sweeps.preflight(params)
         probe = sweeps.create_sweep(

@@ -13,13 +13,24 @@ window.SearchPage = (function () {
   let resyncTimer = null;
   const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
 
-  function latencyKey() {
+  // The two metrics candidates are judged on (search.metrics, named by the server):
+  // infer/s and the request latency unless the search says otherwise (a decoupled model's
+  // responses/s and first response p95, goodput).
+  function metrics() {
     const pct = search && search.constraints ? search.constraints.percentile : 95;
-    return pct === "avg" ? "avg_us" : "p" + pct + "_us";
+    const lat = pct === "avg" ? "avg" : "p" + pct;
+    return (search && search.metrics) || {
+      throughput: { key: "throughput", label: "throughput", unit: "infer/s" },
+      latency: { key: lat === "avg" ? "avg_us" : lat + "_us", label: lat, unit: "ms" },
+    };
   }
-  function latencyLabel() {
-    const pct = search && search.constraints ? search.constraints.percentile : 95;
-    return pct === "avg" ? "avg" : "p" + pct;
+  function latencyKey() { return metrics().latency.key; }
+  function latencyLabel() { return metrics().latency.label; }
+  // A level's figure: a field, or an `extra` entry (a streaming level's first response).
+  function figure(lv, key) {
+    if (lv[key] !== undefined && lv[key] !== null) return lv[key];
+    const extra = lv.extra || {};
+    return extra[key] === undefined ? null : extra[key];
   }
   function setText(id, text) { const el = document.getElementById(id); if (el) el.textContent = text; }
   function schedule() {
@@ -44,14 +55,16 @@ window.SearchPage = (function () {
   // Each candidate's levels as it is judged: the medians of its re-measurement rounds
   // when it has them (effective_levels), else its one measurement.
   function points() {
-    const key = latencyKey();
+    const m = metrics();
     const out = [];
     candidates.forEach(function (c) {
       if (c.state === "failed") return;
       const levels = (c.effective_levels && c.effective_levels.length) ? c.effective_levels : (c.levels || []);
       levels.forEach(function (lv) {
-        if (lv[key] === null || lv[key] === undefined || !(lv.throughput > 0)) return;
-        out.push(chartPoint(c, lv.concurrency, lv.throughput, lv[key], lv.rounds));
+        const lat = figure(lv, m.latency.key);
+        const y = figure(lv, m.throughput.key);
+        if (lat === null || !(lv.throughput > 0) || y === null) return;
+        out.push(chartPoint(c, lv.concurrency, y, lat, lv.rounds));
       });
     });
     return out;
@@ -72,9 +85,14 @@ window.SearchPage = (function () {
     const best = pts.filter(function (p) { return bp && p.key === bp[0] && p.concurrency === bp[1]; }).slice(0, 1);
     const current = pts.filter(function (p) { return p.baseline; });
     const c = search.constraints || {};
+    const m = metrics();
+    // The constraint lines on the axes they bound: the x axis's budget (the first response's
+    // when the x axis is), the floor (infer/s) when the y axis is infer/s.
+    const xBudget = m.latency.key.indexOf("first_response_") === 0 ? c.first_response_budget_ms : c.latency_budget_ms;
+    const yFloor = m.throughput.key === "throughput" ? c.min_throughput : null;
     const shapes = [];
-    if (c.latency_budget_ms) shapes.push({ type: "line", xref: "x", yref: "paper", x0: c.latency_budget_ms, x1: c.latency_budget_ms, y0: 0, y1: 1, line: { dash: "dash", color: "#d92d20" } });
-    if (c.min_throughput) shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: c.min_throughput, y1: c.min_throughput, line: { dash: "dash", color: "#f79009" } });
+    if (xBudget) shapes.push({ type: "line", xref: "x", yref: "paper", x0: xBudget, x1: xBudget, y0: 0, y1: 1, line: { dash: "dash", color: "#d92d20" } });
+    if (yFloor) shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: yFloor, y1: yFloor, line: { dash: "dash", color: "#f79009" } });
     function trace(list, name, style, labelled) {
       return Object.assign({ type: "scatter", mode: labelled ? "markers+text" : "markers", name: name, x: list.map(function (p) { return p.x; }), y: list.map(function (p) { return p.y; }),
         hovertext: list.map(function (p) { return p.label; }), hoverinfo: "text+x+y",
@@ -89,8 +107,8 @@ window.SearchPage = (function () {
     ], {
       // The legend above the plot area: at the bottom it sat on the x axis title.
       margin: { l: 60, r: 15, t: 40, b: 45 }, legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" }, shapes: shapes,
-      xaxis: { title: { text: latencyLabel() + " latency (ms)" + (c.latency_budget_ms ? " · budget " + c.latency_budget_ms + " ms" : "") }, rangemode: "tozero" },
-      yaxis: { title: { text: "throughput (infer/s)" + (c.min_throughput ? " · floor " + c.min_throughput : "") }, rangemode: "tozero" },
+      xaxis: { title: { text: latencyLabel() + " latency (ms)" + (xBudget ? " · budget " + xBudget + " ms" : "") }, rangemode: "tozero" },
+      yaxis: { title: { text: m.throughput.label + " (" + m.throughput.unit + ")" + (yFloor ? " · floor " + yFloor : "") }, rangemode: "tozero" },
     }, { displayModeBar: false, responsive: true });
   }
 
@@ -110,7 +128,8 @@ window.SearchPage = (function () {
       if (result.best_key === r.key) tr.className = "best";
       else if (r.tied) tr.className = "tied";
       else if (!r.feasible) tr.className = "infeasible";
-      const objective = r.objective === null ? "—" : (search.objective === "min_latency" ? fmt(r.objective, 1000) + " ms" : fmt(r.objective, 1, 1) + " infer/s");
+      const m = metrics();
+      const objective = r.objective === null ? "—" : (search.objective === "min_latency" ? fmt(r.objective, 1000) + " ms" : fmt(r.objective, 1, 1) + " " + m.throughput.unit);
       [String(r.rank), r.description + (r.baseline ? " (current)" : ""), r.state + (r.state === "measured" && !r.feasible ? ", misses constraints" : ""),
         objective, fmt(r.throughput, 1, 1), r.latency_us === null ? "—" : latencyLabel() + " " + fmt(r.latency_us, 1000) + " ms",
         r.concurrency === null ? "—" : String(r.concurrency),
@@ -160,8 +179,16 @@ window.SearchPage = (function () {
     setText("progress-text", text);
   }
 
+  function renderHeads() {
+    const m = metrics();
+    setText("head-throughput", m.throughput.label.charAt(0).toUpperCase() + m.throughput.label.slice(1) + " (" + m.throughput.unit + ")");
+    setText("head-latency", m.latency.label.charAt(0).toUpperCase() + m.latency.label.slice(1));
+    setText("chart-title", m.throughput.label.charAt(0).toUpperCase() + m.throughput.label.slice(1) + " vs " + m.latency.label + " latency");
+  }
+
   function render() {
     if (!search) return;
+    renderHeads();
     renderStatus();
     renderChart();
     renderTable();
@@ -242,7 +269,7 @@ window.SearchPage = (function () {
 window.SearchNewPage = (function () {
   let options = {};
   const touched = new Set();
-  const FILLED = ["latency_budget", "concurrency_range", "counts"];
+  const FILLED = ["latency_budget", "first_response_budget", "concurrency_range", "counts"];
 
   function csrf() { const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/); return m ? decodeURIComponent(m[1]) : ""; }
   function status(text) { const el = document.getElementById("probe-status"); if (el) el.textContent = text; }
