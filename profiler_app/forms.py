@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from repository_app.servers import Server
+
 from . import kind_presets, sweeps
 from .engine.inputs import InputError, parse_input_json
 from .model_kind import ModelKind
@@ -165,10 +167,16 @@ class SweepForm(forms.Form):
     )
 
     def __init__(
-        self, *args: Any, model: str, kind: ModelKind | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        model: str,
+        server: Server,
+        kind: ModelKind | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
+        self.server = server  # the Triton server the sweep runs on
         self.kind = kind
         self.params: SweepParams | None = None
         self._fit_kind()
@@ -240,7 +248,7 @@ class SweepForm(forms.Form):
         if self.errors:
             return data
         try:
-            sweeps.preflight(params, data["engine"])
+            sweeps.preflight(self.server, params, data["engine"])
         except SweepError as exc:
             self._add(refusal(exc, params), from_file)
             return data

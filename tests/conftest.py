@@ -31,7 +31,8 @@ SERVICE_START_S = 180  # a Daphne or Celery subprocess up and answering
 # The fields every "activity" event carries (repository_app.events.EVENT_FIELDS), for tests
 # that flood the activity group.
 ACTIVITY = {
-    "id": 0, "at": "", "user": "test", "action": "test", "model": "", "target": "", "outcome": "ok"
+    "id": 0, "at": "", "user": "test", "action": "test", "model": "", "server": "",
+    "target": "", "outcome": "ok",
 }  # fmt: skip
 BROWSER_WAIT_MS = 300_000  # a page condition that waits on real services (poller ticks...)
 
@@ -128,6 +129,16 @@ def redis_db() -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.flushdb()
+
+
+def on_repository(root: Path):  # type: ignore[no-untyped-def]
+    """The default server with its model repository at ``root``: for tests of the disk side
+    (saving, uploads) on a repository of their own."""
+    import dataclasses
+
+    from repository_app import servers
+
+    return dataclasses.replace(servers.default(), repository=Path(root))
 
 
 def database_url() -> str:

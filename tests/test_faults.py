@@ -18,7 +18,7 @@ from devstack import services as svc
 from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from repository_app import control, events
+from repository_app import control, events, servers
 from repository_app.triton.client import TritonClient
 
 from .conftest import ACTIVITY, SERVICE_START_S, start_celery_worker, wait_for
@@ -248,7 +248,7 @@ def test_triton_stopped_mid_sweep_fails_it_clearly_and_keeps_partial_results(tmp
         model="busy_compute", start=1, end=8, step=1, measurement_window_ms=300,
         stability_percentage=1, max_windows=20,
     )  # fmt: skip
-    sweep = sweeps.create_sweep(params, enqueue=False)
+    sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
     assert jobs.claim(sweep.pk)
     runner = threading.Thread(target=jobs.execute, args=(sweep.pk,))
     runner.start()

@@ -89,7 +89,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
     real_publish = events.publish
 
     def recording_publish(group, kind, payload, *args, **kwargs):
-        if group == events.REPOSITORY_GROUP:
+        if group == events.repository_group("default"):
             published.append((kind, payload))
         return real_publish(group, kind, payload, *args, **kwargs)
 

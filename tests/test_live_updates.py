@@ -138,7 +138,7 @@ async def test_clients_ignore_what_they_send(redis_db):
     await communicator.send_to(text_data='{"type": "relay", "event": {"forged": true}}')
     # Still connected and relaying (other events, e.g. the poller's, may come first).
     ping = {"model": "ping", "n": 1}  # a declared event type (events.EVENT_FIELDS)
-    await sync_to_async(events.publish)(events.REPOSITORY_GROUP, "model.versions", ping)
+    await sync_to_async(events.publish)(events.repository_group("default"), "model.versions", ping)
     event = await _until(communicator, lambda e: e["type"] == "model.versions" and "n" in e)
     assert event["n"] == 1 and "forged" not in event
     await communicator.disconnect()

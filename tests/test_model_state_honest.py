@@ -195,7 +195,7 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
         def unload(self, name: str) -> None:
             unloaded.append(name)
 
-    monkeypatch.setattr(publish, "get_client", lambda: FakeClient())
+    monkeypatch.setattr(publish, "get_client", lambda *_: FakeClient())
     admin = user_client(django_user_model, "ad", ADMIN)
     response = admin.delete("/api/v1/models/add_sub/")
     assert response.status_code == 409 and "unload it first" in response.json()["message"]

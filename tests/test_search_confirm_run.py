@@ -15,6 +15,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import confirm, report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -43,6 +44,7 @@ def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_it
             max_windows=3,
         ),  # fmt: skip
         constraints=Constraints(latency_budget_ms=None, percentile=95),
+        server=servers.default(),
         mode="grid",
         confirm_top=1,
         confirm_rounds=2,

@@ -18,7 +18,7 @@ import pytest
 from django.test import Client
 
 from devstack import run as devstack
-from repository_app import control, repository
+from repository_app import control, repository, servers
 from repository_app.editor import saving
 from repository_app.modelconfig import validate_text
 from repository_app.modelconfig.code_loading import code_changes
@@ -89,7 +89,7 @@ def test_a_planted_folder_with_an_unsafe_name_is_flagged_and_never_loaded(repo, 
     load, skipped = devstack.models_to_load(repo)
     assert planted.name not in load and "plain" in load
     assert [name for name, _ in skipped] == [planted.name]
-    assert control.models_to_restore({}) == ["plain"]
+    assert control.models_to_restore(servers.default(), {}) == ["plain"]
     with pytest.raises(control.ActionRefused, match="invalid model name"):
         control.start_action("load", planted.name, "olga")
     page = Client()
@@ -160,7 +160,7 @@ def test_the_editor_page_and_restore_refuse_an_operator_code_change(repo, operat
     assert put_config(admin, "pyadd", with_env_path(original)).status_code == 200
     page = Client()
     page.force_login(api_user("otto", OPERATOR))
-    current = saving.read_current("pyadd")
+    current = saving.read_current("pyadd", servers.default())
     back = page.post("/models/pyadd/config/", {
         "mode": "text", "action": "save", "text": original, "base_sha": current.sha256,
     })  # fmt: skip

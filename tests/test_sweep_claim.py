@@ -10,6 +10,7 @@ from django.utils import timezone
 from profiler_app import jobs, sweeps, watchdog
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
 from profiler_app.params import SweepParams
+from repository_app import servers
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,9 @@ def no_dispatch(monkeypatch, redis_db) -> list[int]:
 
 def _sweep(model: str = "add_batched", **params) -> Sweep:
     base = {"start": 1, "end": 3, "measurement_window_ms": 500, "max_windows": 3}
-    return sweeps.create_sweep(SweepParams(model=model, **{**base, **params}), enqueue=False)
+    return sweeps.create_sweep(
+        servers.default(), SweepParams(model=model, **{**base, **params}), enqueue=False
+    )
 
 
 def test_claiming_a_free_server_makes_the_sweep_running_and_holds_the_slot():

@@ -70,7 +70,7 @@ def test_run_action_explains_the_failure_in_its_outcome_and_the_audit_row(monkey
     client = mock.create_autospec(TritonClient, instance=True)
     client.model_states.return_value = []
     client.load.side_effect = TritonError(TRITON_251)
-    monkeypatch.setattr(control, "get_client", lambda: client)
+    monkeypatch.setattr(control, "get_client", lambda *_: client)
     outcome = control.run_action("load", "tiny", "tester")
     assert outcome.ok is False
     assert "This Triton has no onnxruntime backend" in outcome.message
