@@ -171,14 +171,14 @@ def check(fields: Mapping[str, Any], *, exclude_pk: int | None = None) -> dict[s
 
 def grpc_taken_by(grpc_url: str, *, exclude_pk: int | None = None) -> str:
     """The name of the server that already has this gRPC address; "" when none."""
+    from django.apps import apps
     from django.conf import settings
-
-    from .models import TritonServer
 
     key = grpc_key(grpc_url)
     if key == grpc_key(str(settings.TRITON_URL)):
         return DEFAULT
-    rows = TritonServer.objects.filter(grpc_key=key)
+    # Through the app registry: models.TritonServer.clean calls this module.
+    rows = apps.get_model("repository_app", "TritonServer").objects.filter(grpc_key=key)
     if exclude_pk is not None:
         rows = rows.exclude(pk=exclude_pk)
     return str(rows.values_list("name", flat=True).first() or "")

@@ -546,15 +546,15 @@ def test_fill_from_model_writes_the_inputs_and_outputs_into_the_text(settings, t
     (tmp_path / "classifier" / "1").mkdir(parents=True)
     _onnx(tmp_path / "classifier" / "1" / "model.onnx")
     settings.MODEL_REPOSITORY = tmp_path
-    text, note = fill.fill_from_model("classifier", CLASSIFIER)
+    text, note = fill.fill_from_model("classifier", CLASSIFIER, servers.default())
     assert diff(CLASSIFIER, text) == [
         '+input [ { name: "images" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] } ]',
         '+output [ { name: "scores" data_type: TYPE_FP32 dims: [ 10 ] } ]',
     ]
     # Filled again: nothing left to change.
-    assert fill.fill_from_model("classifier", text)[0] == text
+    assert fill.fill_from_model("classifier", text, servers.default())[0] == text
     changed = text.replace("dims: [ 10 ]", "dims: [ 12 ]")
-    assert diff(changed, fill.fill_from_model("classifier", changed)[0]) == [
+    assert diff(changed, fill.fill_from_model("classifier", changed, servers.default())[0]) == [
         '-output [ { name: "scores" data_type: TYPE_FP32 dims: [ 12 ] } ]',
         '+output [ { name: "scores" data_type: TYPE_FP32 dims: [ 10 ] } ]',
     ]

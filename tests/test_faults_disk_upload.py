@@ -63,7 +63,7 @@ def repo(disk: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / MODEL / "1" / "model.plan").write_bytes(b"plan-v1")
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = disk / ".staging"
-    monkeypatch.setattr(publish, "_triton_states", lambda model: [])
+    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
     assert os.stat(staging.staging_root(servers.default())).st_dev == os.stat(root).st_dev
     return root
 

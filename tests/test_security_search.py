@@ -26,6 +26,7 @@ from profiler_app.search import runner
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Dimensions, Knobs, Space, SpaceError
+from repository_app import servers
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
 
@@ -133,7 +134,7 @@ def dana():
 
 @pytest.mark.parametrize(("change", "field", "message"), BAD)
 def test_the_form_refuses_each_bad_knob_on_its_field(change, field, message):
-    form = SearchForm({**GOOD, **change}, model=MODEL)
+    form = SearchForm({**GOOD, **change}, model=MODEL, server=servers.default())
     assert not form.is_valid()
     assert field in form.errors, form.errors
     assert any(message in e for e in form.errors[field]), form.errors[field]

@@ -56,12 +56,13 @@ def test_a_second_sweep_waits_with_position_one_while_the_server_is_busy(
     assert jobs.claim(second.pk)
 
 
-def test_a_sweep_on_another_server_does_not_wait(settings):
+def test_a_sweep_on_another_server_does_not_wait():
     first = _sweep()
     assert jobs.claim(first.pk)
-    settings.TRITON_URL = "10.0.0.9:8001"
     other = _sweep()
+    Sweep.objects.filter(pk=other.pk).update(server="another")  # its queue is empty
     assert jobs.claim(other.pk)
+    assert not jobs.claim(_sweep().pk), "the default server's slot is still taken"
 
 
 def test_finish_only_moves_a_running_sweep_and_always_frees_the_slot():

@@ -91,7 +91,7 @@ def test_one_bad_flag_is_one_message_on_the_form_the_api_the_command_line_and_th
     assert str(refused.value) == line
 
     if flag in SEARCH:  # the measurement's flags of a search
-        search = SearchForm({**SEARCH, flag: value}, model="add_batched")
+        search = SearchForm({**SEARCH, flag: value}, model="add_batched", server=servers.default())
         assert not search.is_valid()
         assert search.errors == {flag: [message]}
     assert not Sweep.objects.exists()
