@@ -47,6 +47,12 @@ class TritonServer(models.Model):
         self.grpc_key = grpc_key(self.grpc_url)
         super().save(*args, **kwargs)
 
+    def clean_fields(self, exclude: Any = None) -> None:
+        # server_rules owns every field's checks (lengths included), with one message each.
+        owned = {"name", "grpc_url", "http_url", "metrics_url", "api_key", "api_key_header",
+                 "labels", "repository"}  # fmt: skip
+        super().clean_fields(exclude={*(exclude or ()), *owned})
+
     def clean(self) -> None:
         """The one set of checks (server_rules), each refusal on its field."""
         from .server_rules import InvalidServer, check

@@ -25,6 +25,8 @@ MAX_LABELS = 32
 # metadata "triton-grpc-protocol-<key>"; gRPC metadata keys are lower case.
 HEADER_RULE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 MAX_API_KEY = 256
+MAX_ADDRESS = 255  # the columns' lengths (models.TritonServer)
+MAX_PATH = 1024
 _PRINTABLE = re.compile(r"[\x21-\x7e]*")  # what a gRPC metadata value may hold, no spaces
 
 
@@ -55,7 +57,9 @@ def check_hostport(value: object) -> str:
         raise ValueError("give host:port, e.g. triton-a:8001")
     value = value.strip()
     if any(c.isspace() for c in value):
-        raise ValueError(f"must be host:port without spaces, got {value!r}")
+        raise ValueError(f"must be host:port without spaces, got {_shown(value)}")
+    if len(value) > MAX_ADDRESS:
+        raise ValueError(f"must be at most {MAX_ADDRESS} characters")
     return parse_hostport(value)
 
 
@@ -69,6 +73,8 @@ def check_metrics_url(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("give the metrics page's URL, e.g. http://triton-a:8002/metrics")
     value = value.strip()
+    if len(value) > MAX_PATH:
+        raise ValueError(f"must be at most {MAX_PATH} characters")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
@@ -104,6 +110,8 @@ def check_repository(value: object) -> Path:
     if not isinstance(value, str | os.PathLike) or not str(value).strip():
         raise ValueError("give the model repository's absolute path on the dashboard host")
     text = str(value).strip()
+    if len(text) > MAX_PATH:
+        raise ValueError(f"must be at most {MAX_PATH} characters")
     if "\x00" in text:
         raise ValueError("the path contains a NUL byte")
     path = Path(text)

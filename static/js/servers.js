@@ -19,12 +19,18 @@
 
   if (!server || server === "default") return;
 
-  // The URL with server=NAME, or null when it is another site's, static or already has one.
-  function carried(text) {
+  // This site's own pages and endpoints (not static files, not other sites), as a URL.
+  function ours(text) {
     let url;
     try { url = new URL(text, location.href); } catch (e) { return null; }
     if (url.origin !== location.origin || url.pathname.startsWith("/static/")) return null;
-    if (url.searchParams.has("server")) return null;
+    return url;
+  }
+
+  // The URL with server=NAME, or null when it is not ours or already names a server.
+  function carried(text) {
+    const url = ours(text);
+    if (!url || url.searchParams.has("server")) return null;
     url.searchParams.set("server", server);
     return url;
   }
@@ -46,8 +52,8 @@
     const form = event.target;
     if (!(form instanceof HTMLFormElement)) return;
     if ((form.method || "get").toLowerCase() === "get") {
-      if (form.querySelector('input[name="server"]')) return;
-      if (!carried(form.action)) return;
+      // Browsers drop the action's own query on a GET submit: a field carries the server.
+      if (form.querySelector('[name="server"]') || !ours(form.action)) return;
       const field = document.createElement("input");
       field.type = "hidden";
       field.name = "server";
