@@ -348,6 +348,8 @@ def execute(job_id: int) -> str:
         record_server_facts(job)
     except JobError as exc:
         return finish(job_id, Outcome(State.FAILED, str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the facts are a note: the job runs without them
+        log.warning("%s #%s: server facts not recorded: %s", kind.noun, job_id, exc)
     publish_state(job)
     heartbeat = Heartbeat(job_id)
     heartbeat.start()

@@ -51,7 +51,7 @@ def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(tri
     def user(name: str, actions: list[str]) -> None:
         for action in actions:
             try:
-                control.start_action(action, "add_sub", name)
+                control.start_action(servers.default(), action, "add_sub", name)
             except control.ActionRefused as exc:
                 refusals.append(str(exc))
             except BaseException as exc:  # anything else is a bug

@@ -121,7 +121,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         assert shown["models"][MODEL]["state"] == "LOADING"
         if client_timeout_s < HOLD_S:  # past the call's deadline: now polling
             wait_for(lambda: polling, BOUND_S, "the load call to time out and poll the index")
-        assert MODEL in control._inflight  # still mid-load when Triton dies
+        assert ("default", MODEL) in control._inflight  # still mid-load when Triton dies
         assert polling == ([MODEL] if client_timeout_s < HOLD_S else []), where
         assert [s.state for s in direct.model_states(MODEL)] == ["LOADING"]
 

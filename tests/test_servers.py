@@ -388,3 +388,48 @@ def test_migrations_name_the_default_server_on_existing_rows_and_go_back(setting
         assert old.get_model("repository_app", "ModelIntent").objects.count() == 1
     finally:
         MigrationExecutor(connection).migrate(latest)
+
+
+# --- the commands and the sweep API name their server --------------------------------------
+
+
+@pytest.mark.django_db
+def test_commands_refuse_an_unknown_server_and_use_a_known_one(unreachable, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    config = tmp_path / "only_here" / "config.pbtxt"
+    for args in (
+        ("triton", "status", "--server", "bogus"),
+        ("perf_sweep", "only_here", "--server", "bogus"),
+        ("validate_config", str(config), "--server", "bogus"),
+    ):
+        with pytest.raises(CommandError, match="--server: no Triton server named 'bogus'"):
+            call_command(*args)
+    with pytest.raises(CommandError, match="Triton unreachable at 127.0.0.1:1"):
+        call_command("triton", "status", "--server", "far")
+
+
+@pytest.mark.django_db
+def test_a_sweep_is_created_on_the_server_its_body_names(unreachable, django_user_model):
+    from team.roles import OPERATOR, set_role
+
+    user = django_user_model.objects.create_user("opal")
+    set_role(user, OPERATOR)
+    api = Client()
+    api.force_login(user)
+
+    def create(body: dict[str, object], query: str = "") -> dict[str, object]:
+        response = api.post(
+            f"/api/v1/sweeps/{query}", {"model": "only_here", **body},
+            content_type="application/json",
+        )  # fmt: skip
+        assert response.status_code in (400, 404), response.content
+        return dict(response.json())
+
+    assert create({"server": "bogus"}) == {
+        "message": "no Triton server named 'bogus'", "field": "server"
+    }  # fmt: skip
+    # The body's server is the one asked (nothing answers at far's address).
+    assert "Triton unreachable at 127.0.0.1:1" in str(create({"server": "far"})["message"])
+    assert "Triton unreachable at 127.0.0.1:1" in str(create({}, "?server=far")["message"])
+    assert create({"server": "default"}, "?server=far")["field"] == "server"

@@ -185,3 +185,29 @@ def test_links_and_forms_of_a_page_keep_its_server(
     page.wait_for_url(f"{web_server.url}/server/")
     page.click("nav a[href='/models/']")
     page.wait_for_url(f"{web_server.url}/models/")  # the default server's links stay plain
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_on_solo_measures_solo_and_keeps_its_facts(triton_solo, solo_server, redis_db):
+    """A model only solo has: the sweep can only have measured solo."""
+    from django.core.management import call_command
+
+    from profiler_app.models import Sweep, SweepPoint
+
+    client = TritonClient(triton_solo.grpc_url, triton_solo.metrics_url)
+    client.load(SOLO_ONLY)
+    try:
+        call_command(
+            "perf_sweep", SOLO_ONLY, "--server", "solo", "--concurrency-range", "1:1:1",
+            "--measurement-interval", "300", "--stability-percentage", "100",
+            "--max-trials", "3",
+        )  # fmt: skip
+    finally:
+        client.unload(SOLO_ONLY)
+    sweep = Sweep.objects.get()
+    assert (sweep.server, sweep.state) == ("solo", "succeeded"), sweep.error
+    assert SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL).count() == 1
+    facts = sweep.server_facts
+    assert facts["server"] == "solo" and facts["grpc_url"] == triton_solo.grpc_url
+    assert facts["triton_version"] and facts["gpu_count"] == len(facts["gpus"])
+    assert AuditEvent.objects.get(action="sweep.start").server == "solo"
