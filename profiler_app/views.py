@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from repository_app import servers
 from repository_app.server_context import server_of
 from team import audit
 
@@ -64,7 +63,6 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
             "queue": queue,
             "running": running,
             "searches": searches[:20],
-            "fleet": len(servers.names()) > 1,
         },
     )
 

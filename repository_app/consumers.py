@@ -45,8 +45,8 @@ class LiveConsumer(RelayConsumer):
             groups.append(events.ACTIVITY_GROUP)
         if name:
             groups.append(events.model_group(server, name))
-        if name and self.topic == "editor":
-            # Saves and presence belong to the repository: servers sharing it see them.
+            # Saves and editor presence belong to the repository: whoever looks at the model
+            # through any server on it sees them.
             key = await sync_to_async(repository_key)(self.server)
             groups.append(events.config_group(key, name))
         return groups

@@ -225,7 +225,7 @@ def test_a_full_disk_during_a_config_save_leaves_the_old_config_intact(
     bigger = original.decode() + "\n" + "# padding to need new blocks\n" * 400
     with pytest.raises(saving.SaveError) as caught:
         saving.save_config(
-            "add_sub", bigger, base_sha256=saving.sha256_hex(original),
+            "add_sub", bigger, server=servers.default(), base_sha256=saving.sha256_hex(original),
             author_id=admin_user.pk, source="text",
         )  # fmt: skip
     assert "No space left" in caught.value.message or "full" in caught.value.message.lower()

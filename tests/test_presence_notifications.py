@@ -50,12 +50,14 @@ async def test_a_save_tells_everyone_looking_at_the_model_with_a_diff_link(
     path = triton.repository / "add_sub" / "config.pbtxt"
     original = path.read_bytes()
     try:
-        current = await sync_to_async(saving.read_current)("add_sub")
-        await sync_to_async(saving.record_disk_change)("add_sub", current)
+        server = servers.default()
+        current = await sync_to_async(saving.read_current)("add_sub", server)
+        await sync_to_async(saving.record_disk_change)("add_sub", server, current)
         text = original.decode().replace("max_batch_size: 8", "max_batch_size: 4")
         await sync_to_async(saving.save_config)(
-            "add_sub", text, base_sha256=current.sha256, author_id=admin_user.pk, source="text"
-        )
+            "add_sub", text, server=server, base_sha256=current.sha256,
+            author_id=admin_user.pk, source="text",
+        )  # fmt: skip
         event = await _next(viewer, "config.saved")
         assert event["by"] == admin_user.username and event["model"] == "add_sub"
         assert event["diff_url"].startswith("/models/add_sub/config/diff/?a=")
