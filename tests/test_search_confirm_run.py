@@ -74,6 +74,6 @@ def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_it
     assert env["triton_version"] and env["server"] == search.sweep.server
     assert env["gpus"] == [] and env["cpu_count"]
     page = report.build(search)
-    assert f"{env['triton_version']} at {env['server']}" in page
+    assert f"{env['triton_version']} at {env['grpc_url']}" in page
     assert "Latency breakdown at each candidate" in page and "p95 ≤ " in page
     assert "alternating rounds" in page and "GPU memory (MB)" not in page  # no GPU here

@@ -229,10 +229,7 @@ def server_environment(server: Server) -> dict[str, Any]:
     facts = describe(server)
     local = triton_is_local(server.grpc_url)
     return {
-        **facts,
-        "server_name": server.name,
-        # "server" stays the address the report has always shown.
-        "server": server.grpc_url,
+        **facts,  # "server" names it, as Sweep.server does; "grpc_url" is its address
         "host": _host(server.grpc_url),
         "local": local,
         "cpu_count": local_cpu_count() if local else None,
