@@ -261,8 +261,8 @@ def _roll(series: Series, server: str, source: int, target: int, oldest: int, en
 
 def prune(now: float, server: str) -> int:
     """Delete one server's 10 s rows past HISTORY_FINE_RETENTION_H and its coarser rows
-    past HISTORY_RETENTION_DAYS; returns how many. (A removed server's rows stay until
-    the server's name is polled again, or are deleted with ``forget``.)"""
+    past HISTORY_RETENTION_DAYS; returns how many. (A removed server's rows are pruned only
+    while a server of that name is polled.)"""
     fine_cutoff = int(now) - settings.HISTORY_FINE_RETENTION_H * 3600
     coarse_cutoff = int(now) - settings.HISTORY_RETENTION_DAYS * 86400
     deleted = 0
@@ -281,11 +281,6 @@ def prune(now: float, server: str) -> int:
 def maintain(now: float, server: str) -> tuple[int, int]:
     """Roll up, then prune (in that order: a 10 s row is rolled up before it may go)."""
     return roll_up(now, server), prune(now, server)
-
-
-def forget(server: str) -> int:
-    """Delete every history row of a server (one that was removed for good)."""
-    return sum(series.model.objects.filter(server=server).delete()[0] for series in ALL_SERIES)
 
 
 # --- Reading, for the Server page ----------------------------------------------------------
