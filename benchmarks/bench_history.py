@@ -75,7 +75,7 @@ def bench_recording(models: int) -> None:
     from repository_app import history
     from repository_app.models import ModelMetricPoint, ServerMetricPoint
 
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     before = db_bytes()
     spent = []
     scrapes = 3600 // SCRAPE_S + 1
@@ -87,7 +87,7 @@ def bench_recording(models: int) -> None:
         recorder.observe(now, samples)
         if last_maintained is None or now - last_maintained >= history.MAINTAIN_EVERY_S:
             last_maintained = now
-            history.maintain(now)
+            history.maintain(now, "default")
         spent.append(time.perf_counter() - started)
     by_tier = {t: ModelMetricPoint.objects.filter(resolution_s=t).count() for t in history.TIERS}
     rows = sum(by_tier.values()) + ServerMetricPoint.objects.count()
@@ -144,7 +144,9 @@ def bench_reading(models: int) -> None:
             ],
             batch_size=2000,
         )
-    history.roll_up(now)  # the 5- and 30-minute rows of those 24 h, as the poller makes them
+    history.roll_up(
+        now, "default"
+    )  # the 5- and 30-minute rows of those 24 h, as the poller makes them
     # Days 2 to 14 as the 5- and 30-minute rows the poller would have kept (their 1-minute
     # rows matter to no chart read here, so they are left out to save the filling time).
     oldest = start - 13 * 86400

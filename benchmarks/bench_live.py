@@ -97,6 +97,7 @@ def main() -> int:
     from profiler_app import jobs, sweeps
     from profiler_app.models import Sweep
     from profiler_app.params import SweepParams
+    from repository_app import servers
     from repository_app.triton.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
@@ -148,7 +149,7 @@ def main() -> int:
                 model=args.model, start=1, end=8, step=1, streaming=args.streaming,
                 measurement_window_ms=args.window_ms, stability_percentage=0.01, max_windows=4,
             )  # fmt: skip
-            sweep = sweeps.create_sweep(params, user=user, enqueue=False)
+            sweep = sweeps.create_sweep(servers.default(), params, user=user, enqueue=False)
             start = functools.partial(jobs.dispatch, sweep.pk)
             delays = asyncio.run(watch(base, session.session_key, sweep.pk, viewers, start))
             sweep.refresh_from_db()

@@ -135,10 +135,11 @@ def _poll_until(stop, env: dict[str, str]) -> None:  # type: ignore[no-untyped-d
     import django
 
     django.setup()
+    from repository_app import servers
     from repository_app.poller import Poller
 
     # The production cadence: index every second, statistics and metrics every second tick.
-    poller = Poller(interval_s=1.0, slow_every=2)
+    poller = Poller(servers.default(), interval_s=1.0, slow_every=2)
     while not stop.is_set():
         poller.tick()
         stop.wait(1.0)

@@ -62,6 +62,7 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
     from profiler_app.search import runner
     from profiler_app.search.objective import Constraints
     from profiler_app.search.space import Space
+    from repository_app import servers
 
     request = runner.SearchRequest(
         model=model,
@@ -75,6 +76,7 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
             max_windows=args.max_windows,
         ),
         constraints=Constraints(latency_budget_ms=args.budget_ms, percentile=95),
+        server=servers.default(),
         mode=mode,
         confirm_top=args.search_confirm_top,
         confirm_rounds=args.search_confirm_rounds,
@@ -107,17 +109,19 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     from profiler_app.engine.loadgen import run_sweep
     from profiler_app.search import runner
     from profiler_app.search.space import Knobs, apply
+    from repository_app import servers
     from repository_app.editor.triton_actions import config_override
     from repository_app.triton.client import engine_url, get_client
 
-    base, _, _ = runner.saved_config(grid_search.model)
+    server = servers.default()
+    base, _, _ = runner.saved_config(server, grid_search.model)
     knobs = {c.key: Knobs.from_json(c.knobs) for c in grid_search.candidates.all() if c.key in keys}
     params = sweeps.params_of(grid_search.sweep)
-    client = get_client()
+    client = get_client(server)
 
     def measure(key: str) -> float:
         client.load(grid_search.model, config=config_override(apply(base, knobs[key])))
-        result = asyncio.run(run_sweep(params, engine_url(params.protocol)))
+        result = asyncio.run(run_sweep(params, engine_url(server, params.protocol)))
         levels = [runner.level_json(lv) for lv in result.levels]
         found = runner.score_levels(levels, grid_search)
         return found.objective if found and found.objective is not None else 0.0

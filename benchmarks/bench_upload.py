@@ -172,7 +172,7 @@ def main() -> int:
         svc.stop(proc)
 
     # Publishing (rename under the model lock) for 1 MB vs 1 GB versions.
-    from repository_app import disk
+    from repository_app import disk, servers
     from repository_app.models import Upload
     from repository_app.uploads import publish, staging
 
@@ -182,16 +182,16 @@ def main() -> int:
         samples = []
         for _ in range(5):
             row = Upload.objects.create(username="bench", model="bench", backend="tensorrt",
-                                        filename="model.plan", size=nbytes)  # fmt: skip
-            folder = staging.upload_dir(row.id) / "version"
+                                        filename="model.plan", size=nbytes, server="default")  # fmt: skip
+            folder = staging.upload_dir(row) / "version"
             folder.mkdir(parents=True)
             with (folder / "model.plan").open("wb") as handle:
                 handle.truncate(nbytes)  # sparse: the rename does not read the data
             disk.fsync_tree(folder)
             start = time.perf_counter()
-            publish._publish(row, False)
+            publish._publish(servers.default(), row, False)
             samples.append((time.perf_counter() - start) * 1000)
-            staging.remove_staging(row.id)
+            staging.remove_staging(row)
         timings[label] = sorted(samples)[len(samples) // 2]
 
     size_gib = size / 1024**3

@@ -89,15 +89,24 @@ def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
     return raw
 
 
-def env_hostport(name: str, default: str) -> str:
-    """A Triton address: host:port, with an optional http:// prefix (dropped)."""
-    raw = env_str(name, default)
+def parse_hostport(raw: str) -> str:
+    """A Triton address: host:port, with an optional http:// prefix (dropped); ValueError
+    when it is not one. The one rule for TRITON_URL / TRITON_HTTP_URL and for the servers
+    the dashboard manages (repository_app.server_rules)."""
     value = raw.split("://", 1)[1] if "://" in raw else raw
     value = value.rstrip("/")
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        config_error(name, f"must be host:port, got {raw!r}")
+        raise ValueError(f"must be host:port, got {raw!r}")
     return value
+
+
+def env_hostport(name: str, default: str) -> str:
+    raw = env_str(name, default)
+    try:
+        return parse_hostport(raw)
+    except ValueError as exc:
+        config_error(name, str(exc))
 
 
 def env_path(name: str, default: Path) -> Path:

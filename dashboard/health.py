@@ -1,4 +1,8 @@
-"""Health of each component the dashboard depends on, for `/healthz` and the overview."""
+"""Health of each component the dashboard depends on, for `/healthz` and the overview.
+
+The Triton component is one server's: `/healthz` asks the default one (the environment's,
+as before servers became a parameter: another server going down does not make the
+dashboard unhealthy); the overview asks the server its page is about."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from repository_app.servers import Server
 from repository_app.triton.client import TritonError, get_client
 
 from .celery_app import app as celery_app
@@ -61,9 +66,9 @@ def check_worker(redis_up: bool) -> ComponentHealth:
     return ComponentHealth(True, f"{len(names)} worker(s)", {"workers": names})
 
 
-def check_triton() -> ComponentHealth:
+def check_triton(server: Server) -> ComponentHealth:
     try:
-        info = get_client().server_info()
+        info = get_client(server).server_info()
     except TritonError as exc:
         return ComponentHealth(False, exc.message)
     if info.live and info.ready:
@@ -83,17 +88,19 @@ def check_triton() -> ComponentHealth:
             "version": info.version,
             "extensions": info.extensions,
             "model_control_mode": info.control_mode,
-            "url": settings.TRITON_URL,
+            "url": server.grpc_url,
+            "server": server.name,
         },
     )
 
 
-def system_health() -> dict[str, ComponentHealth]:
-    """All components, checked concurrently so one slow component costs one timeout."""
+def system_health(server: Server) -> dict[str, ComponentHealth]:
+    """All components (Triton: ``server``), checked concurrently so one slow component
+    costs one timeout."""
     with ThreadPoolExecutor(max_workers=3) as pool:
         database = pool.submit(check_database)
         redis_health = pool.submit(check_redis)
-        triton = pool.submit(check_triton)
+        triton = pool.submit(check_triton, server)
         redis_result = redis_health.result()
         worker = check_worker(redis_result.up)
         return {

@@ -78,6 +78,8 @@ MIDDLEWARE = [
     # Before any view or CSRF's process_view reads a body: an oversized one is a 413.
     "dashboard.request_limits.RequestSizeMiddleware",
     "team.middleware.AuditActorMiddleware",
+    # ?server=NAME -> request.triton_server (an unknown name is a 404); redirects keep it.
+    "repository_app.server_context.ServerMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -96,6 +98,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "dashboard.security.csp_nonce",
+                "repository_app.server_context.server_context",
             ],
         },
     },
@@ -234,7 +237,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        # ?server=NAME naming no server: 404, checked once the caller is authenticated.
+        "repository_app.server_context.KnownServer",
+    ],
     # Deep nesting and lone surrogates are a 400 (dashboard/api_parsers.py), not a 500.
     "DEFAULT_PARSER_CLASSES": [
         "dashboard.api_parsers.SafeJSONParser",

@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from repository_app import servers
+from repository_app.server_context import server_of
 from repository_app.triton.client import TritonError, get_client
 
 from .health import as_json, system_health
@@ -14,18 +16,20 @@ from .health import as_json, system_health
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    payload = as_json(system_health(), details=request.user.is_authenticated)
+    # The dashboard's own health: the default server's Triton, whatever ?server= says.
+    payload = as_json(system_health(servers.default()), details=request.user.is_authenticated)
     return JsonResponse(payload, status=200 if payload["status"] == "ok" else 503)
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    components = system_health()
+    server = server_of(request)
+    components = system_health(server)
     triton = components["triton"]
     models: dict[str, int] | None = None
     if triton.up:
         try:
-            index = get_client().repository_index()
+            index = get_client(server).repository_index()
         except TritonError as exc:
             triton.detail = exc.message
         else:

@@ -74,21 +74,23 @@ def main() -> None:
         else:
             fail(f"Redis unreachable at {redact(settings.REDIS_URL)} (REDIS_URL)")
 
-        # --- Triton
-        http_host, _, http_port = settings.TRITON_HTTP_URL.rpartition(":")
+        # --- Triton: the default server (the TRITON_* settings); the dashboard's other
+        # servers run elsewhere and are only watched.
+        from repository_app import servers
+
+        triton = servers.default()
+        http_host, _, http_port = triton.http_url.rpartition(":")
         if svc.port_is_open(http_host, int(http_port)):
-            say(
-                f"Triton: found at {settings.TRITON_HTTP_URL} (HTTP) / {settings.TRITON_URL} (gRPC)"
-            )
+            say(f"Triton: found at {triton.http_url} (HTTP) / {triton.grpc_url} (gRPC)")
         elif http_host in ("127.0.0.1", "localhost"):
-            repo = Path(settings.MODEL_REPOSITORY)
+            repo = Path(triton.repository)
             if not repo.exists():
                 shutil.copytree(BASE_DIR / "examples" / "model_repository", repo)
                 say(f"Triton: seeded {repo} from examples/model_repository")
-            metrics_port = urlparse(settings.TRITON_METRICS_URL).port or 8002
+            metrics_port = urlparse(triton.metrics_url).port or 8002
             ports = svc.TritonPorts(
                 http=int(http_port),
-                grpc=int(settings.TRITON_URL.rpartition(":")[2]),
+                grpc=int(triton.grpc_url.rpartition(":")[2]),
                 metrics=metrics_port,
             )
             say(f"Triton: starting tritonserver (explicit model control) on {repo}")
@@ -113,7 +115,7 @@ def main() -> None:
                 f"Triton: started on ports {ports.http}/{ports.grpc}/{ports.metrics} (log {logs / 'tritonserver.log'})"
             )
         else:
-            fail(f"Triton unreachable at {settings.TRITON_HTTP_URL} (TRITON_HTTP_URL)")
+            fail(f"Triton unreachable at {triton.http_url} (TRITON_HTTP_URL)")
 
         # --- database and first user
         say(

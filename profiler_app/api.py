@@ -15,7 +15,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import errors_response
+from repository_app import servers
 from repository_app.naming import is_safe_model_name, unsafe_name_message
+from repository_app.server_context import server_of
+from repository_app.servers import Server
 from team import audit
 
 from . import export, jobs, kind_rules, sweeps
@@ -85,6 +88,10 @@ SweepCreateSerializer = inline_serializer(
         ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
+        "server": serializers.CharField(
+            required=False,
+            help_text="the Triton server to run on (default: ?server=, else default)",
+        ),
     },
 )
 
@@ -96,7 +103,10 @@ class SweepSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(Sweep.Kind.choices)
     model = serializers.CharField()
     version = serializers.CharField()
-    server = serializers.CharField(help_text="the Triton server's gRPC address")
+    server = serializers.CharField(help_text="the Triton server's name")
+    server_facts = serializers.DictField(
+        help_text="the server when the sweep last started: Triton version, GPU count and uuids"
+    )
     engine = serializers.ChoiceField(Sweep.Engine.choices)
     state = serializers.ChoiceField(Sweep.State.choices)
     error = serializers.CharField()
@@ -142,13 +152,18 @@ def _require_run(request: Request) -> None:
 class SweepListView(APIView):
     @extend_schema(
         responses=SweepSerializer(many=True),
-        parameters=[OpenApiParameter("model", str)],
+        parameters=[
+            OpenApiParameter("model", str),
+            OpenApiParameter("server", str, description="only this server's sweeps"),
+        ],
         summary="Sweeps, newest first",
     )
     def get(self, request: Request) -> Response:
         rows = Sweep.objects.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
         if request.query_params.get("model"):
             rows = rows.filter(model=request.query_params["model"])
+        if request.query_params.get("server"):
+            rows = rows.filter(server=server_of(request).name)
         return Response([sweeps.sweep_json(s) for s in rows[:200]])
 
     @extend_schema(
@@ -165,8 +180,9 @@ class SweepListView(APIView):
         if not is_safe_model_name(model):
             raise serializers.ValidationError({"model": unsafe_name_message(model)})
         body = dict(data.items())  # a QueryDict gives its last values, as a form reads them
+        server = _server(request, body.pop("server", None))
         try:
-            params, create_kwargs = _sweep_request(body)
+            params, create_kwargs = _sweep_request(server, body)
         except ParamsError as exc:
             # A JSON document's refusals keep the field they had when it went through the
             # form as an upload.
@@ -178,7 +194,7 @@ class SweepListView(APIView):
                 }
             )
         try:
-            sweep = sweeps.create_sweep(params, user=request.user, **create_kwargs)
+            sweep = sweeps.create_sweep(server, params, user=request.user, **create_kwargs)
         except jobs.QueueUnavailable as exc:
             return Response({"message": str(exc), "field": None}, status=503)
         notes = kind_rules.notes(params, sweep.model_kind)
@@ -187,7 +203,27 @@ class SweepListView(APIView):
         )
 
 
-def _sweep_request(body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
+def _server(request: Request, named: object) -> Server:
+    """The server a sweep is created on: the body's ``server`` field, else ``?server=``
+    (the default server when neither names one). A body's unknown server is a 404 on the
+    field; one that contradicts ``?server=`` is a 400 rather than a guess."""
+    from rest_framework.exceptions import NotFound
+
+    if named is None or named == "":
+        return server_of(request)
+    if not isinstance(named, str):
+        raise serializers.ValidationError({"server": "name the server as a string"})
+    if request.query_params.get("server") and request.query_params["server"] != named:
+        raise serializers.ValidationError(
+            {"server": f"the body names {named!r}, ?server= {request.query_params['server']!r}"}
+        )
+    try:
+        return servers.get(named)
+    except servers.UnknownServer as exc:
+        raise NotFound({"server": exc.message}) from None
+
+
+def _sweep_request(server: Server, body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
     """The parameters (the page's defaults where the body says nothing) and the engine,
     name and note of a sweep to create; ParamsError with every refusal, then the preflight's
     (the model's state on Triton, the inputs it takes)."""
@@ -207,7 +243,7 @@ def _sweep_request(body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
     if errors or params is None:
         raise ParamsError(errors)
     try:
-        kind = sweeps.preflight(params, str(engine))
+        kind = sweeps.preflight(server, params, str(engine))
     except SweepError as exc:
         raise refusal(exc, params) from None
     return params, {"engine": str(engine), "model_kind": kind.label, **labels.cleaned_data}
@@ -252,7 +288,13 @@ class SweepCancelView(APIView):
             message = jobs.cancel(pk)
         except jobs.JobError as exc:
             return Response({"message": str(exc), "field": None}, status=409)
-        audit.record(request.user, "sweep.cancel", model_name=sweep.model, target=f"sweep #{pk}")
+        audit.record(
+            request.user,
+            "sweep.cancel",
+            model_name=sweep.model,
+            server=sweep.server,
+            target=f"sweep #{pk}",
+        )
         return Response({"message": message})
 
 

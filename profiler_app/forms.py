@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from repository_app.servers import Server
+
 from . import kind_presets, sweeps
 from .engine.inputs import InputError, parse_input_json
 from .model_kind import ModelKind
@@ -216,10 +218,16 @@ class SweepForm(forms.Form):
     )
 
     def __init__(
-        self, *args: Any, model: str, kind: ModelKind | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        model: str,
+        server: Server,
+        kind: ModelKind | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
+        self.server = server  # the Triton server the sweep runs on
         self.kind = kind
         self.params: SweepParams | None = None
         self.model_kind = ""  # the kind the preflight read from the served config
@@ -305,7 +313,7 @@ class SweepForm(forms.Form):
         if self.errors:
             return data
         try:
-            kind = sweeps.preflight(params, data["engine"])
+            kind = sweeps.preflight(self.server, params, data["engine"])
         except SweepError as exc:
             self._add(refusal(exc, params), source)
             return data

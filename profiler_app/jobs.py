@@ -9,6 +9,8 @@ their module is imported (`ProfilerAppConfig.ready`), so this module imports nei
 The guarantees, and why:
 - A job is a `Sweep` row with a `kind`. Creating one commits it QUEUED and, on commit,
   sends the one Celery task (`profiler_app.run_job`) with the kind's time limits.
+- A job runs on one Triton server (`Sweep.server`: its name in `repository_app.servers`),
+  whose facts (version, GPUs) it records each time it starts (`Sweep.server_facts`).
 - One job runs per Triton server at a time, in one FIFO queue whatever its kind. `claim`
   is a conditional UPDATE on the server's `SweepSlot` (free -> this job) and on the job
   (QUEUED -> RUNNING), in one transaction, and only for the head of the queue, so a
@@ -43,7 +45,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.redact import redact
-from repository_app import events
+from repository_app import events, servers
+from repository_app.servers import Server
 
 from .models import Sweep, SweepSlot
 
@@ -125,9 +128,10 @@ def check_queue(noun: str = "sweep") -> None:
         ) from exc
 
 
-def config_snapshot(model: str) -> tuple[str, str]:
-    """(sha256, text) of the model's config.pbtxt on disk; empty when there is none."""
-    path = settings.MODEL_REPOSITORY / model / "config.pbtxt"
+def config_snapshot(server: Server, model: str) -> tuple[str, str]:
+    """(sha256, text) of the model's config.pbtxt in the server's repository; empty when
+    there is none."""
+    path = server.repository / model / "config.pbtxt"
     try:
         raw = path.read_bytes()
     except OSError:
@@ -139,20 +143,21 @@ def create(
     kind: str,
     params: dict[str, Any],
     *,
+    server: Server,
     user: Any,
     levels_total: int,
     enqueue: bool,
     **fields: Any,
 ) -> Sweep:
-    """A QUEUED job of `kind` on this dashboard's Triton, with the model's config as it is
-    now; its task is sent when the caller's transaction commits (when `enqueue`)."""
+    """A QUEUED job of `kind` on `server`, with the model's config as it is now; its task
+    is sent when the caller's transaction commits (when `enqueue`)."""
     model = str(params["model"])
-    sha, text = config_snapshot(model)
+    sha, text = config_snapshot(server, model)
     job = Sweep.objects.create(
         kind=kind,
         model=model,
         version=str(params.get("version") or ""),
-        server=settings.TRITON_URL,
+        server=server.name,
         config_sha256=sha,
         config_text=text,
         params=params,
@@ -318,11 +323,33 @@ def run(job_id: int) -> str:
     return execute(job_id)
 
 
+def server_of(job: Sweep) -> Server:
+    """The server the job runs on; JobError when it was removed since the job was queued."""
+    try:
+        return servers.get(job.server)
+    except servers.UnknownServer as exc:
+        raise JobError(f"{exc.message}: it was removed since the {job.kind} was queued") from None
+
+
+def record_server_facts(job: Sweep) -> None:
+    """The server's facts as the job starts (Triton version, GPUs), for later compares."""
+    from repository_app.triton.server_facts import describe
+
+    job.server_facts = describe(server_of(job))
+    Sweep.objects.filter(pk=job.pk).update(server_facts=job.server_facts)
+
+
 def execute(job_id: int) -> str:
     """Run a job this process has claimed, to its end; returns the final state. Never
     leaves it RUNNING: every way out goes through `finish`."""
     job = Sweep.objects.select_related("created_by").get(pk=job_id)
     kind = kind_of(job)
+    try:
+        record_server_facts(job)
+    except JobError as exc:
+        return finish(job_id, Outcome(State.FAILED, str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the facts are a note: the job runs without them
+        log.warning("%s #%s: server facts not recorded: %s", kind.noun, job_id, exc)
     publish_state(job)
     heartbeat = Heartbeat(job_id)
     heartbeat.start()

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
 from repository_app.naming import RepositoryError, is_safe_model_name, unsafe_name_message
 from repository_app.repository import CONFIG_FILE, model_folder, read_config
+from repository_app.servers import Server
 from repository_app.triton.client import TritonError, get_client
 
 from . import sweeps
@@ -37,16 +36,17 @@ KIND_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def model_kind(name: str) -> tuple[ModelKind | None, str]:
-    """(kind, where it was read: "served" or "disk"), or (None, why not known)."""
+def model_kind(server: Server, name: str) -> tuple[ModelKind | None, str]:
+    """(kind, where it was read: "served" by ``server`` or "disk", its repository), or
+    (None, why not known)."""
     if not is_safe_model_name(name):  # never sent to Triton (the model name rule)
         return None, unsafe_name_message(name)
     try:
-        return kind_of_served(get_client().model_config(name)), "served"
+        return kind_of_served(get_client(server).model_config(name)), "served"
     except TritonError:
         pass  # not loaded, or Triton is down: the file says what it will be
     try:
-        config, error = read_config(model_folder(name, settings.MODEL_REPOSITORY) / CONFIG_FILE)
+        config, error = read_config(model_folder(name, server.repository) / CONFIG_FILE)
     except RepositoryError as exc:
         return None, str(exc)
     if config is None:

@@ -37,8 +37,12 @@ class Sweep(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SWEEP, db_index=True)
     model = models.CharField(max_length=255, db_index=True)
     version = models.CharField(max_length=32, blank=True)
-    # The Triton server (its gRPC address): at most one sweep runs per server at a time.
+    # The Triton server's name (repository_app.servers): at most one job runs per server at
+    # a time.
     server = models.CharField(max_length=255)
+    # What the server was when the job last started (repository_app.triton.server_facts.
+    # describe: Triton version, GPU count and uuids), so sweeps can be compared later.
+    server_facts = models.JSONField(default=dict, blank=True)
     config_sha256 = models.CharField(max_length=64, blank=True)
     config_text = models.TextField(blank=True)
     params = models.JSONField(default=dict)
@@ -161,7 +165,8 @@ class SweepPoint(models.Model):
 
 
 class SweepSlot(models.Model):
-    """The one running sweep of a Triton server; claimed and released by conditional UPDATEs."""
+    """The one running job of a Triton server (by name); claimed and released by conditional
+    UPDATEs."""
 
     server = models.CharField(max_length=255, unique=True)
     sweep = models.ForeignKey(Sweep, null=True, blank=True, on_delete=models.SET_NULL)
@@ -205,7 +210,7 @@ class Search(models.Model):
     restore_pending = models.BooleanField(default=False)
     restore_message = models.TextField(blank=True)
     result = models.JSONField(default=dict, blank=True)  # ranking and recommendation
-    # The Triton that ran it (version, address, GPUs), recorded when the search starts.
+    # The Triton that ran it (name, version, address, GPUs), recorded when the search starts.
     environment = models.JSONField(default=dict, blank=True)
     applied_key = models.CharField(max_length=255, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)

@@ -51,10 +51,25 @@ def management_refusal(
     (the pages and the API ask this one question)."""
     if can_manage_sweep(user, job):
         return ""
-    return deny(user, action, model=job.model, target=target, message=owner_note(job, noun))
+    return deny(
+        user,
+        action,
+        model=job.model,
+        server=job.server,
+        target=target,
+        message=owner_note(job, noun),
+    )
 
 
-def deny(user: Any, action: str, *, model: str, target: str, message: str) -> str:
+def deny(user: Any, action: str, *, model: str, server: str = "", target: str, message: str) -> str:
     """Audit a refused action (outcome "denied"); returns the message for the 403."""
-    audit.record(user, action, model_name=model, target=target, outcome="denied", detail=message)
+    audit.record(
+        user,
+        action,
+        model_name=model,
+        server=server,
+        target=target,
+        outcome="denied",
+        detail=message,
+    )
     return message

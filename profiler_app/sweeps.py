@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from repository_app import events
 from repository_app.naming import InvalidModelName, check_model_name
+from repository_app.servers import Server
 from repository_app.triton.client import (
     TritonError,
     engine_metrics_url,
@@ -95,10 +96,11 @@ def time_limits(params: SweepParams) -> tuple[int, int]:
 _BUILTIN = cast(str, Sweep.Engine.BUILTIN)
 
 
-def preflight(params: SweepParams, engine: str = _BUILTIN) -> ModelKind:
-    """Check what can be checked before queueing; raises SweepError with a user message.
-    The bounds (range, levels, window) come first: nothing is built before they pass.
-    Returns the model's kind, from the config Triton serves (a sweep stores its label)."""
+def preflight(server: Server, params: SweepParams, engine: str = _BUILTIN) -> ModelKind:
+    """Check what can be checked before queueing on ``server``; raises SweepError with a
+    user message. The bounds (range, levels, window) come first: nothing is built before
+    they pass. Returns the model's kind, from the config Triton serves (a sweep stores its
+    label)."""
     try:
         check_model_name(params.model)  # the model name rule (repository_app.naming)
     except InvalidModelName as exc:
@@ -111,7 +113,7 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> ModelKind:
             locate_perf_analyzer()
         except PerfAnalyzerNotFound as exc:
             raise SweepError(str(exc)) from None
-    client = get_client()
+    client = get_client(server)
     try:
         states = client.model_states(params.model)
     except TritonError as exc:
@@ -160,6 +162,7 @@ def preflight(params: SweepParams, engine: str = _BUILTIN) -> ModelKind:
 
 
 def create_sweep(
+    server: Server,
     params: SweepParams,
     *,
     engine: str = _BUILTIN,
@@ -170,8 +173,8 @@ def create_sweep(
     note: str = "",
     model_kind: str = "",
 ) -> Sweep:
-    """A QUEUED sweep row; its task is sent once the row is committed (when `enqueue`).
-    `model_kind` is the model's kind as `preflight` read it (`ModelKind.label`).
+    """A QUEUED sweep row on ``server``; its task is sent once the row is committed (when
+    `enqueue`). `model_kind` is the model's kind as `preflight` read it (`ModelKind.label`).
     Raises jobs.QueueUnavailable, with nothing stored, when the queue cannot take it."""
     if enqueue:
         jobs.check_queue()
@@ -179,6 +182,7 @@ def create_sweep(
         sweep = jobs.create(
             cast(str, Sweep.Kind.SWEEP),
             params_to_json(params),
+            server=server,
             user=user,
             levels_total=params.level_count(),
             enqueue=enqueue,
@@ -194,6 +198,7 @@ def create_sweep(
         user if getattr(user, "is_authenticated", False) else (user or "system"),
         "sweep.start",
         model_name=sweep.model,
+        server=server.name,
         target=f"sweep #{sweep.pk}",
         detail=f"{engine} {params.mode} {params.range_text}"
         + (f" × {params.rounds} rounds" if params.rounds > 1 else ""),
@@ -207,12 +212,13 @@ def create_sweep(
 
 
 def rerun(sweep_id: int, user: Any = None) -> Sweep:
-    """A new sweep with the same parameters and engine (checked again: the bounds may be
-    newer than the sweep)."""
+    """A new sweep with the same parameters, engine and server (checked again: the bounds
+    may be newer than the sweep, the server may be gone)."""
     original = Sweep.objects.get(pk=sweep_id)
     params = params_of(original)
     params.validate()
     return create_sweep(
+        jobs.server_of(original),
         params,
         engine=original.engine,
         user=user,
@@ -440,6 +446,10 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     after another, each over every level it still needs (`round_levels`), so a resumed
     sweep measures only what is missing."""
     params = params_of(sweep)
+    try:
+        server = jobs.server_of(sweep)
+    except jobs.JobError as exc:
+        return jobs.Outcome(State.FAILED, str(exc))
     _drop_incomplete(sweep, rounds_done(sweep), params)
     recorder = _Recorder(sweep, params)
     recorder.commands = [line for line in sweep.command.splitlines() if line]
@@ -455,9 +465,11 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
                 params if round_no == 1 else dataclasses.replace(params, latency_threshold_ms=None)
             )
             if sweep.engine == Sweep.Engine.PERF_ANALYZER:
-                state, error = _run_perf_analyzer(sweep, run_params, todo, heartbeat, recorder)
+                state, error = _run_perf_analyzer(
+                    server, sweep, run_params, todo, heartbeat, recorder
+                )
             else:
-                state, error = _run_builtin(run_params, todo, heartbeat, recorder)
+                state, error = _run_builtin(server, run_params, todo, heartbeat, recorder)
             if state != State.SUCCEEDED or _should_cancel(heartbeat, recorder):
                 break
     except SweepError as exc:
@@ -508,16 +520,20 @@ def _should_cancel(heartbeat: jobs.Heartbeat, recorder: _Recorder) -> bool:
 
 
 def _run_builtin(
-    params: SweepParams, levels: list[float], heartbeat: jobs.Heartbeat, recorder: _Recorder
+    server: Server,
+    params: SweepParams,
+    levels: list[float],
+    heartbeat: jobs.Heartbeat,
+    recorder: _Recorder,
 ) -> tuple[str, str]:
     async def main() -> Any:
         return await run_sweep(
             params,
-            engine_url(params.protocol),
+            engine_url(server, params.protocol),
             on_window=lambda w: recorder.call(recorder.window, w),
             on_level=lambda lv: recorder.call(recorder.level, lv),
             should_cancel=lambda: _should_cancel(heartbeat, recorder),
-            metrics_url=engine_metrics_url(),
+            metrics_url=engine_metrics_url(server),
             levels=levels,
         )
 
@@ -541,6 +557,7 @@ def contiguous_runs(levels: list[float], step: float) -> list[list[float]]:
 
 
 def _run_perf_analyzer(
+    server: Server,
     sweep: Sweep,
     params: SweepParams,
     levels: list[float],
@@ -558,7 +575,7 @@ def _run_perf_analyzer(
         run_perf_analyzer,
     )
 
-    url = engine_url(params.protocol)
+    url = engine_url(server, params.protocol)
     try:
         binary = locate_perf_analyzer()
     except PerfAnalyzerNotFound as exc:
@@ -645,6 +662,7 @@ def sweep_json(sweep: Sweep) -> dict[str, Any]:
         "model": sweep.model,
         "version": sweep.version,
         "server": sweep.server,
+        "server_facts": sweep.server_facts,
         "engine": sweep.engine,
         **jobs.lifecycle_json(sweep),
         "params": sweep.params,

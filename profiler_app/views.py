@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from repository_app.server_context import server_of
 from team import audit
 
 from . import export, jobs, kind_presets, kind_rules, llm, measure, sweeps
@@ -42,6 +43,7 @@ def _wants_json(request: HttpRequest) -> bool:
 @login_required
 @require_GET
 def sweep_list(request: HttpRequest) -> HttpResponse:
+    """Every server's sweeps and queues (each row says its server when there are several)."""
     model = request.GET.get("model", "")
     rows = Sweep.objects.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
     if model:
@@ -76,12 +78,15 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         return render(
             request, "403.html", {"exception": "Your role cannot run sweeps."}, status=403
         )
-    kind, kind_source = kind_presets.model_kind(name)
+    server = server_of(request)
+    kind, kind_source = kind_presets.model_kind(server, name)
     if request.method == "POST":
-        form = SweepForm(request.POST, request.FILES, model=name, kind=kind)
+        form = SweepForm(request.POST, request.FILES, model=name, server=server, kind=kind)
         if form.is_valid() and form.params is not None:
             try:
-                sweep = sweeps.create_sweep(form.params, user=request.user, **form.create_kwargs)
+                sweep = sweeps.create_sweep(
+                    server, form.params, user=request.user, **form.create_kwargs
+                )
             except jobs.QueueUnavailable as exc:
                 form.add_error(None, str(exc))
                 status = 503
@@ -94,8 +99,8 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         document = llm.preset_text(inputs)
         if document is not None:  # an LLM input preset: JSON text the user edits
             initial.update(input_data="text", input_data_text=document)
-        form = SweepForm(initial=initial, model=name, kind=kind)
-    history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP)[:10]
+        form = SweepForm(initial=initial, model=name, server=server, kind=kind)
+    history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP, server=server.name)[:10]
     return render(
         request,
         "profiler/sweep_new.html",
@@ -175,7 +180,13 @@ def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpRespons
     try:
         message, target = run()
         if action:
-            audit.record(request.user, action, model_name=sweep.model, target=f"sweep #{pk}")
+            audit.record(
+                request.user,
+                action,
+                model_name=sweep.model,
+                server=sweep.server,
+                target=f"sweep #{pk}",
+            )
     except (SweepError, jobs.JobError) as exc:
         if _wants_json(request):
             return JsonResponse({"message": str(exc)}, status=409)

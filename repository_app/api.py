@@ -1,10 +1,10 @@
-"""REST API for the model repository and Triton control (thin: same modules as the pages)."""
+"""REST API for the model repository and Triton control (thin: same modules as the pages).
+Every view is about the server ``?server=NAME`` names (the default one when absent)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied
@@ -13,6 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import control, repository
+from .server_context import SERVER_PARAMETER, server_of
+from .servers import Server
 from .status import group_index, merge, state_json
 from .triton.client import TritonError, get_client
 from .triton.statistics import summarize_all
@@ -73,40 +75,54 @@ def _row_json(row: Any) -> dict[str, Any]:
     }
 
 
-def _index() -> list | None:
+def _index(server: Server) -> list | None:
     try:
-        return get_client().repository_index()
+        return get_client(server).repository_index()
     except TritonError:
         return None
 
 
 class ModelListView(APIView):
-    @extend_schema(responses=ModelSerializer(many=True), summary="Every model on disk or in Triton")
+    @extend_schema(
+        responses=ModelSerializer(many=True),
+        parameters=[SERVER_PARAMETER],
+        summary="Every model on disk or in Triton",
+    )
     def get(self, request: Request) -> Response:
-        rows = merge(repository.scan(settings.MODEL_REPOSITORY), _index())
+        server = server_of(request)
+        rows = merge(repository.scan(server.repository), _index(server))
         return Response([_row_json(r) for r in sorted(rows, key=lambda r: r.name)])
 
 
 class ModelDetailView(APIView):
-    @extend_schema(responses=ModelSerializer, summary="One model, with statistics when loaded")
+    @extend_schema(
+        responses=ModelSerializer,
+        parameters=[SERVER_PARAMETER],
+        summary="One model, with statistics when loaded",
+    )
     def get(self, request: Request, name: str) -> Response:
+        server = server_of(request)
         try:
             repository.check_model_name(name)
         except repository.RepositoryError as exc:
             raise NotFound(str(exc)) from exc
-        rows = {r.name: r for r in merge(repository.scan(settings.MODEL_REPOSITORY), _index())}
+        rows = {r.name: r for r in merge(repository.scan(server.repository), _index(server))}
         if name not in rows:
             raise NotFound(f"no model '{name}' on disk or in Triton")
         body = _row_json(rows[name])
         try:
-            body["statistics"] = summarize_all(get_client().model_statistics(name)).get(name, [])
+            stats = get_client(server).model_statistics(name)
+            body["statistics"] = summarize_all(stats).get(name, [])
         except TritonError:
             body["statistics"] = []
         return Response(body)
 
     @extend_schema(
         request=None,
-        parameters=[OpenApiParameter("unload", bool, description="unload the model first")],
+        parameters=[
+            OpenApiParameter("unload", bool, description="unload the model first"),
+            SERVER_PARAMETER,
+        ],
         responses={200: inline_serializer("ModelDeleted", {"message": serializers.CharField()})},
         summary="Delete a model folder (Admins; refused while loaded unless unload=1)",
     )
@@ -117,17 +133,21 @@ class ModelDetailView(APIView):
 
         unload = request.query_params.get("unload") in ("1", "true", "yes")
         try:
-            deleted = publish.delete_model(name, request.user, unload=unload)
+            deleted = publish.delete_model(server_of(request), name, request.user, unload=unload)
         except UploadError as exc:
             return error(exc)
         return Response({"model": name, "unloaded": deleted.unloaded, "message": deleted.message})
 
 
 class ModelStateView(APIView):
-    @extend_schema(responses=ModelStateSerializer, summary="Triton's state of one model")
+    @extend_schema(
+        responses=ModelStateSerializer,
+        parameters=[SERVER_PARAMETER],
+        summary="Triton's state of one model",
+    )
     def get(self, request: Request, name: str) -> Response:
         try:
-            states = group_index(get_client().repository_index()).get(name, [])
+            states = group_index(get_client(server_of(request)).repository_index()).get(name, [])
         except TritonError as exc:
             return Response({"message": exc.message, "field": None}, status=503)
         return Response(state_json(states))
@@ -142,24 +162,36 @@ class ModelActionView(APIView):
         parameters=[
             OpenApiParameter(
                 "wait", bool, description="wait for the outcome (200) instead of 202 at once"
-            )
+            ),
+            SERVER_PARAMETER,
         ],
         summary="Load, unload or reload a model",
     )
     def post(self, request: Request, name: str) -> Response:
+        server = server_of(request)
         if not request.user.has_perm(CONTROL_PERMISSION):
             from team import audit
 
-            audit.record(request.user, self.action_name, model_name=name, outcome="denied")
+            audit.record(
+                request.user,
+                self.action_name,
+                model_name=name,
+                server=server.name,
+                outcome="denied",
+            )
             raise PermissionDenied("your role cannot load or unload models")
         try:
             repository.check_model_name(name)
-            if not control.model_exists(name):
+            if not control.model_exists(server, name):
                 raise NotFound(f"no model '{name}' on disk or in Triton")
             if request.query_params.get("wait") in ("1", "true", "yes"):
-                control.check_can_control()
+                control.check_can_control(server)
                 outcome = control.run_action(
-                    self.action_name, name, request.user.get_username(), user_id=request.user.pk
+                    server,
+                    self.action_name,
+                    name,
+                    request.user.get_username(),
+                    user_id=request.user.pk,
                 )
                 code = status.HTTP_200_OK if outcome.ok else status.HTTP_409_CONFLICT
                 return Response(
@@ -169,7 +201,7 @@ class ModelActionView(APIView):
                     status=code,
                 )  # fmt: skip
             control.start_action(
-                self.action_name, name, request.user.get_username(), user_id=request.user.pk
+                server, self.action_name, name, request.user.get_username(), user_id=request.user.pk
             )
         except (control.ActionRefused, repository.RepositoryError) as exc:
             return Response({"message": str(exc), "field": None}, status=409)
@@ -196,14 +228,16 @@ class VersionOnDiskSerializer(serializers.Serializer):
 class VersionListView(APIView):
     @extend_schema(
         responses=VersionOnDiskSerializer(many=True),
+        parameters=[SERVER_PARAMETER],
         summary="Versions on disk, their files and Triton state",
     )
     def get(self, request: Request, name: str) -> Response:
+        server = server_of(request)
         try:
-            folder = repository.get_model(settings.MODEL_REPOSITORY, name)
+            folder = repository.get_model(server.repository, name)
         except repository.RepositoryError as exc:
             raise NotFound(str(exc)) from exc
-        index = _index() or []
+        index = _index(server) or []
         states = {s.version: s.state for s in index if s.name == name}
         return Response(
             [
@@ -215,7 +249,9 @@ class VersionListView(APIView):
                             "path": f.relpath,
                             "size": f.size,
                             "modified": f.mtime,
-                            "sha256": "" if f.outside else repository.sha256_of(f.path),
+                            "sha256": ""
+                            if f.outside
+                            else repository.sha256_of(f.path, server.repository),
                         }
                         for f in v.files
                     ],  # fmt: skip

@@ -13,11 +13,13 @@ from asgiref.sync import sync_to_async
 from . import events
 from .naming import is_safe_model_name
 from .relay import NotFound, RelayConsumer
+from .servers import repository_key
 
 
 class LiveConsumer(RelayConsumer):
     """`/ws/repository/`, `/ws/server/`, `/ws/activity/`, `/ws/notifications/`,
-    `/ws/models/<name>/` and `/ws/editor/<name>/` (with presence)."""
+    `/ws/models/<name>/` and `/ws/editor/<name>/` (with presence), each about the server its
+    URL names (``?server=``; relay.RelayConsumer)."""
 
     presence_group = ""
 
@@ -35,27 +37,32 @@ class LiveConsumer(RelayConsumer):
             raise NotFound(name)
         if self.topic == "notifications":
             return [events.user_group(user.pk)]
-        groups = [events.REPOSITORY_GROUP]
+        server = self.server.name
+        groups = [events.repository_group(server)]
         if self.topic == "server":
-            groups.append(events.SERVER_GROUP)
+            groups.append(events.server_group(server))
         if self.topic == "activity":
             groups.append(events.ACTIVITY_GROUP)
         if name:
-            groups.append(events.model_group(name))
+            groups.append(events.model_group(server, name))
+            # Saves and editor presence belong to the repository: whoever looks at the model
+            # through any server on it sees them.
+            key = await sync_to_async(repository_key)(self.server)
+            groups.append(events.config_group(key, name))
         return groups
 
     async def first_message(self, user: Any) -> dict[str, Any] | None:
         if self.topic == "notifications":
             return None
         # A late joiner gets the whole current state first, then live events.
-        snapshot = await sync_to_async(events.load_snapshot)()
+        snapshot = await sync_to_async(events.load_snapshot)(self.server.name)
         return {**snapshot, "snapshot": True} if snapshot else None
 
     async def joined(self, user: Any) -> None:
         name = self.model_name
         if self.topic == "editor" and name:
             # Presence: everyone on this model's editor learns who else has it open.
-            self.presence_group = events.model_group(name)
+            self.presence_group = self.groups_joined[-1]  # its config group
             users = await sync_to_async(events.presence_join)(
                 self.presence_group, self.channel_name, user.get_username()
             )

@@ -1,9 +1,10 @@
-"""Load, unload and reload models on Triton, and tell every open page how it went.
+"""Load, unload and reload models on a Triton server, and tell every open page how it went.
 
 Web requests only start an action (`start_action`) and return: a load can take minutes
 and Daphne runs sync views in one shared thread. The action runs in a small thread pool
 (`run_action`, also called directly by the management command), publishes "started"
-and the final outcome, and remembers the desired load set for "restore previous loads".
+and the final outcome to the server's repository group, and remembers the desired load
+set of that server for "restore previous loads". Every function takes the server.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.db import close_old_connections
 from . import events
 from .models import ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
+from .servers import Server
 from .status import state_json
 from .triton.client import TritonError, get_client
 from .triton.messages import explain_load_failure
@@ -32,7 +34,7 @@ NOT_EXPLICIT = (
 )
 
 _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="triton-control")
-_inflight: set[str] = set()
+_inflight: set[tuple[str, str]] = set()  # (server, model)
 _inflight_lock = threading.Lock()
 
 
@@ -53,34 +55,36 @@ class ActionRefused(Exception):
     """The action was not started; the message says why."""
 
 
-def check_can_control() -> None:
-    """Raise ActionRefused unless Triton answers in explicit model-control mode."""
+def check_can_control(server: Server) -> None:
+    """Raise ActionRefused unless the server answers in explicit model-control mode."""
     try:
-        mode = get_client().control_mode()
+        mode = get_client(server).control_mode()
     except TritonError as exc:
         raise ActionRefused(exc.message) from exc
     if mode != "explicit":
         raise ActionRefused(NOT_EXPLICIT)
 
 
-def start_action(action: str, name: str, username: str, *, user_id: int | None = None) -> None:
+def start_action(
+    server: Server, action: str, name: str, username: str, *, user_id: int | None = None
+) -> None:
     """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
     if action not in ACTIONS:
         raise ActionRefused(f"unknown action {action!r}")
     _check_name(name)
-    check_can_control()
-    if any(s.state in ("LOADING", "UNLOADING") for s in _states(name)):
+    check_can_control(server)
+    if any(s.state in ("LOADING", "UNLOADING") for s in _states(server, name)):
         raise ActionRefused(f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it")
     with _inflight_lock:
-        if name in _inflight:
+        if (server.name, name) in _inflight:
             raise ActionRefused(f"an action on model '{name}' is already running")
-        _inflight.add(name)
+        _inflight.add((server.name, name))
     events.publish(
-        events.REPOSITORY_GROUP,
+        events.repository_group(server.name),
         "model.action",
         {"model": name, "action": action, "phase": "started", "by": username},
     )
-    _executor.submit(_run_in_thread, action, name, username, user_id)
+    _executor.submit(_run_in_thread, server, action, name, username, user_id)
 
 
 def _check_name(name: str) -> None:
@@ -91,43 +95,44 @@ def _check_name(name: str) -> None:
         raise ActionRefused(str(exc)) from None
 
 
-def model_exists(name: str) -> bool:
-    """On disk (inside the repository) or known to Triton's index; True when Triton does
-    not answer (the action then says why it cannot run)."""
-    from django.conf import settings
-
+def model_exists(server: Server, name: str) -> bool:
+    """On the server's repository's disk or known to its Triton's index; True when Triton
+    does not answer (the action then says why it cannot run)."""
     from .repository import RepositoryError, model_folder
 
     try:
-        model_folder(name, settings.MODEL_REPOSITORY)
+        model_folder(name, server.repository)
         return True
     except RepositoryError:
         pass
     try:
-        return any(s.name == name for s in get_client().repository_index())
+        return any(s.name == name for s in get_client(server).repository_index())
     except TritonError:
         return True
 
 
-def _states(name: str) -> list:
+def _states(server: Server, name: str) -> list:
     try:
-        return get_client().model_states(name)
+        return get_client(server).model_states(name)
     except TritonError:
         return []
 
 
-def _run_in_thread(action: str, name: str, username: str, user_id: int | None) -> None:
+def _run_in_thread(
+    server: Server, action: str, name: str, username: str, user_id: int | None
+) -> None:
     try:
-        run_action(action, name, username, user_id=user_id)
+        run_action(server, action, name, username, user_id=user_id)
     except Exception:  # never let a thread die silently
-        log.exception("%s of %s failed unexpectedly", action, name)
+        log.exception("%s of %s on %s failed unexpectedly", action, name, server.name)
     finally:
         with _inflight_lock:
-            _inflight.discard(name)
+            _inflight.discard((server.name, name))
         close_old_connections()
 
 
 def run_action(
+    server: Server,
     action: str,
     name: str,
     username: str,
@@ -135,10 +140,10 @@ def run_action(
     user_id: int | None = None,
     config: dict[str, Any] | None = None,
 ) -> ActionOutcome:
-    """Run one action now, publish its outcome and record the desired state."""
+    """Run one action on the server now, publish its outcome and record the desired state."""
     _check_name(name)
-    client = get_client()
-    before = _states(name)
+    client = get_client(server)
+    before = _states(server, name)
     was_ready = any(s.state == "READY" for s in before)
     try:
         if action == "unload":
@@ -149,27 +154,33 @@ def run_action(
             verb = "reloaded" if was_ready else "loaded"
             outcome = ActionOutcome(name, action, True, f"{name} {verb}: READY")
     except TritonError as exc:
-        states = _states(name)
+        states = _states(server, name)
         still_ready = any(s.state == "READY" for s in states)
         message = exc.message if action == "unload" else explain_load_failure(exc.message)
         if was_ready and still_ready and action != "unload":
             message += " — the previous version keeps serving."
         outcome = ActionOutcome(name, action, False, message, previous_serving=still_ready)
     outcome.states = state_json(states)
-    _audit(action, name, username, user_id, outcome)
+    _audit(server, action, name, username, user_id, outcome)
     if outcome.ok:
         ModelIntent.objects.update_or_create(
-            name=name, defaults={"loaded": action != "unload", "updated_by_id": user_id}
+            server=server.name,
+            name=name,
+            defaults={"loaded": action != "unload", "updated_by_id": user_id},
         )
-    events.publish(events.REPOSITORY_GROUP, "model.action", outcome.as_event(username))
-    events.publish(
-        events.REPOSITORY_GROUP, "models.states", {"models": {name: outcome.states}, "full": False}
-    )
+    group = events.repository_group(server.name)
+    events.publish(group, "model.action", outcome.as_event(username))
+    events.publish(group, "models.states", {"models": {name: outcome.states}, "full": False})
     return outcome
 
 
 def _audit(
-    action: str, name: str, username: str, user_id: int | None, outcome: ActionOutcome
+    server: Server,
+    action: str,
+    name: str,
+    username: str,
+    user_id: int | None,
+    outcome: ActionOutcome,
 ) -> None:
     from django.contrib.auth import get_user_model
 
@@ -180,14 +191,18 @@ def _audit(
         user or username,
         action,
         model_name=name,
+        server=server.name,
         outcome="ok" if outcome.ok else "failed",
         detail=outcome.message,
     )
 
 
-def models_to_restore(current_index: dict[str, str]) -> list[str]:
-    """Models users loaded that Triton no longer serves (after a restart in explicit mode)."""
-    wanted = ModelIntent.objects.filter(loaded=True).values_list("name", flat=True)
+def models_to_restore(server: Server, current_index: dict[str, str]) -> list[str]:
+    """Models users loaded on the server that it no longer serves (after a restart in
+    explicit mode)."""
+    wanted = ModelIntent.objects.filter(server=server.name, loaded=True).values_list(
+        "name", flat=True
+    )
     return sorted(
         n
         for n in wanted
@@ -195,14 +210,16 @@ def models_to_restore(current_index: dict[str, str]) -> list[str]:
     )
 
 
-def last_outcomes(names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """The outcome of the last load, unload or reload of each model (from the audit log),
-    so pages show it until the next action, not only until a refresh."""
+def last_outcomes(server: Server, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The outcome of the last load, unload or reload of each model on the server (from the
+    audit log), so pages show it until the next action, not only until a refresh."""
     from django.db.models import Max
 
     from team.models import AuditEvent
 
-    events = AuditEvent.objects.filter(action__in=ACTIONS, outcome__in=("ok", "failed"))
+    events = AuditEvent.objects.filter(
+        server=server.name, action__in=ACTIONS, outcome__in=("ok", "failed")
+    )
     if names is not None:
         events = events.filter(model_name__in=names)
     latest = events.values("model_name").annotate(last=Max("id")).values_list("last", flat=True)

@@ -55,14 +55,23 @@ def version_numbers(folder: Path) -> list[int]:
 # --- the per-model lock -------------------------------------------------------------------
 
 
-def staging_folder() -> Path:
-    """Where uploads are staged (UPLOAD_STAGING_DIR, else ``.staging`` beside the
-    repository): on the repository's file system and shared by every process and host that
-    writes it, so lock files live there too. ``uploads.staging`` checks where it is."""
+def _resolved(path: Path) -> Path:
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(path)
+
+
+def staging_folder(repository: Path) -> Path:
+    """Where uploads into ``repository`` are staged: UPLOAD_STAGING_DIR for MODEL_REPOSITORY
+    (the environment's), else ``.staging`` beside the repository. On the repository's file
+    system and shared by every process and host that writes it, so lock files live there
+    too. ``uploads.staging`` checks where it is."""
+    repo = _resolved(repository)
     configured = settings.UPLOAD_STAGING_DIR
-    if configured:
+    if configured and repo == _resolved(Path(settings.MODEL_REPOSITORY)):
         return Path(configured)
-    return Path(settings.MODEL_REPOSITORY).resolve().parent / ".staging"
+    return repo.parent / ".staging"
 
 
 @contextlib.contextmanager
@@ -79,17 +88,21 @@ def flock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def model_lock_path(model: str) -> Path:
-    digest = hashlib.sha256(model.encode()).hexdigest()[:40]
-    return staging_folder() / ".locks" / f"model-{digest}.lock"
+def model_lock_path(repository: Path, model: str) -> Path:
+    # By the resolved repository too: servers sharing one take the same lock, and two
+    # repositories staged in one folder do not exclude each other's same-named models.
+    key = f"{_resolved(repository)}\0{model}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:40]
+    return staging_folder(repository) / ".locks" / f"model-{digest}.lock"
 
 
-def model_lock(model: str) -> contextlib.AbstractContextManager[None]:
-    """The one per-model lock: a config save, an upload publish and a version or model
-    delete of the same model exclude each other. Keyed by name, because the model folder may
-    not exist yet (a new model) or be moved away meanwhile (a delete); Triton never sees it.
-    Not re-entrant: take it once per action."""
-    return flock(model_lock_path(model))
+def model_lock(repository: Path, model: str) -> contextlib.AbstractContextManager[None]:
+    """The one per-model lock of a repository: a config save, an upload publish and a
+    version or model delete of the same model exclude each other, whichever server they
+    came through. Keyed by name, because the model folder may not exist yet (a new model)
+    or be moved away meanwhile (a delete); Triton never sees it. Not re-entrant: take it
+    once per action."""
+    return flock(model_lock_path(repository, model))
 
 
 # --- writing without half states ------------------------------------------------------------

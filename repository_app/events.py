@@ -2,11 +2,14 @@
 
 One envelope: every event is `{"type", "group", "seq", ...its fields}`, built only by
 `publish`. `seq` is a per-group counter kept in Redis, so a client that sees a gap (or
-reconnects) knows to resync over HTTP. Each type's fields are declared once, in
+reconnects) knows to resync over HTTP. Groups are per Triton server (``repository.<server>``,
+``server.<server>``, a model's group names its server), and per repository for what
+belongs to the files (``config_group``: saves and editor presence), so servers sharing a
+repository see each other's config saves. Each type's fields are declared once, in
 `EVENT_FIELDS`; `publish` refuses a type that is not declared or an event that lacks one
 of its fields, so producers cannot drift apart (the sweep's and the search's engines,
 the worker and the watchdog all send the same shape). The latest repository snapshot is
-kept in Redis too, so a page that connects late gets the whole state first.
+kept in Redis too (per server), so a page that connects late gets the whole state first.
 """
 
 from __future__ import annotations
@@ -25,28 +28,26 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 
-REPOSITORY_GROUP = "repository"
-SERVER_GROUP = "server"
 ACTIVITY_GROUP = "activity"
-SNAPSHOT_KEY = "dashboard:repository:snapshot"
 
 
 # Every event type with the fields it always carries (it may carry more, e.g. a model's
 # states or the derived metrics of whatever GPUs exist). Groups: see the *_GROUP names and
 # the *_group functions below.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
-    # repository group
+    # repository groups (repository_group)
     "models.states": frozenset({"models", "full"}),
     "model.action": frozenset({"model", "action", "phase", "by"}),
     "model.versions": frozenset({"model"}),
     # model groups (model_group)
     "model.stats": frozenset({"model", "stats"}),
+    # config groups (config_group): one model's files in one repository
     "config.saved": frozenset({"model", "revision", "sha256", "by", "diff_url"}),
     "presence": frozenset({"model", "users"}),
-    # server group
+    # server groups (server_group)
     "server.metrics": frozenset({"time", "models", "gpus"}),
     # activity group (team.audit.recorded)
-    "activity": frozenset({"id", "at", "user", "action", "model", "target", "outcome"}),
+    "activity": frozenset({"id", "at", "user", "action", "model", "server", "target", "outcome"}),
     # user groups (user_group)
     "notify": frozenset({"message", "url"}),
     # job groups (sweep_group): a sweep or a config search
@@ -72,9 +73,30 @@ def check_event(event_type: str, payload: dict[str, Any]) -> None:
         raise UndeclaredEvent(f"{event_type} event without {', '.join(sorted(missing))}")
 
 
-def model_group(name: str) -> str:
-    # Group names allow only [a-zA-Z0-9_.-]; model names may hold more.
-    return "model." + hashlib.sha1(name.encode()).hexdigest()[:20]
+def repository_group(server: str) -> str:
+    """Model states and actions of one server (server names: server_rules.NAME_RULE)."""
+    return f"repository.{server}"
+
+
+def server_group(server: str) -> str:
+    """One server's metrics (the Server page's live charts)."""
+    return f"server.{server}"
+
+
+def model_group(server: str, name: str) -> str:
+    # Group names allow only [a-zA-Z0-9_.-] and 100 characters; model names may hold more.
+    return f"model.{server}." + hashlib.sha1(name.encode()).hexdigest()[:20]
+
+
+def config_group(repository_key: str, name: str) -> str:
+    """One model's config in one repository (``servers.repository_key``): saves and who has
+    its editor open, whichever server the page was opened for."""
+    digest = hashlib.sha1(f"{repository_key}\0{name}".encode()).hexdigest()[:24]
+    return f"config.{digest}"
+
+
+def snapshot_key(server: str) -> str:
+    return f"dashboard:repository:snapshot:{server}"
 
 
 _clients: dict[str, redis.Redis] = {}
@@ -104,19 +126,20 @@ def _send(group: str, event: dict[str, Any]) -> None:
 
 
 def publish(
-    group: str, event_type: str, payload: dict[str, Any], *, snapshot: bool = False
+    group: str, event_type: str, payload: dict[str, Any], *, snapshot_of: str = ""
 ) -> dict[str, Any] | None:
     """Send an event to a group; returns it, or None when Redis is down (logged, not raised:
     live updates are best effort, pages resync over HTTP).
 
-    ``snapshot``: the event is the whole state, kept for late joiners; it is saved before it
-    is sent, so whoever has seen it and connects afterwards gets this state or a newer one.
+    ``snapshot_of``: the event is the whole state of that server, kept for late joiners; it
+    is saved before it is sent, so whoever has seen it and connects afterwards gets this
+    state or a newer one.
     """
     check_event(event_type, payload)
     try:
         event = {"type": event_type, "group": group, "seq": next_seq(group), **payload}
-        if snapshot:
-            _redis().set(SNAPSHOT_KEY, json.dumps(event))
+        if snapshot_of:
+            _redis().set(snapshot_key(snapshot_of), json.dumps(event))
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -136,9 +159,9 @@ def announce_activity(sender: Any, payload: dict[str, Any], **_: Any) -> None:
     publish(ACTIVITY_GROUP, "activity", payload)
 
 
-def load_snapshot() -> dict[str, Any] | None:
+def load_snapshot(server: str) -> dict[str, Any] | None:
     try:
-        raw = cast("bytes | None", _redis().get(SNAPSHOT_KEY))
+        raw = cast("bytes | None", _redis().get(snapshot_key(server)))
     except (redis.RedisError, OSError):
         return None
     return json.loads(raw) if raw else None

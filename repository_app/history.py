@@ -1,7 +1,8 @@
 """Stored metrics history: what the Server page shows of the past.
 
-The poller hands every metrics scrape (every 2 s) to a `HistoryRecorder`, which writes one
-row per model, one server row and one row per GPU for each closed 10 s interval. Once a
+Each server's poller hands every metrics scrape (every 2 s) to its `HistoryRecorder`, which
+writes one row per model, one server row and one row per GPU for each closed 10 s interval;
+every row names its server, and rolling up, pruning and reading keep to one server. Once a
 minute `maintain()` rolls every complete minute of 10 s rows into 1-minute rows, then
 deletes 10 s rows older than HISTORY_FINE_RETENTION_H and every other row older than
 HISTORY_RETENTION_DAYS, so the tables stay bounded.
@@ -27,7 +28,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connections, models
@@ -36,6 +37,7 @@ from django.db.models.functions import Round
 from django.urls import reverse
 
 from .models import ConfigRevision, GpuMetricPoint, ModelMetricPoint, ServerMetricPoint
+from .servers import with_server
 from .triton.prometheus import MetricSample
 from .triton.statistics import (
     counters_before,
@@ -44,6 +46,9 @@ from .triton.statistics import (
     model_rates,
     server_gauges,
 )
+
+if TYPE_CHECKING:
+    from .servers import Server
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +125,8 @@ class HistoryRecorder:
     interval to the last scrape of this one, so no increment is lost between intervals;
     gauges are the mean of the interval's scrapes."""
 
-    def __init__(self, resolution_s: int = FINE_S) -> None:
+    def __init__(self, server: str, resolution_s: int = FINE_S) -> None:
+        self.server = server
         self.resolution_s = resolution_s
         self.bucket: int | None = None
         self.base: _Scrape | None = None  # the last scrape before the open interval
@@ -158,7 +164,7 @@ class HistoryRecorder:
 
     def _close(self) -> int:
         assert self.bucket is not None and self.base is not None and self.last is not None
-        ts, res = self.bucket, self.resolution_s
+        ts, res, server = self.bucket, self.resolution_s, self.server
         span = self.last.time - self.base.time
         rows: list[ModelMetricPoint] = []
         for name in sorted(set(self.last.counters) | set(self.model_gauges.sums)):
@@ -167,20 +173,25 @@ class HistoryRecorder:
                 before = counters_before(self.base.counters, name)
                 figures.update(model_rates(before, self.last.counters[name], span))
             figures.update(self.model_gauges.get(name))
-            rows.append(ModelMetricPoint(ts=ts, resolution_s=res, model=name, **figures))
+            rows.append(
+                ModelMetricPoint(server=server, ts=ts, resolution_s=res, model=name, **figures)
+            )
         ModelMetricPoint.objects.bulk_create(rows, ignore_conflicts=True)
         written = len(rows)
         cpu = self.cpu.get("")
         if cpu:
             ServerMetricPoint.objects.bulk_create(
-                [ServerMetricPoint(ts=ts, resolution_s=res, **cpu)], ignore_conflicts=True
+                [ServerMetricPoint(server=server, ts=ts, resolution_s=res, **cpu)],
+                ignore_conflicts=True,
             )
             written += 1
         gpu_rows = []
         for gpu in sorted(self.gpus.sums):
             values: dict[str, float | None] = dict(self.gpus.get(gpu))
             values["power_w"] = values.pop("power_usage", None)  # Triton reports watts
-            gpu_rows.append(GpuMetricPoint(ts=ts, resolution_s=res, gpu=gpu, **values))
+            gpu_rows.append(
+                GpuMetricPoint(server=server, ts=ts, resolution_s=res, gpu=gpu, **values)
+            )
         # Two pollers overlapping for one interval (a lock hand-over) write it once.
         GpuMetricPoint.objects.bulk_create(gpu_rows, ignore_conflicts=True)
         return written + len(gpu_rows)
@@ -190,13 +201,16 @@ class HistoryRecorder:
 
 
 def _aggregated(
-    series: Series, resolution_s: int, since: int, until: int, step: int
+    series: Series, server: str, resolution_s: int, since: int, until: int, step: int
 ) -> Iterable[dict[str, Any]]:
-    """Rows of one resolution in [since, until), grouped into `step`-second buckets."""
+    """Rows of one server and resolution in [since, until), grouped into `step`-second
+    buckets."""
     keys = [series.key] if series.key else []
     aggregates = {name: (Max(name) if name in MAX_FIELDS else Avg(name)) for name in series.fields}
     return (
-        series.model.objects.filter(resolution_s=resolution_s, ts__gte=since, ts__lt=until)
+        series.model.objects.filter(
+            server=server, resolution_s=resolution_s, ts__gte=since, ts__lt=until
+        )
         .annotate(bucket=F("ts") / step * step)
         .values(*keys, "bucket")
         .annotate(**aggregates)
@@ -204,9 +218,9 @@ def _aggregated(
     )
 
 
-def roll_up(now: float) -> int:
-    """Roll every complete interval of each tier into the next (10 s -> 1 min -> 5 min ->
-    30 min) where not rolled up yet; returns how many rows it wrote."""
+def roll_up(now: float, server: str) -> int:
+    """Roll every complete interval of each tier of one server into the next (10 s -> 1 min
+    -> 5 min -> 30 min) where not rolled up yet; returns how many rows it wrote."""
     end = int(now - SETTLE_S) // COARSE_S * COARSE_S
     written = 0
     for source, target in ROLLUPS:
@@ -214,17 +228,17 @@ def roll_up(now: float) -> int:
         end = end // target * target
         oldest = end - settings.HISTORY_RETENTION_DAYS * 86400
         for series in ALL_SERIES:
-            written += _roll(series, source, target, max(oldest, 0), end)
+            written += _roll(series, server, source, target, max(oldest, 0), end)
     return written
 
 
-def _roll(series: Series, source: int, target: int, oldest: int, end: int) -> int:
+def _roll(series: Series, server: str, source: int, target: int, oldest: int, end: int) -> int:
     manager = series.model.objects
-    last = manager.filter(resolution_s=target).aggregate(t=Max("ts"))["t"]
+    last = manager.filter(server=server, resolution_s=target).aggregate(t=Max("ts"))["t"]
     if last is not None:
         start = last + target
     else:
-        first = manager.filter(resolution_s=source).aggregate(t=Min("ts"))["t"]
+        first = manager.filter(server=server, resolution_s=source).aggregate(t=Min("ts"))["t"]
         if first is None:
             return 0
         start = first // target * target
@@ -233,34 +247,40 @@ def _roll(series: Series, source: int, target: int, oldest: int, end: int) -> in
         return 0
     rows = [
         series.model(
+            server=server,
             ts=row.pop("bucket"),
             resolution_s=target,
             **({series.key: row.pop(series.key)} if series.key else {}),
             **row,
         )
-        for row in _aggregated(series, source, start, end, target)
+        for row in _aggregated(series, server, source, start, end, target)
     ]
     manager.bulk_create(rows, batch_size=500, ignore_conflicts=True)
     return len(rows)
 
 
-def prune(now: float) -> int:
-    """Delete 10 s rows past HISTORY_FINE_RETENTION_H and coarser rows past
-    HISTORY_RETENTION_DAYS; returns how many."""
+def prune(now: float, server: str) -> int:
+    """Delete one server's 10 s rows past HISTORY_FINE_RETENTION_H and its coarser rows
+    past HISTORY_RETENTION_DAYS; returns how many. (A removed server's rows are pruned only
+    while a server of that name is polled.)"""
     fine_cutoff = int(now) - settings.HISTORY_FINE_RETENTION_H * 3600
     coarse_cutoff = int(now) - settings.HISTORY_RETENTION_DAYS * 86400
     deleted = 0
     for series in ALL_SERIES:
-        deleted += series.model.objects.filter(
-            Q(resolution_s=FINE_S, ts__lt=fine_cutoff)
-            | Q(resolution_s__gt=FINE_S, ts__lt=coarse_cutoff)
-        ).delete()[0]
+        deleted += (
+            series.model.objects.filter(server=server)
+            .filter(
+                Q(resolution_s=FINE_S, ts__lt=fine_cutoff)
+                | Q(resolution_s__gt=FINE_S, ts__lt=coarse_cutoff)
+            )
+            .delete()[0]
+        )
     return deleted
 
 
-def maintain(now: float) -> tuple[int, int]:
+def maintain(now: float, server: str) -> tuple[int, int]:
     """Roll up, then prune (in that order: a 10 s row is rolled up before it may go)."""
-    return roll_up(now), prune(now)
+    return roll_up(now, server), prune(now, server)
 
 
 # --- Reading, for the Server page ----------------------------------------------------------
@@ -284,13 +304,15 @@ def step_for(span_s: int) -> int:
 
 
 def _read(
-    series: Series, resolution_s: int, since: int, until: int, step: int
+    series: Series, server: str, resolution_s: int, since: int, until: int, step: int
 ) -> list[tuple[Any, ...]]:
     """(key, bucket, *fields) tuples (no key for the server table), ordered by key and time,
     values rounded in SQL. Read through the cursor: Django's per-value converters and row
     dicts cost more than the query at 18,000 rows (50 models x 360 points)."""
     keys = [series.key] if series.key else []
-    rows = series.model.objects.filter(resolution_s=resolution_s, ts__gte=since, ts__lt=until)
+    rows = series.model.objects.filter(
+        server=server, resolution_s=resolution_s, ts__gte=since, ts__lt=until
+    )
     if step == resolution_s:  # one row per point: no grouping
         query = rows.order_by(*keys, "ts").values_list(
             *keys, "ts", *(Round(name, 3) for name in series.fields)
@@ -347,15 +369,18 @@ def _epoch(moment: datetime | None) -> int | None:
     return int(moment.timestamp()) if moment is not None else None
 
 
-def markers(since: float, until: float, limit: int = 200) -> list[dict[str, Any]]:
-    """Sweeps (start to end, or to now while running) and config changes in the range."""
+def markers(since: float, until: float, server: Server, limit: int = 200) -> list[dict[str, Any]]:
+    """The server's sweeps (start to end, or to now while running) and the config changes
+    of its repository in the range."""
     from profiler_app.models import Sweep
+
+    from .servers import repository_key
 
     start = datetime.fromtimestamp(since, UTC)
     end = datetime.fromtimestamp(until, UTC)
     out: list[dict[str, Any]] = []
     sweeps = (
-        Sweep.objects.filter(created_at__lte=end)
+        Sweep.objects.filter(server=server.name, created_at__lte=end)
         .filter(Q(finished_at__gte=start) | Q(finished_at__isnull=True, created_at__gte=start))
         .order_by("-created_at")[:limit]
     )
@@ -370,7 +395,9 @@ def markers(since: float, until: float, limit: int = 200) -> list[dict[str, Any]
                 "url": reverse("sweep_detail", args=[sweep.pk]),
             }
         )
-    revisions = ConfigRevision.objects.filter(created_at__gte=start, created_at__lte=end)
+    revisions = ConfigRevision.objects.filter(
+        repository=repository_key(server), created_at__gte=start, created_at__lte=end
+    )
     for rev in revisions.order_by("-created_at")[:limit]:
         out.append(
             {
@@ -379,15 +406,16 @@ def markers(since: float, until: float, limit: int = 200) -> list[dict[str, Any]
                 "end": None,
                 "model": rev.model,
                 "label": f"{rev.model} config #{rev.number} ({rev.get_source_display()})",
-                "url": reverse("config_history", args=[rev.model]),
+                "url": with_server(reverse("config_history", args=[rev.model]), server),
             }
         )
     out.sort(key=lambda m: m["t"] or 0)
     return out
 
 
-def history_json(range_key: str, now: float) -> dict[str, Any]:
-    """The stored history of one range (a key of RANGES) up to `now`, column by column."""
+def history_json(range_key: str, now: float, server: Server) -> dict[str, Any]:
+    """One server's stored history of one range (a key of RANGES) up to `now`, column by
+    column."""
     span = RANGES[range_key]
     step = step_for(span)
     until = int(now)
@@ -401,10 +429,10 @@ def history_json(range_key: str, now: float) -> dict[str, Any]:
     since = since // step * step
 
     def read(series: Series) -> dict[str, dict[str, list[Any]]]:
-        rows = _read(series, resolution, since, until + step, step)
+        rows = _read(series, server.name, resolution, since, until + step, step)
         return _columns(rows, series.key is not None, series.fields, step)
 
-    server = read(SERVER_SERIES).get("", {"t": []})
+    cpu = read(SERVER_SERIES).get("", {"t": []})
     gpus = read(GPU_SERIES)
     return {
         "range": range_key,
@@ -413,9 +441,9 @@ def history_json(range_key: str, now: float) -> dict[str, Any]:
         "step_s": step,
         "resolution_s": resolution,
         "models": read(MODEL_SERIES),
-        "server": server,
-        "cpu_metrics_present": len(server) > 1,
+        "server": cpu,
+        "cpu_metrics_present": len(cpu) > 1,
         "gpus": gpus,
         "gpu_metrics_present": bool(gpus),
-        "markers": markers(since, now),
+        "markers": markers(since, now, server),
     }

@@ -1,4 +1,5 @@
-"""What the dashboard remembers about the repository: file digests and the desired load set."""
+"""What the dashboard remembers: the Triton servers it manages, file digests, the desired load
+set per server, config history per repository, uploads and the metrics history."""
 
 from __future__ import annotations
 
@@ -6,7 +7,74 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+DEFAULT_SERVER = "default"  # the server the TRITON_* settings define (repository_app.servers)
+
+
+class TritonServer(models.Model):
+    """A Triton server besides the environment's ``default`` (repository_app.servers reads
+    these rows). The API key is stored to be sent, never shown: not in ``str``/``repr``,
+    not in any JSON (``servers.Server.as_json``)."""
+
+    name = models.CharField(max_length=40, unique=True)
+    grpc_url = models.CharField(max_length=255)
+    # grpc_url without case or surrounding space: one server per gRPC address.
+    grpc_key = models.CharField(max_length=255, unique=True, editable=False)
+    http_url = models.CharField(max_length=255)
+    metrics_url = models.CharField(max_length=1024)
+    api_key = models.CharField(max_length=256, blank=True)
+    api_key_header = models.CharField(max_length=64, default="dashboard-key")
+    labels = models.JSONField(default=dict, blank=True)
+    # The model repository as the dashboard host sees it (absolute path).
+    repository = models.CharField(max_length=1024)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.grpc_url})"
+
+    def __repr__(self) -> str:
+        return f"<TritonServer {self.name} {self.grpc_url}>"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        from .server_rules import grpc_key
+
+        self.grpc_key = grpc_key(self.grpc_url)
+        super().save(*args, **kwargs)
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        # server_rules owns every field's checks (lengths included), with one message each.
+        owned = {"name", "grpc_url", "http_url", "metrics_url", "api_key", "api_key_header",
+                 "labels", "repository"}  # fmt: skip
+        super().clean_fields(exclude={*(exclude or ()), *owned})
+
+    def clean(self) -> None:
+        """The one set of checks (server_rules), each refusal on its field."""
+        from .server_rules import InvalidServer, check
+
+        try:
+            cleaned = check(
+                {
+                    "name": self.name,
+                    "grpc_url": self.grpc_url,
+                    "http_url": self.http_url,
+                    "metrics_url": self.metrics_url,
+                    "api_key": self.api_key,
+                    "api_key_header": self.api_key_header,
+                    "labels": self.labels,
+                    "repository": self.repository,
+                },
+                exclude_pk=self.pk,
+            )
+        except InvalidServer as exc:
+            raise ValidationError(exc.errors) from None
+        for field, value in cleaned.items():
+            setattr(self, field, str(value) if field == "repository" else value)
 
 
 class FileDigest(models.Model):
@@ -23,10 +91,12 @@ class FileDigest(models.Model):
 
 
 class ModelIntent(models.Model):
-    """Whether a user last asked for a model to be loaded: Triton in explicit mode forgets
-    runtime loads when it restarts, and this is the set "restore previous loads" brings back."""
+    """Whether a user last asked for a model to be loaded on a server: Triton in explicit mode
+    forgets runtime loads when it restarts, and this is the set "restore previous loads"
+    brings back, per server."""
 
-    name = models.CharField(max_length=255, unique=True)
+    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
+    name = models.CharField(max_length=255)
     loaded = models.BooleanField()
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(
@@ -35,14 +105,19 @@ class ModelIntent(models.Model):
 
     class Meta:
         permissions = [("control_models", "Can load, unload and reload models on Triton")]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="modelintent_server_name")
+        ]
 
     def __str__(self) -> str:
-        return f"{self.name}: {'loaded' if self.loaded else 'unloaded'}"
+        return f"{self.server}/{self.name}: {'loaded' if self.loaded else 'unloaded'}"
 
 
 class ConfigRevision(models.Model):
     """One saved (or found-on-disk) content of a model's config.pbtxt: the editor's history.
 
+    History is per model of a repository: ``repository`` is ``servers.repository_key`` ("" for
+    the environment's MODEL_REPOSITORY), so servers sharing a repository share its history.
     ``number`` counts each model's revisions from 1 (what pages, messages and the API show);
     the primary key stays internal (URLs). It is assigned on the first save, under the model
     lock of the save path; the unique constraint refuses a duplicate instead of showing two
@@ -56,6 +131,7 @@ class ConfigRevision(models.Model):
         DISK = "disk", "changed on disk"
         RESTORE = "restore", "restored"
 
+    repository = models.CharField(max_length=1024, blank=True, default="")
     model = models.CharField(max_length=255, db_index=True)
     number = models.PositiveIntegerField(default=0)
     text = models.TextField()
@@ -71,9 +147,13 @@ class ConfigRevision(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["model", "-id"], name="configrev_model_latest")]
+        indexes = [
+            models.Index(fields=["repository", "model", "-id"], name="configrev_repo_model_latest")
+        ]
         constraints = [
-            models.UniqueConstraint(fields=["model", "number"], name="configrev_model_number")
+            models.UniqueConstraint(
+                fields=["repository", "model", "number"], name="configrev_repo_model_number"
+            )
         ]
 
     def __str__(self) -> str:
@@ -81,9 +161,9 @@ class ConfigRevision(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self.number:
-            latest = ConfigRevision.objects.filter(model=self.model).aggregate(
-                top=models.Max("number")
-            )["top"]
+            latest = ConfigRevision.objects.filter(
+                repository=self.repository, model=self.model
+            ).aggregate(top=models.Max("number"))["top"]
             self.number = (latest or 0) + 1
         super().save(*args, **kwargs)
 
@@ -108,6 +188,8 @@ class Upload(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     username = models.CharField(max_length=150)
+    # The server whose repository the upload goes to (its staging folder is beside it).
+    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
     model = models.CharField(max_length=255, db_index=True)
     new_model = models.BooleanField(default=False)
     backend = models.CharField(max_length=64)
@@ -142,6 +224,7 @@ class Upload(models.Model):
 class ModelMetricPoint(models.Model):
     """One model's figures over ``resolution_s`` seconds from ``ts`` (10 s, 1, 5 or 30 min)."""
 
+    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
     ts = models.BigIntegerField()
     resolution_s = models.PositiveSmallIntegerField()
     model = models.CharField(max_length=255)
@@ -161,18 +244,21 @@ class ModelMetricPoint(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["resolution_s", "model", "ts"], name="modelpoint_unique"
+                fields=["server", "resolution_s", "model", "ts"], name="modelpoint_server_unique"
             )
         ]
-        indexes = [models.Index(fields=["resolution_s", "ts"], name="modelpoint_range")]
+        indexes = [
+            models.Index(fields=["server", "resolution_s", "ts"], name="modelpoint_server_range")
+        ]
 
     def __str__(self) -> str:
-        return f"{self.model} @{self.ts} ({self.resolution_s} s)"
+        return f"{self.server}/{self.model} @{self.ts} ({self.resolution_s} s)"
 
 
 class ServerMetricPoint(models.Model):
     """Server-wide CPU figures (Triton's nv_cpu_* metrics, Linux only) over one interval."""
 
+    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
     ts = models.BigIntegerField()
     resolution_s = models.PositiveSmallIntegerField()
     cpu_utilization = models.FloatField(null=True)  # 0..1
@@ -181,16 +267,19 @@ class ServerMetricPoint(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["resolution_s", "ts"], name="serverpoint_unique")
+            models.UniqueConstraint(
+                fields=["server", "resolution_s", "ts"], name="serverpoint_server_unique"
+            )
         ]
 
     def __str__(self) -> str:
-        return f"server @{self.ts} ({self.resolution_s} s)"
+        return f"{self.server} @{self.ts} ({self.resolution_s} s)"
 
 
 class GpuMetricPoint(models.Model):
     """One GPU's figures (Triton's DCGM GPU metrics, see triton/gpus.py; absent on CPU-only servers)."""
 
+    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
     ts = models.BigIntegerField()
     resolution_s = models.PositiveSmallIntegerField()
     gpu = models.CharField(max_length=128)  # Triton's gpu_uuid label
@@ -201,9 +290,13 @@ class GpuMetricPoint(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["resolution_s", "gpu", "ts"], name="gpupoint_unique")
+            models.UniqueConstraint(
+                fields=["server", "resolution_s", "gpu", "ts"], name="gpupoint_server_unique"
+            )
         ]
-        indexes = [models.Index(fields=["resolution_s", "ts"], name="gpupoint_range")]
+        indexes = [
+            models.Index(fields=["server", "resolution_s", "ts"], name="gpupoint_server_range")
+        ]
 
     def __str__(self) -> str:
-        return f"{self.gpu} @{self.ts} ({self.resolution_s} s)"
+        return f"{self.server}/{self.gpu} @{self.ts} ({self.resolution_s} s)"

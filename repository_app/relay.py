@@ -1,7 +1,9 @@
 """The base of every websocket consumer: who may listen, which groups, a snapshot, relay.
 
 Clients only listen. A consumer says which groups it joins (``groups_for``) and what a late
-joiner gets first (``first_message``); the base checks the user (4401), joins before it
+joiner gets first (``first_message``); the base checks the user (4401), resolves the
+Triton server the socket is about (``?server=NAME`` in its URL, the default server when
+absent; an unknown one is refused with 4404 like an unknown model), joins before it
 reads (an event published meanwhile is in the snapshot or relayed after it), closes with
 4404 for what does not exist, relays each group event as it is, and never decodes what a
 client sends. The websocket Origin is checked before any consumer (dashboard.origin).
@@ -10,8 +12,13 @@ client sends. The websocket Origin is checked before any consumer (dashboard.ori
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from . import servers
+from .servers import Server, UnknownServer
 
 
 class NotFound(Exception):
@@ -20,6 +27,17 @@ class NotFound(Exception):
 
 class RelayConsumer(AsyncJsonWebsocketConsumer):
     groups_joined: list[str]
+    server: Server
+
+    async def resolve_server(self) -> Server:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        name = query.get("server", [""])[-1]
+        if not name:
+            return servers.default()
+        try:
+            return await database_sync_to_async(servers.get)(name)
+        except UnknownServer:
+            raise NotFound(name) from None
 
     async def groups_for(self, user: Any) -> list[str]:
         """The groups this socket joins; NotFound closes it with 4404."""
@@ -37,6 +55,7 @@ class RelayConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         try:
+            self.server = await self.resolve_server()
             self.groups_joined = await self.groups_for(user)
             for group in self.groups_joined:
                 await self.channel_layer.group_add(group, self.channel_name)

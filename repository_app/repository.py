@@ -4,7 +4,7 @@ Only reads here. Configs are parsed with the validator's parser and cached per
 (path, size, mtime), so listing 500 models re-parses only what changed.
 
 Paths are resolved before they are used: a model folder, config.pbtxt or model file that
-is a symbolic link to somewhere outside MODEL_REPOSITORY is refused (``model_folder``,
+is a symbolic link to somewhere outside its model repository is refused (``model_folder``,
 ``read_config``) or listed without being read (``version_folders``), so nobody reads or
 writes outside the repository through a link planted in it.
 """
@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from django.conf import settings
 from tritonclient.grpc import model_config_pb2
 
 from .disk import version_numbers
@@ -254,11 +253,12 @@ def _outside(path: Path, vpath: Path) -> ModelFile:
     return ModelFile(rel, 0, datetime.fromtimestamp(0, tz=UTC), path, outside=True)
 
 
-def sha256_of(path: Path) -> str:
-    """The file's sha256, from the digest cache when size and mtime are unchanged."""
+def sha256_of(path: Path, root: Path) -> str:
+    """The file's sha256 (a file of the repository at ``root``), from the digest cache when
+    size and mtime are unchanged."""
     from .models import FileDigest
 
-    if path.is_symlink() and leaves(path, Path(settings.MODEL_REPOSITORY)):
+    if path.is_symlink() and leaves(path, Path(root)):
         raise RepositoryError(f"{path.name} is {OUTSIDE}")
     stat = path.stat()
     cached = FileDigest.objects.filter(path=str(path)).first()

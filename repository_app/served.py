@@ -15,12 +15,15 @@ A hand edit, a save without reload and a load with an override all show up here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from .modelconfig import to_text
+
+if TYPE_CHECKING:
+    from .triton.client import Endpoint
 
 # Fields Triton never fills in: present in what it serves means the file once had them.
 USER_OWNED = (
@@ -122,12 +125,12 @@ class Served:
     error: str = ""  # why Triton could not be asked
 
 
-def served_config(name: str, disk: pb.ModelConfig | None) -> Served:
-    """What Triton serves for ``name`` and its drift from ``disk``; only for a model with a
-    READY version (an unloaded model serves nothing, so nothing can drift)."""
+def served_config(server: Endpoint, name: str, disk: pb.ModelConfig | None) -> Served:
+    """What ``server`` serves for ``name`` and its drift from ``disk``; only for a model with
+    a READY version (an unloaded model serves nothing, so nothing can drift)."""
     from .triton.client import TritonError, get_client
 
-    client = get_client()
+    client = get_client(server)
     try:
         if not any(s.state == "READY" for s in client.model_states(name)):
             return Served(None, "", [])

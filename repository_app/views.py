@@ -1,4 +1,6 @@
-"""Repository pages: thin views over the disk module, the status merge and the control module."""
+"""Repository pages: thin views over the disk module, the status merge and the control module,
+each about the server the request names (``server_context.server_of``): its repository on
+disk, its Triton, its states and history."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from . import control, events, history, reachability, repository
 from .served import served_config, version_notes
+from .server_context import server_of
+from .servers import Server
 from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json, unknown_json
 from .triton.client import ModelState, ServerInfo, TritonError, get_client
 from .triton.statistics import derive_server_metrics, summarize_all
@@ -22,25 +26,21 @@ CONTROL_PERMISSION = "repository_app.control_models"
 RUN_PERMISSION = "profiler_app.run_sweeps"
 
 
-def _repository_root():  # type: ignore[no-untyped-def]
-    return settings.MODEL_REPOSITORY
-
-
-def _triton_index() -> tuple[list[ModelState] | None, str]:
+def _triton_index(server: Server) -> tuple[list[ModelState] | None, str]:
     try:
-        return get_client().repository_index(), ""
+        return get_client(server).repository_index(), ""
     except TritonError as exc:
         return None, exc.message
 
 
-def _unknown(error: str) -> str:
-    """What a model's state reads while Triton does not answer."""
-    return str(reachability.down_json(error)["reason"]) if error else ""
+def _unknown(server: Server, error: str) -> str:
+    """What a model's state reads while the server does not answer."""
+    return str(reachability.down_json(server.name, error)["reason"]) if error else ""
 
 
-def _server_info() -> tuple[ServerInfo | None, str]:
+def _server_info(server: Server) -> tuple[ServerInfo | None, str]:
     try:
-        return get_client().server_info(), ""
+        return get_client(server).server_info(), ""
     except TritonError as exc:
         return None, exc.message
 
@@ -58,8 +58,9 @@ def _control_disabled_reason(request: HttpRequest, info: ServerInfo | None, erro
 @login_required
 @require_GET
 def model_list(request: HttpRequest) -> HttpResponse:
-    index, triton_error = _triton_index()
-    rows = merge(repository.scan(_repository_root()), index)
+    server = server_of(request)
+    index, triton_error = _triton_index(server)
+    rows = merge(repository.scan(server.repository), index)
     query = request.GET.get("q", "")
     state = request.GET.get("state", "")
     sort = request.GET.get("sort", "name")
@@ -67,8 +68,8 @@ def model_list(request: HttpRequest) -> HttpResponse:
     shown = filter_and_sort(rows, query, state, sort, desc)
     restore = []
     if index is not None:
-        restore = control.models_to_restore({r.name: r.state for r in rows})
-    last = control.last_outcomes([r.name for r in shown])
+        restore = control.models_to_restore(server, {r.name: r.state for r in rows})
+    last = control.last_outcomes(server, [r.name for r in shown])
     for row in shown:
         row.last = last.get(row.name)  # type: ignore[attr-defined]
     return render(
@@ -76,7 +77,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
         "repository/model_list.html",
         {
             "rows": shown,
-            "unknown": _unknown(triton_error),
+            "unknown": _unknown(server, triton_error),
             "total": len(rows),
             "query": query,
             "state": state,
@@ -84,7 +85,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
             "desc": desc,
             "states": STATE_CHOICES,
             "triton_error": triton_error,
-            "triton_url": settings.TRITON_URL,
+            "triton_url": server.grpc_url,
             "restore": restore,
             "can_control": request.user.has_perm(CONTROL_PERMISSION),
         },
@@ -94,13 +95,14 @@ def model_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def states_json(request: HttpRequest) -> JsonResponse:
-    """The current state of every model, for clients that resync after a gap."""
-    seq = events.current_seq(events.REPOSITORY_GROUP)
+    """The current state of every model of the server, for clients that resync after a gap."""
+    server = server_of(request)
+    seq = events.current_seq(events.repository_group(server.name))
     try:
-        index = get_client().repository_index()
+        index = get_client(server).repository_index()
         triton: dict[str, object] = {"up": True, "message": ""}
     except TritonError as exc:
-        index, triton = [], reachability.down_json(exc.message)
+        index, triton = [], reachability.down_json(server.name, exc.message)
     models = {name: state_json(s) for name, s in group_index(index).items()}
     return JsonResponse({"seq": seq, "triton": triton, "models": models})
 
@@ -108,29 +110,30 @@ def states_json(request: HttpRequest) -> JsonResponse:
 @login_required
 @require_GET
 def model_detail(request: HttpRequest, name: str) -> HttpResponse:
+    server = server_of(request)
     try:
-        folder = repository.get_model(_repository_root(), name)
+        folder = repository.get_model(server.repository, name)
     except repository.RepositoryError as exc:
         folder = None
         missing_reason = str(exc)
-    index, triton_error = _triton_index()
+    index, triton_error = _triton_index(server)
     states = group_index(index or []).get(name, [])
     if folder is None and not states:
         raise Http404(missing_reason)
-    info, info_error = _server_info() if index is not None else (None, triton_error)
+    info, info_error = _server_info(server) if index is not None else (None, triton_error)
     stats: list[dict[str, object]] = []
     served = None
     if index is not None:
         try:
-            stats = summarize_all(get_client().model_statistics(name)).get(name, [])
+            stats = summarize_all(get_client(server).model_statistics(name)).get(name, [])
         except TritonError:
             stats = []
-        served = served_config(name, folder.config if folder else None)
+        served = served_config(server, name, folder.config if folder else None)
     versions = repository.version_folders(folder) if folder else []
     for version in versions:
         for model_file in version.files:
             if not model_file.outside:
-                model_file.sha256 = repository.sha256_of(model_file.path)
+                model_file.sha256 = repository.sha256_of(model_file.path, server.repository)
     notes = version_notes(
         folder.config if folder else None,
         folder.versions if folder else [],
@@ -138,7 +141,9 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
     for version in versions:
         version.tone, version.note = notes.get(version.number, ("neutral", ""))  # type: ignore[attr-defined]
-    state = state_json(states) if index is not None else unknown_json(_unknown(triton_error))
+    state = (
+        state_json(states) if index is not None else unknown_json(_unknown(server, triton_error))
+    )
     return render(
         request,
         "repository/model_detail.html",
@@ -151,7 +156,7 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
             "versions": sorted(versions, key=lambda v: v.number, reverse=True),
             "states": state,
             "served": served,
-            "last": control.last_outcomes([name]).get(name),
+            "last": control.last_outcomes(server, [name]).get(name),
             "stats": stats,
             "triton_error": triton_error,
             "control_disabled": _control_disabled_reason(request, info, info_error),
@@ -165,8 +170,9 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def model_stats_json(request: HttpRequest, name: str) -> JsonResponse:
+    server = server_of(request)
     try:
-        stats = summarize_all(get_client().model_statistics(name)).get(name, [])
+        stats = summarize_all(get_client(server).model_statistics(name)).get(name, [])
     except TritonError as exc:
         return JsonResponse({"error": exc.message}, status=503)
     return JsonResponse({"model": name, "stats": stats})
@@ -179,14 +185,17 @@ def _wants_json(request: HttpRequest) -> bool:
 @login_required
 @require_POST
 def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    server = server_of(request)
     if not request.user.has_perm(CONTROL_PERMISSION):
         message, status = "your role cannot load or unload models", 403
     else:
         try:
             repository.check_model_name(name)
-            if not control.model_exists(name):
+            if not control.model_exists(server, name):
                 raise Http404(f"no model '{name}' on disk or in Triton")
-            control.start_action(action, name, request.user.get_username(), user_id=request.user.pk)
+            control.start_action(
+                server, action, name, request.user.get_username(), user_id=request.user.pk
+            )
             message, status = f"{action} of {name} started", 202
         except (control.ActionRefused, repository.RepositoryError) as exc:
             message, status = str(exc), 409
@@ -205,15 +214,18 @@ def restore_loads(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm(CONTROL_PERMISSION):
         messages.error(request, "your role cannot load or unload models")
         return redirect("model_list")
-    index, error = _triton_index()
+    server = server_of(request)
+    index, error = _triton_index(server)
     if index is None:
         messages.error(request, error)
         return redirect("model_list")
     current = {n: state_json(s)["state"] for n, s in group_index(index).items()}
     started, refused = [], []
-    for name in control.models_to_restore(current):
+    for name in control.models_to_restore(server, current):
         try:
-            control.start_action("load", name, request.user.get_username(), user_id=request.user.pk)
+            control.start_action(
+                server, "load", name, request.user.get_username(), user_id=request.user.pk
+            )
             started.append(name)
         except control.ActionRefused as exc:
             refused.append(f"{name}: {exc}")
@@ -227,11 +239,12 @@ def restore_loads(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def server(request: HttpRequest) -> HttpResponse:
-    info, error = _server_info()
+    triton = server_of(request)
+    info, error = _server_info(triton)
     metrics = None
     if info is not None:
         try:
-            metrics = derive_server_metrics(None, get_client().metrics(), 0)
+            metrics = derive_server_metrics(None, get_client(triton).metrics(), 0)
         except TritonError as exc:
             error = exc.message
     chosen = request.GET.get("range", "1h")
@@ -244,15 +257,16 @@ def server(request: HttpRequest) -> HttpResponse:
             "info": info,
             "error": error,
             "metrics": metrics,
-            "triton_url": settings.TRITON_URL,
-            "metrics_url": settings.TRITON_METRICS_URL,
+            "triton_url": triton.grpc_url,
+            "metrics_url": triton.metrics_url,
+            "triton_server": triton,
             "ranges": list(history.RANGES),
             "range": chosen,
             "history_enabled": settings.HISTORY_ENABLED,
             "fine_hours": settings.HISTORY_FINE_RETENTION_H,
             "retention_days": settings.HISTORY_RETENTION_DAYS,
             "chart_config": {
-                "historyUrl": reverse("server_history_json"),
+                "historyUrl": reverse("server_history_json"),  # servers.js adds server=
                 "range": chosen,
                 "spans": history.RANGES,
             },
@@ -271,4 +285,4 @@ def server_history_json(request: HttpRequest) -> JsonResponse:
             {"message": f"unknown range {chosen!r}; one of {', '.join(history.RANGES)}"},
             status=400,
         )
-    return JsonResponse(history.history_json(chosen, time.time()))
+    return JsonResponse(history.history_json(chosen, time.time(), server_of(request)))

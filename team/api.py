@@ -17,8 +17,8 @@ class AuditEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
         fields = [
-            "id", "at", "username", "action", "model_name", "target", "outcome", "detail",
-            "before_sha256", "after_sha256",
+            "id", "at", "username", "action", "model_name", "server", "target", "outcome",
+            "detail", "before_sha256", "after_sha256",
         ]  # fmt: skip
 
 

@@ -69,6 +69,7 @@ def record(
     action: str,
     *,
     model_name: str = "",
+    server: str = "",
     target: str = "",
     # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
     outcome: str = cast(str, AuditEvent.Outcome.OK),
@@ -76,7 +77,8 @@ def record(
     before_sha256: str = "",
     after_sha256: str = "",
 ) -> AuditEvent:
-    """Append one event. `who` is a user, a username, or None (the system)."""
+    """Append one event. `who` is a user, a username, or None (the system); `server` names
+    the Triton server the action concerned, when it concerned one."""
     user = who if hasattr(who, "get_username") else None
     username = user.get_username() if user is not None else (who or "system")
     event = AuditEvent.objects.create(
@@ -84,6 +86,7 @@ def record(
         username=username,
         action=action,
         model_name=model_name,
+        server=server,
         target=target,
         outcome=outcome,
         detail=detail[:10_000],
@@ -106,6 +109,7 @@ def as_json(event: AuditEvent) -> dict[str, Any]:
         "user": event.username,
         "action": event.action,
         "model": event.model_name,
+        "server": event.server,
         "target": event.target,
         "outcome": event.outcome,
         "detail": event.detail,

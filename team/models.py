@@ -41,6 +41,8 @@ class AuditEvent(models.Model):
     username = models.CharField(max_length=150, db_index=True)
     action = models.CharField(max_length=40, db_index=True)
     model_name = models.CharField(max_length=255, blank=True, db_index=True)
+    # The Triton server the action concerned ("" for account and login events).
+    server = models.CharField(max_length=40, blank=True, db_index=True)
     target = models.CharField(max_length=255, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
     detail = models.TextField(blank=True)

@@ -97,6 +97,7 @@ CSV_COLUMNS = [
     "detail",
     "before_sha256",
     "after_sha256",
+    "server",  # last: the columns before it keep their places
 ]
 
 
@@ -110,7 +111,7 @@ def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
         yield writer.writerow(CSV_COLUMNS)
         for e in events.iterator():
             cells = [e.at.isoformat(), e.username, e.action, e.model_name, e.target, e.outcome,
-                     e.detail, e.before_sha256, e.after_sha256]  # fmt: skip
+                     e.detail, e.before_sha256, e.after_sha256, e.server]  # fmt: skip
             yield writer.writerow([csv_cell(c) for c in cells])
 
     response = StreamingHttpResponse(rows(), content_type="text/csv")

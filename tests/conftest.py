@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -31,7 +32,8 @@ SERVICE_START_S = 180  # a Daphne or Celery subprocess up and answering
 # The fields every "activity" event carries (repository_app.events.EVENT_FIELDS), for tests
 # that flood the activity group.
 ACTIVITY = {
-    "id": 0, "at": "", "user": "test", "action": "test", "model": "", "target": "", "outcome": "ok"
+    "id": 0, "at": "", "user": "test", "action": "test", "model": "", "server": "",
+    "target": "", "outcome": "ok",
 }  # fmt: skip
 BROWSER_WAIT_MS = 300_000  # a page condition that waits on real services (poller ticks...)
 
@@ -112,6 +114,92 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
     svc.stop(process)
 
 
+# --- more Triton servers (repository_app.servers), started only for the tests that ask ---------
+
+SOLO_ONLY = "solo_only"  # a model only the "solo" server's repository has
+
+
+@dataclass
+class ExtraTriton(TritonFixture):
+    """A second or third tritonserver of the session, and how to register it as a
+    TritonServer row (rows are per test; the process is per session)."""
+
+    name: str = ""
+    extra_args: tuple[str, ...] = ()
+
+    def register(self) -> Any:
+        """Its TritonServer row (through the model's checks); returns servers.get(name)."""
+        from repository_app import servers
+        from repository_app.models import TritonServer
+
+        row = TritonServer(
+            name=self.name,
+            grpc_url=self.grpc_url,
+            http_url=self.http_url,
+            metrics_url=self.metrics_url,
+            repository=str(self.repository),
+            labels={"role": self.name},
+        )
+        row.full_clean()
+        row.save()
+        return servers.get(self.name)
+
+    def stop(self) -> None:
+        svc.stop(self.process)
+
+    def restart(self) -> None:
+        """Start it again on the same ports (after `stop`): nothing is loaded then."""
+        self.process = svc.start_tritonserver(
+            self.repository, Path(settings.VAR_DIR), self.ports, self.log,
+            extra_args=self.extra_args,
+        )  # fmt: skip
+
+
+def _start_extra(name: str, repository: Path, work: Path) -> ExtraTriton:
+    ports = svc.TritonPorts(svc.free_port(), svc.free_port(), svc.free_port())
+    log = work / f"tritonserver-{name}.log"
+    extra = ("--strict-readiness=false",)
+    process = svc.start_tritonserver(
+        repository, Path(settings.VAR_DIR), ports, log, extra_args=extra
+    )
+    return ExtraTriton(repository, ports, process, log, name=name, extra_args=extra)
+
+
+@pytest.fixture(scope="session")
+def triton_shared(triton: TritonFixture, tmp_path_factory: pytest.TempPathFactory):
+    """A second tritonserver on the SAME repository as `triton` (a shared volume)."""
+    extra = _start_extra("shared", triton.repository, tmp_path_factory.mktemp("shared"))
+    yield extra
+    extra.stop()
+
+
+@pytest.fixture(scope="session")
+def triton_solo(tmp_path_factory: pytest.TempPathFactory):
+    """A third tritonserver on a repository of its own: add_sub and SOLO_ONLY (a copy of
+    add_sub under another name), which no other server has."""
+    work = tmp_path_factory.mktemp("solo")
+    repository = work / "model_repository"
+    shutil.copytree(DEMO_REPOSITORY / "add_sub", repository / "add_sub")
+    shutil.copytree(DEMO_REPOSITORY / "add_sub", repository / SOLO_ONLY)
+    config = repository / SOLO_ONLY / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "add_sub"', f'name: "{SOLO_ONLY}"'))
+    extra = _start_extra("solo", repository, work)
+    yield extra
+    extra.stop()
+
+
+@pytest.fixture()
+def shared_server(triton_shared: ExtraTriton):  # type: ignore[no-untyped-def]
+    """The "shared" server registered for this test (the test needs a django_db mark)."""
+    return triton_shared.register()
+
+
+@pytest.fixture()
+def solo_server(triton_solo: ExtraTriton):  # type: ignore[no-untyped-def]
+    """The "solo" server registered for this test (the test needs a django_db mark)."""
+    return triton_solo.register()
+
+
 @pytest.fixture()
 def failing_model(triton: TritonFixture) -> Iterator[str]:
     """The model whose initialize raises; unloaded afterwards so later tests start clean."""
@@ -128,6 +216,16 @@ def redis_db() -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.flushdb()
+
+
+def on_repository(root: Path):  # type: ignore[no-untyped-def]
+    """The default server with its model repository at ``root``: for tests of the disk side
+    (saving, uploads) on a repository of their own."""
+    import dataclasses
+
+    from repository_app import servers
+
+    return dataclasses.replace(servers.default(), repository=Path(root))
 
 
 def database_url() -> str:

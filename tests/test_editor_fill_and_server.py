@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 from onnx import TensorProto, helper
 
+from repository_app import servers
 from repository_app.editor import fill
 from repository_app.editor.fill import FillError
 from repository_app.triton.server_facts import server_facts
@@ -34,17 +35,17 @@ def test_fill_from_model_reads_the_onnx_graph(settings, tmp_path):
     _onnx(folder / "1" / "model.onnx")
     settings.MODEL_REPOSITORY = tmp_path
     text, note = fill.fill_from_model(
-        "classifier", 'name: "classifier"\nplatform: "onnxruntime_onnx"\n'
+        "classifier", 'name: "classifier"\nplatform: "onnxruntime_onnx"\n', servers.default()
     )
     assert 'name: "images"' in text and "dims: [ 3, 8, 8 ]" in text and "TYPE_FP32" in text
     assert "max_batch_size: 8" in text  # a symbolic first dimension: batching
     assert note.startswith("Inputs and outputs filled from 1/model.onnx")
     for bad_text, message in (("max_batch_size: [", "syntax"),):
         with pytest.raises(FillError, match=message):
-            fill.fill_from_model("classifier", bad_text)
+            fill.fill_from_model("classifier", bad_text, servers.default())
     (folder / "1" / "model.onnx").write_bytes(b"not onnx")
     with pytest.raises(FillError, match="not a readable ONNX model"):
-        fill.fill_from_model("classifier", 'name: "classifier"\n')
+        fill.fill_from_model("classifier", 'name: "classifier"\n', servers.default())
 
 
 def test_fill_from_model_says_why_it_cannot(settings, triton, admin_user):
@@ -65,10 +66,11 @@ def test_fill_from_model_says_why_it_cannot(settings, triton, admin_user):
 def test_kind_gpu_on_this_cpu_only_triton_is_an_error_with_the_reason(settings, triton, tmp_path):
     from repository_app.editor import saving
 
-    assert server_facts() is not None and server_facts().gpu_ids == []
+    facts = server_facts(servers.default())
+    assert facts is not None and facts.gpu_ids == []
     gpu = (
         (triton.repository / "add_sub" / "config.pbtxt").read_text().replace("KIND_CPU", "KIND_GPU")
     )
-    findings = [f for f in saving.editor_findings(gpu, "add_sub") if f.is_error]
+    findings = [f for f in saving.editor_findings(gpu, "add_sub", servers.default()) if f.is_error]
     assert any("KIND_GPU" in f.message and "no GPUs" in f.message for f in findings), findings
     shutil.rmtree(tmp_path, ignore_errors=True)

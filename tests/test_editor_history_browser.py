@@ -8,6 +8,7 @@ import difflib
 
 import pytest
 
+from repository_app import servers
 from repository_app.editor import saving
 from repository_app.models import ConfigRevision
 
@@ -40,7 +41,8 @@ def test_restore_in_the_history_table_posts_and_restores(
     saving.save_config(
         "add_sub",
         changed,
-        base_sha256=saving.read_current("add_sub").sha256,
+        server=servers.default(),
+        base_sha256=saving.read_current("add_sub", servers.default()).sha256,
         author_id=None,
         source="text",
     )  # revision #1: the file as first seen, #2: this save

@@ -30,6 +30,7 @@ from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
+from repository_app import servers
 from repository_app.editor import fill, form_mapping, saving
 from repository_app.modelconfig import parse_config, validate_text
 from repository_app.modelconfig.suggest import suggest
@@ -407,7 +408,9 @@ def operator(django_user_model) -> Client:  # type: ignore[no-untyped-def]
 def form_data(root: Path, **changes: str) -> dict[str, str]:
     text = on_disk(root)
     data = form_mapping.post_data(form_mapping.build_forms(parsed(text), NAME))
-    data.update(mode="form", action="save", base_sha=saving.read_current(NAME).sha256)
+    data.update(
+        mode="form", action="save", base_sha=saving.read_current(NAME, servers.default()).sha256
+    )
     data.update(base_text=text, **changes)
     return data
 
@@ -454,8 +457,8 @@ def test_apply_writes_only_the_knobs_that_change(repo, admin, monkeypatch):
     client = mock.create_autospec(TritonClient, instance=True)
     client.model_states.return_value = []
     client.load.return_value = []
-    monkeypatch.setattr(runner, "get_client", lambda: client)
-    monkeypatch.setattr("repository_app.control.get_client", lambda: client)
+    monkeypatch.setattr(runner, "get_client", lambda *_: client)
+    monkeypatch.setattr("repository_app.control.get_client", lambda *_: client)
     search = _measured_search(Knobs(2, "KIND_CPU", 8, True, 100))
     message = runner.apply_candidate(search, "2xCPU/mbs8/dyn100p", admin)
     assert message.startswith("Saved as revision #2 and")  # #1: the file as first seen
@@ -480,7 +483,7 @@ def test_apply_refuses_what_it_cannot_write_in_place(repo, admin, monkeypatch):
 
 def _measured_search(knobs: Knobs) -> Search:
     carrier = Sweep.objects.create(
-        model=NAME, server="127.0.0.1:8001", state="succeeded", queued_at=timezone.now(),
+        model=NAME, server="default", state="succeeded", queued_at=timezone.now(),
         kind="search", params={"model": NAME, "start": 1, "end": 1, "step": 1}, levels_total=1,
     )  # fmt: skip
     search = Search.objects.create(
@@ -495,9 +498,9 @@ def _measured_search(knobs: Knobs) -> Search:
 
 @pytest.mark.django_db
 def test_the_version_policy_shortcut_writes_only_the_policy_line(repo, admin):
-    publish.set_version_policy(NAME, "latest", user=admin, num_versions=2)
+    publish.set_version_policy(servers.default(), NAME, "latest", user=admin, num_versions=2)
     assert diff(ODD, on_disk(repo)) == ["+version_policy { latest { num_versions: 2 } }"]
-    publish.set_version_policy(NAME, "specific", user=admin, versions="1, 3")
+    publish.set_version_policy(servers.default(), NAME, "specific", user=admin, versions="1, 3")
     assert diff(ODD, on_disk(repo)) == ["+version_policy { specific { versions: [ 1, 3 ] } }"]
     revision = ConfigRevision.objects.filter(model=NAME).order_by("-id").first()
     assert revision is not None and revision.message == "version policy: versions 1, 3"
@@ -514,7 +517,7 @@ def test_the_version_policy_shortcut_refuses_what_it_cannot_write_in_place(
 
     monkeypatch.setattr(text_edit, "edit_in_place", cannot)
     with pytest.raises(UploadError, match="cannot be written into config.pbtxt in place"):
-        publish.set_version_policy(NAME, "all", user=admin)
+        publish.set_version_policy(servers.default(), NAME, "all", user=admin)
     assert on_disk(repo) == ODD
 
 
@@ -543,15 +546,15 @@ def test_fill_from_model_writes_the_inputs_and_outputs_into_the_text(settings, t
     (tmp_path / "classifier" / "1").mkdir(parents=True)
     _onnx(tmp_path / "classifier" / "1" / "model.onnx")
     settings.MODEL_REPOSITORY = tmp_path
-    text, note = fill.fill_from_model("classifier", CLASSIFIER)
+    text, note = fill.fill_from_model("classifier", CLASSIFIER, servers.default())
     assert diff(CLASSIFIER, text) == [
         '+input [ { name: "images" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] } ]',
         '+output [ { name: "scores" data_type: TYPE_FP32 dims: [ 10 ] } ]',
     ]
     # Filled again: nothing left to change.
-    assert fill.fill_from_model("classifier", text)[0] == text
+    assert fill.fill_from_model("classifier", text, servers.default())[0] == text
     changed = text.replace("dims: [ 10 ]", "dims: [ 12 ]")
-    assert diff(changed, fill.fill_from_model("classifier", changed)[0]) == [
+    assert diff(changed, fill.fill_from_model("classifier", changed, servers.default())[0]) == [
         '-output [ { name: "scores" data_type: TYPE_FP32 dims: [ 12 ] } ]',
         '+output [ { name: "scores" data_type: TYPE_FP32 dims: [ 10 ] } ]',
     ]
@@ -568,7 +571,7 @@ def test_revisions_are_numbered_per_model_and_pages_show_the_number(repo, operat
         operator.get(url)  # #1 of each: the file as first seen
     operator.post(URL, form_data(repo, **{"cfg-max_batch_size": "4"}))
     text = (repo / "add_batched" / "config.pbtxt").read_text().replace("64", "32")
-    sha = saving.read_current("add_batched").sha256
+    sha = saving.read_current("add_batched", servers.default()).sha256
     response = operator.post(
         other, {"mode": "text", "action": "save", "text": text, "base_sha": sha}
     )
@@ -588,7 +591,7 @@ def test_revisions_are_numbered_per_model_and_pages_show_the_number(repo, operat
     first = ConfigRevision.objects.get(model="add_batched", number=1)
     restored = operator.post(
         f"{other}revisions/{first.pk}/restore",
-        {"base_sha": saving.read_current("add_batched").sha256},
+        {"base_sha": saving.read_current("add_batched", servers.default()).sha256},
     )
     assert (
         "Restored revision #1 as new revision #3."
@@ -596,7 +599,7 @@ def test_revisions_are_numbered_per_model_and_pages_show_the_number(repo, operat
     )
     raw = operator.put(
         "/api/v1/models/add_batched/config", text, content_type="text/plain",
-        HTTP_IF_MATCH=saving.read_current("add_batched").sha256,
+        HTTP_IF_MATCH=saving.read_current("add_batched", servers.default()).sha256,
     )  # fmt: skip
     assert raw.json()["revision"] == 4  # the API's "revision" is the per-model number
 
@@ -617,7 +620,7 @@ def test_the_data_migration_numbers_existing_revisions_per_model_in_id_order():
 @pytest.mark.django_db
 def test_after_a_save_the_editor_stays_in_the_mode_it_was_saved_from(repo, operator):
     text = ODD.replace("max_batch_size: 8", "max_batch_size: 6")
-    sha = saving.read_current(NAME).sha256
+    sha = saving.read_current(NAME, servers.default()).sha256
     response = operator.post(URL, {"mode": "text", "action": "save", "text": text, "base_sha": sha})
     assert response.status_code == 302 and response["Location"] == f"{URL}?mode=text"
     assert 'id="config-text"' in operator.get(response["Location"]).content.decode()

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from repository_app import disk
+from repository_app import disk, servers
 from repository_app.editor import diffing, saving
 from repository_app.models import ConfigRevision
+
+from .conftest import on_repository
 
 pytestmark = pytest.mark.django_db
 
@@ -36,10 +38,11 @@ def original_text(repo: Path) -> str:
 
 
 def save(repo: Path, text: str, base: str | None = None, **kwargs):
-    base_sha = base if base is not None else saving.read_current(NAME, repo).sha256
+    server = on_repository(repo)
+    base_sha = base if base is not None else saving.read_current(NAME, server).sha256
     kwargs.setdefault("author_id", None)
     kwargs.setdefault("source", ConfigRevision.Source.TEXT)
-    return saving.save_config(NAME, text, base_sha256=base_sha, root=repo, **kwargs)
+    return saving.save_config(NAME, text, server=server, base_sha256=base_sha, **kwargs)
 
 
 def leftovers(repo: Path) -> list[str]:
@@ -68,7 +71,7 @@ def test_a_save_writes_under_the_lock_that_upload_publishes_and_deletes_take(rep
     write = saving.atomic_write
 
     def probing_write(path: Path, data: bytes) -> None:
-        fd = os.open(disk.model_lock_path(NAME), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(disk.model_lock_path(repo, NAME), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -86,12 +89,12 @@ def test_a_save_writes_under_the_lock_that_upload_publishes_and_deletes_take(rep
 
 
 def test_a_save_after_the_model_was_deleted_meanwhile_writes_nothing(repo, monkeypatch):
-    base = saving.read_current(NAME, repo).sha256
+    base = saving.read_current(NAME, on_repository(repo)).sha256
     real_lock = disk.model_lock
 
-    def lock_then_delete(model: str):  # type: ignore[no-untyped-def]
+    def lock_then_delete(root: Path, model: str):  # type: ignore[no-untyped-def]
         shutil.rmtree(repo / NAME)  # a delete that held the lock just before this save
-        return real_lock(model)
+        return real_lock(root, model)
 
     monkeypatch.setattr(saving, "model_lock", lock_then_delete)
     with pytest.raises(saving.RepositoryError):
@@ -112,7 +115,7 @@ def test_saving_identical_text_records_no_revision(repo):
 
 
 def test_a_stale_sha_is_a_conflict_and_nothing_is_overwritten(repo):
-    opened_sha = saving.read_current(NAME, repo).sha256
+    opened_sha = saving.read_current(NAME, on_repository(repo)).sha256
     theirs = original_text(repo).replace("500", "900")
     config_file(repo).write_text(theirs)  # someone else saved meanwhile
     with pytest.raises(saving.SaveConflict) as caught:
@@ -125,20 +128,20 @@ def test_a_stale_sha_is_a_conflict_and_nothing_is_overwritten(repo):
 
 
 def test_changes_made_on_disk_are_recorded_once_as_disk_revisions(repo):
-    first = saving.record_disk_change(NAME, root=repo)
+    first = saving.record_disk_change(NAME, on_repository(repo))
     assert first is not None and first.source == "disk"
-    assert saving.record_disk_change(NAME, root=repo) is None
+    assert saving.record_disk_change(NAME, on_repository(repo)) is None
     changed = original_text(repo).replace("500", "700")
     config_file(repo).write_text(changed)
-    second = saving.record_disk_change(NAME, root=repo)
+    second = saving.record_disk_change(NAME, on_repository(repo))
     assert second is not None
     assert second.text == changed and second.message == "changed on disk outside the dashboard"
     assert second.parent_sha256 == first.sha256
-    assert saving.record_disk_change(NAME, root=repo) is None
+    assert saving.record_disk_change(NAME, on_repository(repo)) is None
 
 
 def test_a_save_after_an_outside_edit_records_that_edit_first(repo):
-    saving.record_disk_change(NAME, root=repo)
+    saving.record_disk_change(NAME, on_repository(repo))
     outside = original_text(repo).replace("500", "700")
     config_file(repo).write_text(outside)
     save(repo, outside.replace("64", "32"))
@@ -154,9 +157,9 @@ def test_restoring_an_old_revision_creates_a_new_revision_with_its_text(repo):
     result = saving.restore_revision(
         NAME,
         first.pk,
-        base_sha256=saving.read_current(NAME, repo).sha256,
+        server=on_repository(repo),
+        base_sha256=saving.read_current(NAME, on_repository(repo)).sha256,
         author_id=None,
-        root=repo,
     )
     assert config_file(repo).read_text() == before
     assert result.revision is not None and result.revision.source == "restore"
@@ -176,7 +179,7 @@ def test_a_config_with_errors_is_refused_and_nothing_is_written(repo):
 @pytest.mark.parametrize("failing", ["write", "fsync", "replace"])
 def test_a_write_error_leaves_the_old_file_byte_identical(repo, monkeypatch, failing):
     before = config_file(repo).read_bytes()
-    saving.record_disk_change(NAME, root=repo)
+    saving.record_disk_change(NAME, on_repository(repo))
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -206,13 +209,13 @@ def test_a_short_write_is_completed_not_truncated(repo, monkeypatch):
 
 def test_unknown_models_and_path_tricks_are_refused(repo):
     with pytest.raises(saving.RepositoryError):
-        saving.read_current("../etc", repo)
+        saving.read_current("../etc", on_repository(repo))
     with pytest.raises(saving.RepositoryError):
-        saving.read_current("nope", repo)
+        saving.read_current("nope", on_repository(repo))
 
 
 def test_the_empty_text_is_a_clear_error():
-    findings = saving.editor_findings("  \n", NAME)
+    findings = saving.editor_findings("  \n", NAME, servers.default())
     assert [f.rule for f in findings] == ["editor.empty"]
     assert "the config is empty" in findings[0].message
 
@@ -243,15 +246,17 @@ def test_saves_and_refused_saves_are_audited_with_hashes(tmp_path, django_user_m
     base = saving.sha256_hex(original.encode())
     changed = original.replace("4", "8")
     saving.save_config(
-        "audited", changed, base_sha256=base, author_id=author.pk, source="text", root=tmp_path
-    )
+        "audited", changed, server=on_repository(tmp_path), base_sha256=base,
+        author_id=author.pk, source="text",
+    )  # fmt: skip
     event = AuditEvent.objects.get(action="config.save", outcome="ok")
     assert event.username == "auditor" and event.model_name == "audited"
     assert event.before_sha256 == base
     assert event.after_sha256 == saving.sha256_hex(changed.encode())
     with pytest.raises(saving.SaveConflict):
         saving.save_config(
-            "audited", original, base_sha256=base, author_id=author.pk, source="text", root=tmp_path
-        )
+            "audited", original, server=on_repository(tmp_path), base_sha256=base,
+            author_id=author.pk, source="text",
+        )  # fmt: skip
     refused = AuditEvent.objects.get(action="config.save", outcome="failed")
     assert "changed since it was opened" in refused.detail

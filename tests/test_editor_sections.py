@@ -19,6 +19,7 @@ import pytest
 from django.test import Client
 from tritonclient.grpc import model_config_pb2 as pb
 
+from repository_app import servers
 from repository_app.editor import ensemble_view, form_mapping, saving
 from repository_app.editor.coverage import unshown_fields
 from repository_app.modelconfig import ServerFacts, parse_config
@@ -517,7 +518,7 @@ def test_ensemble_graph_has_the_steps_as_nodes_and_the_tensors_as_edges():
 def repo(tmp_path: Path, settings, monkeypatch) -> Path:
     # These configs name GPUs: judge them without a server, whether or not the suite's
     # CPU-only Triton (a session fixture that re-points settings) has started by now.
-    monkeypatch.setattr("repository_app.triton.server_facts.server_facts", lambda: None)
+    monkeypatch.setattr("repository_app.triton.server_facts.server_facts", lambda *_: None)
     root = tmp_path / "repo"
     for name, text in {
         NAME: FULL,
@@ -559,7 +560,9 @@ def on_disk(root: Path, name: str) -> str:
 def form_post(root: Path, name: str, action: str = "save", **changes: str) -> dict[str, str]:
     text = on_disk(root, name)
     data = unchanged(text, name)
-    data.update(mode="form", action=action, base_sha=saving.read_current(name).sha256)
+    data.update(
+        mode="form", action=action, base_sha=saving.read_current(name, servers.default()).sha256
+    )
     data.update(base_text=text, **changes)
     return data
 
@@ -620,7 +623,7 @@ def test_an_operator_changing_an_accelerator_path_parameter_gets_the_403(repo, o
 @pytest.mark.django_db
 def test_the_live_check_judges_with_the_servers_version(repo, operator, monkeypatch):
     facts = ServerFacts(gpus_known=False, version=(2, 50))
-    monkeypatch.setattr("repository_app.triton.server_facts.server_facts", lambda: facts)
+    monkeypatch.setattr("repository_app.triton.server_facts.server_facts", lambda *_: facts)
     data = form_post(repo, "plain", action="check")
     data.update({
         "metric_control-TOTAL_FORMS": "1",
@@ -691,7 +694,7 @@ def test_a_template_shows_the_banner_and_filling_it_gives_unsaved_text(repo, ope
     assert 'name="tpl-engine_dir"' in html
     response = operator.post("/models/tpl/config/", {
         "mode": "text", "action": "fill_template", "text": TEMPLATE,
-        "base_sha": saving.read_current("tpl").sha256,
+        "base_sha": saving.read_current("tpl", servers.default()).sha256,
         "tpl-triton_max_batch_size": "8", "tpl-engine_dir": "/engines/llama",
     })  # fmt: skip
     html = response.content.decode()

@@ -16,6 +16,8 @@ from repository_app.modelconfig import parse_config
 from repository_app.models import ConfigRevision
 from repository_app.triton.client import TritonClient
 
+from .conftest import on_repository
+
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 NAME = "add_batched"
 URL = f"/models/{NAME}/config/"
@@ -52,7 +54,7 @@ def config_path(root: Path, name: str = NAME) -> Path:
 
 
 def sha(root: Path, name: str = NAME) -> str:
-    return saving.read_current(name, root).sha256
+    return saving.read_current(name, on_repository(root)).sha256
 
 
 def form_post(root: Path, name: str = NAME, **changes: str) -> dict[str, str]:

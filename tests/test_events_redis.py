@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from repository_app import events
+from repository_app import events, servers
 
 
 @pytest.mark.usefixtures("redis_db")
@@ -46,15 +46,15 @@ def test_the_saved_snapshot_is_never_older_than_an_event_already_sent(monkeypatc
     from repository_app import poller as poller_module
 
     triton = _OneModelTriton("LOADING")
-    monkeypatch.setattr(poller_module, "get_client", lambda: triton)
+    monkeypatch.setattr(poller_module, "get_client", lambda *_: triton)
     saved_when_sent: list[str | None] = []
 
     def send(group: str, event: dict) -> None:
-        snapshot = events.load_snapshot()
+        snapshot = events.load_snapshot("default")
         saved_when_sent.append(snapshot["models"]["busy_compute"]["state"] if snapshot else None)
 
     monkeypatch.setattr(events, "_send", send)
-    poller = poller_module.Poller(slow_every=1000)
+    poller = poller_module.Poller(servers.default(), slow_every=1000)
     poller.ticks = 1  # statistics and metrics are not part of this
     poller.tick()
     triton.state = "READY"

@@ -18,7 +18,7 @@ from devstack import services as svc
 from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from repository_app import control, events
+from repository_app import control, events, servers
 from repository_app.triton.client import TritonClient, TritonError
 
 from .conftest import ACTIVITY, SERVICE_START_S, start_celery_worker, wait_for
@@ -51,7 +51,7 @@ def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(tri
     def user(name: str, actions: list[str]) -> None:
         for action in actions:
             try:
-                control.start_action(action, "add_sub", name)
+                control.start_action(servers.default(), action, "add_sub", name)
             except control.ActionRefused as exc:
                 refusals.append(str(exc))
             except BaseException as exc:  # anything else is a bug
@@ -225,7 +225,7 @@ def test_a_full_disk_during_a_config_save_leaves_the_old_config_intact(
     bigger = original.decode() + "\n" + "# padding to need new blocks\n" * 400
     with pytest.raises(saving.SaveError) as caught:
         saving.save_config(
-            "add_sub", bigger, base_sha256=saving.sha256_hex(original),
+            "add_sub", bigger, server=servers.default(), base_sha256=saving.sha256_hex(original),
             author_id=admin_user.pk, source="text",
         )  # fmt: skip
     assert "No space left" in caught.value.message or "full" in caught.value.message.lower()
@@ -248,7 +248,7 @@ def test_triton_stopped_mid_sweep_fails_it_clearly_and_keeps_partial_results(tmp
         model="busy_compute", start=1, end=8, step=1, measurement_window_ms=300,
         stability_percentage=1, max_windows=20,
     )  # fmt: skip
-    sweep = sweeps.create_sweep(params, enqueue=False)
+    sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
     assert jobs.claim(sweep.pk)
     runner = threading.Thread(target=jobs.execute, args=(sweep.pk,))
     runner.start()

@@ -22,6 +22,7 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from repository_app import servers
 from repository_app.models import Upload
 from repository_app.uploads import chunk_asgi, publish, staging
 from team.roles import OPERATOR
@@ -62,8 +63,8 @@ def repo(disk: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / MODEL / "1" / "model.plan").write_bytes(b"plan-v1")
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = disk / ".staging"
-    monkeypatch.setattr(publish, "_triton_states", lambda model: [])
-    assert os.stat(staging.staging_root()).st_dev == os.stat(root).st_dev
+    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
+    assert os.stat(staging.staging_root(servers.default())).st_dev == os.stat(root).st_dev
     return root
 
 
@@ -101,7 +102,7 @@ def fill(disk: Path, leave: int = 0) -> Path:
 
 
 def staged(upload_id: str) -> set[str]:
-    return {p.name for p in staging.upload_dir(upload_id).iterdir()}
+    return {p.name for p in staging.upload_dir(Upload.objects.get(pk=upload_id)).iterdir()}
 
 
 def complete(client: Client, upload_id: str):  # type: ignore[no-untyped-def]
@@ -281,7 +282,7 @@ def test_an_archive_too_big_for_the_free_space_is_kept_and_can_be_aborted_cleanl
     assert offset_of(operator, upload_id) == len(archive)
 
     assert operator.delete(f"/api/v1/uploads/{upload_id}/").status_code == 204
-    assert not staging.upload_dir(upload_id).exists()
+    assert not staging.upload_dir(Upload.objects.get(pk=upload_id)).exists()
     assert Upload.objects.get(pk=upload_id).state == Upload.State.ABORTED
     filler.unlink()
     # Nothing of the upload is left anywhere on the disk: only the repository remains.

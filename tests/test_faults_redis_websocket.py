@@ -100,7 +100,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         triton_client.unload("add_sub")
         wait_js(page, CELL.format("add_sub") + " !== 'READY'")
         seqs_before = page.evaluate(
-            "window.__spy.events.filter(e => e.group === 'repository').map(e => e.seq)"
+            "window.__spy.events.filter(e => e.group === 'repository.default').map(e => e.seq)"
         )
         assert len(seqs_before) >= 2 and max(seqs_before) >= 2, seqs_before
         assert page.evaluate("window.__spy.closes") == 0
@@ -162,7 +162,7 @@ def test_a_live_page_survives_a_redis_outage_and_resyncs_when_it_returns(
         assert page.evaluate("window.__spy.opens") == opens
         assert page.evaluate("window.__spy.resyncs") == resyncs
         after = page.evaluate(
-            f"window.__spy.events.filter(e => e.socket === {opens} && e.group === 'repository'"
+            f"window.__spy.events.filter(e => e.socket === {opens} && e.group === 'repository.default'"
             " && !e.snapshot).map(e => e.seq)"
         )
         # On the new socket, the repository events come in order with no holes or repeats.

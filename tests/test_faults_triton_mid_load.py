@@ -89,7 +89,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
     real_publish = events.publish
 
     def recording_publish(group, kind, payload, *args, **kwargs):
-        if group == events.REPOSITORY_GROUP:
+        if group == events.repository_group("default"):
             published.append((kind, payload))
         return real_publish(group, kind, payload, *args, **kwargs)
 
@@ -121,7 +121,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         assert shown["models"][MODEL]["state"] == "LOADING"
         if client_timeout_s < HOLD_S:  # past the call's deadline: now polling
             wait_for(lambda: polling, BOUND_S, "the load call to time out and poll the index")
-        assert MODEL in control._inflight  # still mid-load when Triton dies
+        assert ("default", MODEL) in control._inflight  # still mid-load when Triton dies
         assert polling == ([MODEL] if client_timeout_s < HOLD_S else []), where
         assert [s.state for s in direct.model_states(MODEL)] == ["LOADING"]
 

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from profiler_app.models import Sweep
-from repository_app import history
+from repository_app import history, servers
 from repository_app.models import (
     ConfigRevision,
     GpuMetricPoint,
@@ -67,7 +67,7 @@ def fine_row(model: str, ts: int, **values) -> ModelMetricPoint:
 
 @pytest.mark.django_db
 def test_the_recorder_writes_one_row_per_model_server_and_gpu_for_each_closed_interval():
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     assert recorder.observe(T0, scrape(cpu=0.2)) == 0
     assert recorder.observe(T0 + 4, scrape(success=40, failure=4, inferences=80, executions=20,
                                            queue=400, compute=4000, pending=2, cpu=0.4,
@@ -99,7 +99,7 @@ def test_the_recorder_writes_one_row_per_model_server_and_gpu_for_each_closed_in
 
 @pytest.mark.django_db
 def test_rates_span_from_the_last_scrape_before_the_interval_so_no_request_is_lost():
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     recorder.observe(T0 + 8, scrape(success=0))
     recorder.observe(T0 + 12, scrape(success=20))  # closes [T0, T0+10): one scrape, no span
     recorder.observe(T0 + 18, scrape(success=100))
@@ -112,7 +112,7 @@ def test_rates_span_from_the_last_scrape_before_the_interval_so_no_request_is_lo
 
 @pytest.mark.django_db
 def test_after_a_gap_rates_start_again_instead_of_landing_on_one_interval():
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     recorder.observe(T0, scrape(success=0))
     recorder.observe(T0 + 8, scrape(success=10))
     recorder.observe(T0 + 300, scrape(success=5000))  # the poller was away for minutes
@@ -124,7 +124,7 @@ def test_after_a_gap_rates_start_again_instead_of_landing_on_one_interval():
 
 @pytest.mark.django_db
 def test_a_counter_that_went_down_is_a_restart_and_its_value_the_increase():
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     recorder.observe(T0, scrape(success=1000))
     recorder.observe(T0 + 10, scrape(success=1000))
     recorder.observe(T0 + 15, scrape(success=30))  # Triton restarted: counters from 0
@@ -135,7 +135,7 @@ def test_a_counter_that_went_down_is_a_restart_and_its_value_the_increase():
 
 @pytest.mark.django_db
 def test_a_model_loaded_since_the_last_scrape_counts_from_zero():
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     others = parse_prometheus('nv_inference_request_success{model="other",version="1"} 5\n')
     recorder.observe(T0, others)
     recorder.observe(T0 + 5, others + scrape(success=20))  # m was loaded in between
@@ -145,7 +145,7 @@ def test_a_model_loaded_since_the_last_scrape_counts_from_zero():
 
 @pytest.mark.django_db
 def test_an_idle_interval_has_zero_rates_and_no_times():
-    recorder = history.HistoryRecorder()
+    recorder = history.HistoryRecorder("default")
     recorder.observe(T0, scrape(success=7))
     recorder.observe(T0 + 5, scrape(success=7))
     recorder.observe(T0 + 10, scrape(success=7))
@@ -171,7 +171,7 @@ def test_complete_minutes_roll_up_into_one_minute_rows_with_means_and_the_worst_
     )
     GpuMetricPoint.objects.create(ts=T0 + 20, resolution_s=10, gpu="GPU-a", power_w=80)
     # At T0 + 60 + SETTLE_S the minute from T0 is complete, the one from T0 + 60 is not.
-    written = history.roll_up(T0 + 60 + history.SETTLE_S)
+    written = history.roll_up(T0 + 60 + history.SETTLE_S, "default")
     assert written == 4  # m and n, the server, the GPU
     m = ModelMetricPoint.objects.get(resolution_s=60, model="m")
     assert m.ts == T0
@@ -183,8 +183,10 @@ def test_complete_minutes_roll_up_into_one_minute_rows_with_means_and_the_worst_
     assert GpuMetricPoint.objects.get(resolution_s=60).power_w == 80
     # The 10 s rows stay (for 24 h); rolling up again writes nothing twice.
     assert ModelMetricPoint.objects.filter(resolution_s=10).count() == 8
-    assert history.roll_up(T0 + 60 + history.SETTLE_S) == 0
-    assert history.roll_up(T0 + 120 + history.SETTLE_S) == 1  # the next minute, when complete
+    assert history.roll_up(T0 + 60 + history.SETTLE_S, "default") == 0
+    assert (
+        history.roll_up(T0 + 120 + history.SETTLE_S, "default") == 1
+    )  # the next minute, when complete
     assert ModelMetricPoint.objects.get(resolution_s=60, ts=T0 + 60).requests_per_s == 50.0
 
 
@@ -199,7 +201,7 @@ def test_maintenance_keeps_10s_rows_for_24h_and_minute_rows_for_14_days():
     ])  # fmt: skip
     ServerMetricPoint.objects.create(ts=now - 15 * DAY, resolution_s=60, cpu_utilization=0.1)
     GpuMetricPoint.objects.create(ts=now - DAY - 60, resolution_s=10, gpu="GPU-a")
-    rolled, deleted = history.maintain(now)
+    rolled, deleted = history.maintain(now, "default")
     # Both 10 s model rows were rolled up before the older one was deleted.
     assert rolled >= 2
     fine = ModelMetricPoint.objects.filter(resolution_s=10).values_list("ts", flat=True)
@@ -223,7 +225,7 @@ def test_retention_follows_the_settings(settings):
         ModelMetricPoint(ts=now - 3 * DAY, resolution_s=60, model="m"),
         ModelMetricPoint(ts=now - DAY, resolution_s=60, model="m"),
     ])  # fmt: skip
-    history.prune(now)
+    history.prune(now, "default")
     assert list(ModelMetricPoint.objects.values_list("resolution_s", "ts")) == [(60, now - DAY)]
 
 
@@ -254,7 +256,7 @@ def test_a_range_is_read_in_buckets_with_gaps_and_absent_figures_left_out():
         [fine_row("m", now - 600 + 10 * i, requests_per_s=1.0, pending=0.0) for i in range(3)]
         + [fine_row("m", now - 300, requests_per_s=3.0, pending=0.0)]
     )
-    data = history.history_json("1h", now)
+    data = history.history_json("1h", now, servers.default())
     assert (data["range"], data["step_s"], data["resolution_s"]) == ("1h", 10, 10)
     m = data["models"]["m"]
     assert m["t"] == [now - 600, now - 590, now - 580, now - 570, now - 300]
@@ -274,7 +276,7 @@ def test_minute_rows_roll_up_into_5_and_30_minute_rows_that_long_ranges_read():
                           requests_per_s=float(i % 10), p99_us=float(i)) for i in range(60)]
         + [fine_row("m", now - 3600, requests_per_s=9.0)]
     )  # fmt: skip
-    history.roll_up(now)  # the 10 s row's minute is complete: it goes up every tier too
+    history.roll_up(now, "default")  # the 10 s row's minute is complete: it goes up every tier too
     five = ModelMetricPoint.objects.filter(resolution_s=300).order_by("ts")
     assert [r.ts for r in five] == [first + 300 * i for i in range(12)] + [now - 3600]
     assert five[0].requests_per_s == 2.0 and five[0].p99_us == 4.0  # minutes 0..4
@@ -284,14 +286,14 @@ def test_minute_rows_roll_up_into_5_and_30_minute_rows_that_long_ranges_read():
         (first + 1800, 4.5, 59.0),
         (now - 3600, 9.0, None),
     ]
-    day = history.history_json("24h", now)
+    day = history.history_json("24h", now, servers.default())
     assert (day["resolution_s"], day["step_s"]) == (300, 300)
     assert day["models"]["m"]["requests_per_s"] == [9.0]
-    week = history.history_json("7d", now)
+    week = history.history_json("7d", now, servers.default())
     assert (week["resolution_s"], week["step_s"]) == (1800, 1800)
     rates = week["models"]["m"]["requests_per_s"]
     assert rates[:3] == [4.5, 4.5, None] and rates[-1] == 9.0  # None: the gap between
-    fortnight = history.history_json("14d", now)
+    fortnight = history.history_json("14d", now, servers.default())
     assert (fortnight["resolution_s"], fortnight["step_s"]) == (1800, 3600)
     assert fortnight["models"]["m"]["requests_per_s"][0] == 4.5
     assert fortnight["models"]["m"]["p99_us"][0] == 59.0
@@ -300,12 +302,12 @@ def test_minute_rows_roll_up_into_5_and_30_minute_rows_that_long_ranges_read():
 @pytest.mark.django_db
 def test_sweeps_and_config_changes_in_the_range_are_markers(viewer):
     now = datetime.now(UTC).timestamp()
-    sweep = Sweep.objects.create(model="add_sub", server="triton:8001", params={})
+    sweep = Sweep.objects.create(model="add_sub", server="default", params={})
     Sweep.objects.filter(pk=sweep.pk).update(
         created_at=_at(int(now) - 1800), started_at=_at(int(now) - 1790),
         finished_at=_at(int(now) - 1200), state=Sweep.State.SUCCEEDED,
     )  # fmt: skip
-    old = Sweep.objects.create(model="add_sub", server="triton:8001", params={})
+    old = Sweep.objects.create(model="add_sub", server="default", params={})
     Sweep.objects.filter(pk=old.pk).update(created_at=_at(int(now) - 3 * DAY),
                                            finished_at=_at(int(now) - 3 * DAY + 60))  # fmt: skip
     ConfigRevision.objects.create(model="add_sub", text="x", sha256="0" * 64, source="text")
@@ -345,7 +347,7 @@ def test_the_poller_writes_history_rows_from_a_real_triton(triton, redis_db):
     was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))
     client.load("add_sub")
     clock = iter(float(T0 + 3 * i) for i in range(100))
-    poller = Poller(interval_s=1, slow_every=1, clock=lambda: next(clock))
+    poller = Poller(servers.default(), interval_s=1, slow_every=1, clock=lambda: next(clock))
     try:
         for _ in range(9):  # scrapes at T0, T0 + 3 ... T0 + 24: two intervals closed
             poller.tick()
@@ -361,8 +363,8 @@ def test_the_poller_writes_history_rows_from_a_real_triton(triton, redis_db):
     latest = rows.last()
     assert latest.requests_per_s is not None and latest.failures_per_s is not None
     assert latest.pending is not None
-    servers = ServerMetricPoint.objects.filter(resolution_s=10, ts__gte=T0, ts__lt=T0 + 100)
-    assert servers.count() == 2
+    cpu_rows = ServerMetricPoint.objects.filter(resolution_s=10, ts__gte=T0, ts__lt=T0 + 100)
+    assert cpu_rows.count() == 2
     # Triton exports nv_cpu_* on Linux; this CPU-only machine exports no nv_gpu_* at all.
-    assert all(s.cpu_utilization is not None and s.cpu_memory_total_bytes for s in servers)
+    assert all(s.cpu_utilization is not None and s.cpu_memory_total_bytes for s in cpu_rows)
     assert not GpuMetricPoint.objects.exists()

@@ -39,7 +39,7 @@ def _seed(now: int) -> Sweep:
         for i in range(60)
     ]
     ModelMetricPoint.objects.bulk_create(rows)
-    sweep = Sweep.objects.create(model="add_sub", server="triton", params={})
+    sweep = Sweep.objects.create(model="add_sub", server="default", params={})
     Sweep.objects.filter(pk=sweep.pk).update(
         state=Sweep.State.SUCCEEDED,
         created_at=datetime.fromtimestamp(now - 1900, UTC),

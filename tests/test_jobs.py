@@ -16,6 +16,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
+from repository_app import servers
 
 pytestmark = pytest.mark.django_db
 
@@ -36,12 +37,12 @@ def sent(monkeypatch, redis_db) -> list[tuple[str, int, dict]]:
 
 def _sweep() -> Sweep:
     params = SweepParams(model=MODEL, start=1, end=2, measurement_window_ms=500, max_windows=3)
-    return sweeps.create_sweep(params, enqueue=False)
+    return sweeps.create_sweep(servers.default(), params, enqueue=False)
 
 
 def _search(state: str = "queued", **fields) -> Search:
     job = Sweep.objects.create(
-        kind=Sweep.Kind.SEARCH, model=MODEL, server="127.0.0.1:8001", state=state,
+        kind=Sweep.Kind.SEARCH, model=MODEL, server="default", state=state,
         params={"model": MODEL, "start": 2, "end": 2, "step": 1}, queued_at=timezone.now(),
         levels_total=3, **fields,
     )  # fmt: skip
@@ -75,10 +76,11 @@ def test_both_kinds_are_sent_as_the_one_task_with_their_own_time_limits(sent):
 def test_the_kind_is_a_field_and_the_parameters_carry_no_search_flag(monkeypatch, sent):
     monkeypatch.setattr(runner, "plan", lambda request: (Knobs(1, "KIND_CPU", 8, False), 2))
     monkeypatch.setattr(runner, "preflight", lambda request: None)
-    monkeypatch.setattr(runner, "is_ready", lambda model: True)
+    monkeypatch.setattr(runner, "is_ready", lambda server, model: True)
     request = runner.SearchRequest(
         model=MODEL, space=Space(counts=(1, 2)), measure=SweepParams(model=MODEL, start=2, end=2),
         constraints=Constraints(latency_budget_ms=50),
+        server=servers.default(),
     )  # fmt: skip
     search = runner.create_search(request, enqueue=False)
     job = Sweep.objects.get(pk=search.sweep_id)

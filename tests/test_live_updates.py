@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from dashboard.routing import websocket_urlpatterns
-from repository_app import control, events
+from repository_app import control, events, servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -49,7 +49,7 @@ async def test_a_load_is_announced_then_its_outcome_with_sequence_numbers(triton
     communicator = await _connect("/ws/models/add_sub/")
     try:
         outcome = await sync_to_async(control.run_action, thread_sensitive=False)(
-            "load", "add_sub", "tester"
+            servers.default(), "load", "add_sub", "tester"
         )
         assert outcome.ok, outcome.message
         action = await _until(
@@ -61,7 +61,7 @@ async def test_a_load_is_announced_then_its_outcome_with_sequence_numbers(triton
             communicator, lambda e: e["type"] == "models.states" and "add_sub" in e["models"]
         )
         assert states["models"]["add_sub"]["state"] == "READY"
-        assert states["group"] == "repository" and states["seq"] > action["seq"]
+        assert states["group"] == "repository.default" and states["seq"] > action["seq"]
     finally:
         await sync_to_async(TritonClient(triton.grpc_url, triton.metrics_url).unload)("add_sub")
         await communicator.disconnect()
@@ -71,7 +71,7 @@ async def test_a_failed_load_carries_tritons_reason(triton, redis_db, failing_mo
     communicator = await _connect("/ws/repository/")
     try:
         outcome = await sync_to_async(control.run_action, thread_sensitive=False)(
-            "load", "fails_initialize", "tester"
+            servers.default(), "load", "fails_initialize", "tester"
         )
         assert not outcome.ok
         action = await _until(
@@ -138,7 +138,7 @@ async def test_clients_ignore_what_they_send(redis_db):
     await communicator.send_to(text_data='{"type": "relay", "event": {"forged": true}}')
     # Still connected and relaying (other events, e.g. the poller's, may come first).
     ping = {"model": "ping", "n": 1}  # a declared event type (events.EVENT_FIELDS)
-    await sync_to_async(events.publish)(events.REPOSITORY_GROUP, "model.versions", ping)
+    await sync_to_async(events.publish)(events.repository_group("default"), "model.versions", ping)
     event = await _until(communicator, lambda e: e["type"] == "model.versions" and "n" in e)
     assert event["n"] == 1 and "forged" not in event
     await communicator.disconnect()

@@ -12,6 +12,7 @@ from profiler_app.engine.perf_analyzer import build_command
 from profiler_app.model_kind import kind_of, kind_of_served
 from profiler_app.params import ParamsError, SweepParams, from_flags
 from profiler_app.sweeps import params_of
+from repository_app import servers
 from repository_app.modelconfig import parse_config
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
@@ -295,5 +296,5 @@ def test_an_unsafe_model_name_is_never_sent_to_triton_for_its_kind(monkeypatch):
         raise AssertionError("Triton was asked about an unsafe model name")
 
     monkeypatch.setattr(kind_presets, "get_client", asked)
-    kind, why = kind_presets.model_kind("inj$(id)")
+    kind, why = kind_presets.model_kind(servers.default(), "inj$(id)")
     assert kind is None and "inj$(id)" in why

@@ -49,7 +49,7 @@ def _busy(name: str) -> bool:
     from repository_app import control
 
     with control._inflight_lock:
-        return name in control._inflight
+        return ("default", name) in control._inflight  # (server, model)
 
 
 def test_the_list_shows_disk_and_triton_state_for_every_model(viewer, triton, triton_client):

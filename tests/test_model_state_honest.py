@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from repository_app import control, served
+from repository_app import control, served, servers
 from repository_app.modelconfig import parse_config
 from repository_app.status import display, state_json
 from repository_app.triton.client import ModelState, TritonClient
@@ -95,10 +95,13 @@ def test_a_deliberate_unload_reads_unloaded_and_neutral_a_failure_stays_an_alarm
 
 @pytest.mark.django_db
 def test_the_last_outcome_comes_back_from_the_audit_log():
-    audit.record("ana", "load", model_name="m", outcome="ok", detail="m loaded: READY")
-    audit.record("bo", "reload", model_name="m", outcome="failed", detail="boom")
-    audit.record("cy", "load", model_name="other", outcome="denied")
-    last = control.last_outcomes(["m", "other"])
+    on = {"server": "default"}
+    audit.record("ana", "load", model_name="m", **on, outcome="ok", detail="m loaded: READY")
+    audit.record("bo", "reload", model_name="m", **on, outcome="failed", detail="boom")
+    audit.record("cy", "load", model_name="other", **on, outcome="denied")
+    # Another server's outcome is that server's, not this one's.
+    audit.record("di", "unload", model_name="m", server="solo", outcome="ok", detail="gone")
+    last = control.last_outcomes(servers.default(), ["m", "other"])
     assert last["m"]["action"] == "reload" and last["m"]["ok"] is False
     assert last["m"]["message"] == "boom" and last["m"]["by"] == "bo"
     assert "other" not in last  # a refusal is no outcome of an action
@@ -114,7 +117,7 @@ def repo(tmp_path: Path, settings, monkeypatch) -> Path:
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = tmp_path / ".staging"
     settings.TRITON_URL = "127.0.0.1:1"  # nothing answers
-    monkeypatch.setattr(publish, "_triton_states", lambda model: [])
+    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
     return root
 
 
@@ -158,7 +161,14 @@ def test_while_triton_is_down_states_are_unknown_with_since_when(repo, django_us
 
 @pytest.mark.django_db
 def test_the_last_outcome_stays_on_the_pages_until_the_next_action(repo, django_user_model):
-    audit.record("ana", "reload", model_name="add_sub", outcome="failed", detail="deliberate boom")
+    audit.record(
+        "ana",
+        "reload",
+        model_name="add_sub",
+        server="default",
+        outcome="failed",
+        detail="deliberate boom",
+    )
     viewer = user_client(django_user_model, "vi", VIEWER)
     assert "last reload by ana" in viewer.get("/models/").content.decode()
     assert "deliberate boom" in viewer.get("/models/add_sub/").content.decode()
@@ -187,7 +197,7 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
     repo, django_user_model, monkeypatch
 ):
     monkeypatch.setattr(
-        publish, "_triton_states", lambda model: [ModelState(model, "1", "READY", "")]
+        publish, "_triton_states", lambda server, model: [ModelState(model, "1", "READY", "")]
     )
     unloaded = []
 
@@ -195,7 +205,7 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
         def unload(self, name: str) -> None:
             unloaded.append(name)
 
-    monkeypatch.setattr(publish, "get_client", lambda: FakeClient())
+    monkeypatch.setattr(publish, "get_client", lambda *_: FakeClient())
     admin = user_client(django_user_model, "ad", ADMIN)
     response = admin.delete("/api/v1/models/add_sub/")
     assert response.status_code == 409 and "unload it first" in response.json()["message"]

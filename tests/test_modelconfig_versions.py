@@ -15,6 +15,7 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 
+from repository_app import servers
 from repository_app.modelconfig.validate import ServerFacts, validate_model_dir, validate_text
 from repository_app.modelconfig.versions import parse_triton_version
 from repository_app.triton import server_facts as server_facts_module
@@ -161,19 +162,23 @@ def test_server_facts_carry_the_servers_version(monkeypatch: pytest.MonkeyPatch)
     client.metrics_url = "http://triton.test/metrics"
     client.server_metadata.return_value = {"name": "triton", "version": "2.51.0"}
     client.metrics.return_value = []
-    monkeypatch.setattr(server_facts_module, "get_client", lambda: client)
+    monkeypatch.setattr(server_facts_module, "get_client", lambda *_: client)
     monkeypatch.setattr(server_facts_module, "_cache", {})
-    facts = server_facts_module.server_facts()
+    facts = server_facts_module.server_facts(servers.default())
     assert facts == ServerFacts(gpu_ids=[], gpus_known=True, version=(2, 51))
     # Metrics down, metadata up: the version still counts, the GPUs are unknown.
     client.metrics.side_effect = TritonError("metrics unreachable", unreachable=True)
     monkeypatch.setattr(server_facts_module, "_cache", {})
-    assert server_facts_module.server_facts() == ServerFacts(gpus_known=False, version=(2, 51))
+    assert server_facts_module.server_facts(servers.default()) == ServerFacts(
+        gpus_known=False, version=(2, 51)
+    )
     kind_gpu = 'name: "m" backend: "python" instance_group [ { kind: KIND_GPU } ]' + IO
-    assert not rules_of(validate_text(kind_gpu, server=server_facts_module.server_facts()))
+    assert not rules_of(
+        validate_text(kind_gpu, server=server_facts_module.server_facts(servers.default()))
+    )
     # Nothing answers: no facts at all (and no second timeout for the metrics).
     client.server_metadata.side_effect = TritonError("down", unreachable=True)
     client.metrics.reset_mock()
     monkeypatch.setattr(server_facts_module, "_cache", {})
-    assert server_facts_module.server_facts() is None
+    assert server_facts_module.server_facts(servers.default()) is None
     client.metrics.assert_not_called()

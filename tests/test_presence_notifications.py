@@ -8,7 +8,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from dashboard.routing import websocket_urlpatterns
-from repository_app import events
+from repository_app import events, servers
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 APP = URLRouter(websocket_urlpatterns)
@@ -38,7 +38,7 @@ async def test_editors_see_who_else_has_the_config_open(redis_db):
     await bob.disconnect()
     assert (await _next(alice, "presence"))["users"] == ["alice"]
     await alice.disconnect()
-    assert events.presence(events.model_group("add_sub")) == []
+    assert events.presence(events.config_group("", "add_sub")) == []
 
 
 async def test_a_save_tells_everyone_looking_at_the_model_with_a_diff_link(
@@ -50,12 +50,14 @@ async def test_a_save_tells_everyone_looking_at_the_model_with_a_diff_link(
     path = triton.repository / "add_sub" / "config.pbtxt"
     original = path.read_bytes()
     try:
-        current = await sync_to_async(saving.read_current)("add_sub")
-        await sync_to_async(saving.record_disk_change)("add_sub", current)
+        server = servers.default()
+        current = await sync_to_async(saving.read_current)("add_sub", server)
+        await sync_to_async(saving.record_disk_change)("add_sub", server, current)
         text = original.decode().replace("max_batch_size: 8", "max_batch_size: 4")
         await sync_to_async(saving.save_config)(
-            "add_sub", text, base_sha256=current.sha256, author_id=admin_user.pk, source="text"
-        )
+            "add_sub", text, server=server, base_sha256=current.sha256,
+            author_id=admin_user.pk, source="text",
+        )  # fmt: skip
         event = await _next(viewer, "config.saved")
         assert event["by"] == admin_user.username and event["model"] == "add_sub"
         assert event["diff_url"].startswith("/models/add_sub/config/diff/?a=")
@@ -85,7 +87,10 @@ async def test_the_owner_is_told_when_their_sweep_finishes(triton, redis_db, adm
     channel = await layer.new_channel()
     await layer.group_add(events.user_group(admin_user.pk), channel)
     sweep = await sync_to_async(sweeps.create_sweep)(
-        SweepParams(model="add_sub", start=1, end=1), user=admin_user, enqueue=False
+        servers.default(),
+        SweepParams(model="add_sub", start=1, end=1),
+        user=admin_user,
+        enqueue=False,
     )
     assert await sync_to_async(jobs.claim)(sweep.pk)
     await sync_to_async(jobs.finish)(sweep.pk, jobs.Outcome("succeeded"))

@@ -109,8 +109,8 @@ def test_sha256_is_computed_once_and_recomputed_after_a_change(tmp_path, django_
 
     path = tmp_path / "model.bin"
     path.write_bytes(b"abc")
-    assert repository.sha256_of(path) == hashlib.sha256(b"abc").hexdigest()
+    assert repository.sha256_of(path, tmp_path) == hashlib.sha256(b"abc").hexdigest()
     with django_assert_num_queries(1):  # the cached digest only
-        assert repository.sha256_of(path) == hashlib.sha256(b"abc").hexdigest()
+        assert repository.sha256_of(path, tmp_path) == hashlib.sha256(b"abc").hexdigest()
     path.write_bytes(b"abcd")
-    assert repository.sha256_of(path) == hashlib.sha256(b"abcd").hexdigest()
+    assert repository.sha256_of(path, tmp_path) == hashlib.sha256(b"abcd").hexdigest()

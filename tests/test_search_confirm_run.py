@@ -15,6 +15,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import confirm, report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -43,6 +44,7 @@ def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_it
             max_windows=3,
         ),  # fmt: skip
         constraints=Constraints(latency_budget_ms=None, percentile=95),
+        server=servers.default(),
         mode="grid",
         confirm_top=1,
         confirm_rounds=2,
@@ -72,6 +74,6 @@ def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_it
     assert env["triton_version"] and env["server"] == search.sweep.server
     assert env["gpus"] == [] and env["cpu_count"]
     page = report.build(search)
-    assert f"{env['triton_version']} at {env['server']}" in page
+    assert f"{env['triton_version']} at {env['grpc_url']}" in page
     assert "Latency breakdown at each candidate" in page and "p95 ≤ " in page
     assert "alternating rounds" in page and "GPU memory (MB)" not in page  # no GPU here

@@ -12,6 +12,7 @@ from profiler_app.search import defaults, strategies
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints, Level, score
 from profiler_app.search.space import Knobs, Space
+from repository_app import servers
 
 CURRENT = Knobs(1, "KIND_CPU", 32, True, 200, ())
 
@@ -55,7 +56,7 @@ def test_the_probe_sets_the_budget_to_twice_the_p95_at_its_knee_and_spans_the_co
 @pytest.mark.django_db
 def test_the_latest_sweep_of_the_current_config_is_the_probe_and_only_settled_levels_count():
     params = SweepParams(model="busy_compute", start=1, end=7)
-    old = sweeps.create_sweep(params, enqueue=False)
+    old = sweeps.create_sweep(servers.default(), params, enqueue=False)
     Sweep.objects.filter(pk=old.pk).update(config_sha256="abc", state="succeeded")
     # Believed, unstable level 5 (flat) would put the knee at 4; the settled ones put it at 6.
     for level, tput, p95, stable in [
@@ -67,10 +68,10 @@ def test_the_latest_sweep_of_the_current_config_is_the_probe_and_only_settled_le
             sweep=old, level=level, window=-1, requests=100, throughput=tput, p95_us=p95,
             stable=stable,
         )  # fmt: skip
-    found = defaults.suggestion("busy_compute", "abc")
+    found = defaults.suggestion(servers.default(), "busy_compute", "abc")
     assert found is not None and found.sweep_id == old.pk
     assert found.knee == 6 and found.budget_ms == 2.8 and found.concurrency_range == "3:12:3"
-    assert defaults.suggestion("busy_compute", "another-config") is None
+    assert defaults.suggestion(servers.default(), "busy_compute", "another-config") is None
 
 
 def test_without_a_probe_the_budget_comes_from_the_current_configs_own_levels():

@@ -13,6 +13,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
+from repository_app import servers
 from repository_app.models import ConfigRevision
 from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
@@ -51,6 +52,7 @@ def _finished_search(levels_by_key: dict[str, list[tuple[float, float, float]]])
         space=Space(counts=(1, 2)),
         measure=SweepParams(model=MODEL, start=2, end=2, measurement_window_ms=300, max_windows=3),
         constraints=Constraints(latency_budget_ms=5, percentile=95),
+        server=servers.default(),
         mode="grid",
     )
     search = runner.create_search(request, enqueue=False)

@@ -14,6 +14,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -60,6 +61,7 @@ def _request(space: Space, **kw) -> runner.SearchRequest:
             max_windows=3,
         ),
         "constraints": Constraints(latency_budget_ms=1000, percentile=95),
+        "server": servers.default(),
         "mode": "grid",
     }
     return runner.SearchRequest(**{**base, **kw})
@@ -191,7 +193,7 @@ def test_a_search_of_a_model_that_was_not_loaded_unloads_it_again(client, redis_
 def test_through_the_worker_the_search_runs_as_one_job_of_the_sweep_queue(
     busy, client, celery_worker
 ):
-    sweep = sweeps.create_sweep(
+    sweep = sweeps.create_sweep(servers.default(),
         SweepParams(model=MODEL, start=1, end=1, measurement_window_ms=300,
                     stability_percentage=100, max_windows=3)
     )  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 from django.test import Client
 
 from devstack import run as devstack
-from repository_app import control, repository
+from repository_app import control, repository, servers
 from repository_app.editor import saving
 from repository_app.modelconfig import validate_text
 from repository_app.modelconfig.code_loading import code_changes
@@ -89,9 +89,9 @@ def test_a_planted_folder_with_an_unsafe_name_is_flagged_and_never_loaded(repo, 
     load, skipped = devstack.models_to_load(repo)
     assert planted.name not in load and "plain" in load
     assert [name for name, _ in skipped] == [planted.name]
-    assert control.models_to_restore({}) == ["plain"]
+    assert control.models_to_restore(servers.default(), {}) == ["plain"]
     with pytest.raises(control.ActionRefused, match="invalid model name"):
-        control.start_action("load", planted.name, "olga")
+        control.start_action(servers.default(), "load", planted.name, "olga")
     page = Client()
     viewer = api_user("vera", VIEWER)
     page.force_login(viewer)
@@ -160,7 +160,7 @@ def test_the_editor_page_and_restore_refuse_an_operator_code_change(repo, operat
     assert put_config(admin, "pyadd", with_env_path(original)).status_code == 200
     page = Client()
     page.force_login(api_user("otto", OPERATOR))
-    current = saving.read_current("pyadd")
+    current = saving.read_current("pyadd", servers.default())
     back = page.post("/models/pyadd/config/", {
         "mode": "text", "action": "save", "text": original, "base_sha": current.sha256,
     })  # fmt: skip
@@ -182,13 +182,15 @@ def test_the_search_apply_and_trial_loads_use_the_same_gate(repo):
     after = parse_config(with_env_path((repo / "pyadd" / "config.pbtxt").read_text())).config
     operator_user = api_user("opal", OPERATOR)
     with pytest.raises(saving.CodeChangeRefused):
-        saving.check_code_change("pyadd", before, after, operator_user)
+        saving.check_code_change("pyadd", before, after, operator_user, server=servers.default())
     with pytest.raises(saving.CodeChangeRefused):
-        saving.check_code_change("pyadd", before, after, None)
-    saving.check_code_change("pyadd", before, after, api_user("adam", ADMIN))
+        saving.check_code_change("pyadd", before, after, None, server=servers.default())
+    saving.check_code_change(
+        "pyadd", before, after, api_user("adam", ADMIN), server=servers.default()
+    )
     from repository_app.editor import triton_actions
 
-    verdict = triton_actions.try_config("pyadd", after, operator_user)
+    verdict = triton_actions.try_config(servers.default(), "pyadd", after, operator_user)
     assert not verdict.ok and "team.upload_code" in verdict.message
 
 

@@ -26,6 +26,7 @@ from profiler_app.search import runner
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Dimensions, Knobs, Space, SpaceError
+from repository_app import servers
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
 
@@ -78,7 +79,7 @@ def no_triton_no_big_lists(monkeypatch):
     values: either fails the test at once (a reverted fix would otherwise hang it on
     range(1, 10**11))."""
 
-    def asked_triton():
+    def asked_triton(*_a):
         raise AssertionError("Triton was asked before the search was refused")
 
     def small_range(*args):
@@ -89,7 +90,7 @@ def no_triton_no_big_lists(monkeypatch):
 
     monkeypatch.setattr(runner, "get_client", asked_triton)
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
-    monkeypatch.setattr(runner, "has_gpus", lambda: False)
+    monkeypatch.setattr(runner, "has_gpus", lambda *_: False)
     monkeypatch.setattr(search_forms, "range", small_range, raising=False)
     monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
 
@@ -133,7 +134,7 @@ def dana():
 
 @pytest.mark.parametrize(("change", "field", "message"), BAD)
 def test_the_form_refuses_each_bad_knob_on_its_field(change, field, message):
-    form = SearchForm({**GOOD, **change}, model=MODEL)
+    form = SearchForm({**GOOD, **change}, model=MODEL, server=servers.default())
     assert not form.is_valid()
     assert field in form.errors, form.errors
     assert any(message in e for e in form.errors[field]), form.errors[field]
@@ -197,7 +198,7 @@ def test_a_space_built_in_code_is_bounded_too():
 
 def _search(owner, state: str = "queued") -> Search:
     carrier = Sweep.objects.create(
-        model=MODEL, server="127.0.0.1:8001",
+        model=MODEL, server="default",
         kind="search", params={"model": MODEL, "start": 2, "end": 2, "step": 1},
         created_by=owner, state=state, queued_at=timezone.now(), levels_total=2,
     )  # fmt: skip

@@ -66,7 +66,7 @@ def no_triton(monkeypatch):
     """Refusals come before Triton is asked (a test that needs it fakes it), and nothing
     is sent to the worker."""
 
-    def asked_triton():
+    def asked_triton(*_a):
         raise AssertionError("Triton was asked before the parameters were refused")
 
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
@@ -250,7 +250,7 @@ def fake_triton(monkeypatch):
         "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": ["-1", "16"]}],
     }
     client.model_config.return_value = {"name": "add_batched", "max_batch_size": 64}
-    monkeypatch.setattr(sweeps, "get_client", lambda: client)
+    monkeypatch.setattr(sweeps, "get_client", lambda *_: client)
     return client
 
 
@@ -311,7 +311,7 @@ def test_the_api_reads_its_json_body_itself_not_through_the_pages_form(
 
 def _sweep(owner, state: str = "queued") -> Sweep:
     return Sweep.objects.create(
-        model="add_batched", server="127.0.0.1:8001", params={"model": "add_batched"},
+        model="add_batched", server="default", params={"model": "add_batched"},
         created_by=owner, state=state, queued_at=timezone.now(), levels_total=1,
     )  # fmt: skip
 

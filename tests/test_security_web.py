@@ -24,6 +24,7 @@ from dashboard.asgi import websocket_app
 from dashboard.origin import SameOriginValidator
 from dashboard.redact import redact
 from dashboard.routing import websocket_urlpatterns
+from repository_app import servers
 from repository_app.editor import form_mapping, saving
 from repository_app.modelconfig import parse_config
 from repository_app.uploads.chunk_asgi import handle_chunk
@@ -195,7 +196,7 @@ def test_an_oversized_body_is_refused_before_any_view_reads_it(operator):
 @pytest.mark.django_db
 def test_a_2_5_mb_text_mode_save_gets_the_editors_message(repo, operator):
     before = config_path(repo).read_bytes()
-    current = saving.read_current("add_batched")
+    current = saving.read_current("add_batched", servers.default())
     text = "# " + "x" * 2_700_000 + "\n" + before.decode()  # over Django's default 2.5 MiB
     response = operator.post("/models/add_batched/config/", {
         "mode": "text", "action": "save", "text": text, "base_sha": current.sha256,
@@ -211,7 +212,7 @@ def deep(levels: int) -> str:
 
 @pytest.mark.django_db
 def test_deeply_nested_json_is_a_400_naming_the_problem(repo, operator):
-    sha = saving.read_current("add_sub").sha256
+    sha = saving.read_current("add_sub", servers.default()).sha256
     for url, method in (("/api/v1/models/add_sub/config", "PUT"), ("/api/v1/sweeps/", "POST")):
         body = (
             '{"text": ' + deep(100_000) + "}"
@@ -227,7 +228,7 @@ def test_deeply_nested_json_is_a_400_naming_the_problem(repo, operator):
 @pytest.mark.django_db
 def test_a_lone_surrogate_in_a_config_is_a_400_and_nothing_is_saved(repo, operator):
     before = config_path(repo, "add_sub").read_bytes()
-    sha = saving.read_current("add_sub").sha256
+    sha = saving.read_current("add_sub", servers.default()).sha256
     body = json.dumps({"text": before.decode() + "# \ud800\n"})
     response = operator.generic("PUT", "/api/v1/models/add_sub/config", body,
                                 content_type="application/json", HTTP_IF_MATCH=f'"{sha}"')  # fmt: skip
@@ -248,7 +249,7 @@ def test_form_values_out_of_range_are_refused_on_their_field(repo, operator, fie
     assert parsed.config is not None
     data = form_mapping.post_data(form_mapping.build_forms(parsed.config, "add_batched"))
     data.update({field: value, "mode": "form", "action": "save", "base_text": before.decode(),
-                 "base_sha": saving.read_current("add_batched").sha256})  # fmt: skip
+                 "base_sha": saving.read_current("add_batched", servers.default()).sha256})  # fmt: skip
     response = operator.post("/models/add_batched/config/", data)
     assert response.status_code == 422, response.status_code
     assert message in response.content.decode()

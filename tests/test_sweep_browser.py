@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 from .conftest import login, wait_js
@@ -68,7 +69,7 @@ def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table
     from profiler_app.params import SweepParams
 
     params = SweepParams(model="add_batched", mode="request_rate", start=100, end=50_000, step=49_900)  # fmt: skip
-    sweep = sweeps.create_sweep(params, enqueue=False)
+    sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
     for level, sent, behind in ((100, 100.2, False), (50_000, 11_873.4, True)):
         extra = {"windows": 3, "send_rate": sent, "behind_schedule": behind}
         SweepPoint.objects.create(

@@ -10,6 +10,7 @@ from django.utils import timezone
 from profiler_app import jobs, sweeps, watchdog
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
 from profiler_app.params import SweepParams
+from repository_app import servers
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,9 @@ def no_dispatch(monkeypatch, redis_db) -> list[int]:
 
 def _sweep(model: str = "add_batched", **params) -> Sweep:
     base = {"start": 1, "end": 3, "measurement_window_ms": 500, "max_windows": 3}
-    return sweeps.create_sweep(SweepParams(model=model, **{**base, **params}), enqueue=False)
+    return sweeps.create_sweep(
+        servers.default(), SweepParams(model=model, **{**base, **params}), enqueue=False
+    )
 
 
 def test_claiming_a_free_server_makes_the_sweep_running_and_holds_the_slot():
@@ -53,12 +56,13 @@ def test_a_second_sweep_waits_with_position_one_while_the_server_is_busy(
     assert jobs.claim(second.pk)
 
 
-def test_a_sweep_on_another_server_does_not_wait(settings):
+def test_a_sweep_on_another_server_does_not_wait():
     first = _sweep()
     assert jobs.claim(first.pk)
-    settings.TRITON_URL = "10.0.0.9:8001"
     other = _sweep()
+    Sweep.objects.filter(pk=other.pk).update(server="another")  # its queue is empty
     assert jobs.claim(other.pk)
+    assert not jobs.claim(_sweep().pk), "the default server's slot is still taken"
 
 
 def test_finish_only_moves_a_running_sweep_and_always_frees_the_slot():

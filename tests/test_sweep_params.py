@@ -17,6 +17,7 @@ from profiler_app.forms import SweepForm
 from profiler_app.models import Sweep
 from profiler_app.params import ParamsError, SweepError, SweepParams, from_flags
 from profiler_app.search.forms import SearchForm
+from repository_app import servers
 from team.roles import OPERATOR, set_role
 
 from .test_security_search import GOOD as SEARCH
@@ -68,7 +69,7 @@ BAD_FLAGS = [
 
 @pytest.fixture(autouse=True)
 def no_triton(monkeypatch):
-    def asked_triton():
+    def asked_triton(*_a):
         raise AssertionError("Triton was asked before the parameters were refused")
 
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
@@ -88,7 +89,7 @@ def api():
 def test_one_bad_flag_is_one_message_on_the_form_the_api_the_command_line_and_the_search(
     api, redis_db, flag, value, message, line
 ):
-    form = SweepForm({**FORM, flag: value}, model="add_batched")
+    form = SweepForm({**FORM, flag: value}, model="add_batched", server=servers.default())
     assert not form.is_valid()
     assert form.errors == {flag: [message]}
 
@@ -104,7 +105,7 @@ def test_one_bad_flag_is_one_message_on_the_form_the_api_the_command_line_and_th
     assert str(refused.value) == line
 
     if flag in SEARCH:  # the measurement's flags of a search
-        search = SearchForm({**SEARCH, flag: value}, model="add_batched")
+        search = SearchForm({**SEARCH, flag: value}, model="add_batched", server=servers.default())
         assert not search.is_valid()
         assert search.errors == {flag: [message]}
     assert not Sweep.objects.exists()

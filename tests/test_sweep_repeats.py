@@ -12,6 +12,7 @@ from profiler_app import export, repeats, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from profiler_app.repeats import Spread
+from repository_app import servers
 
 
 def _round(n: int, tput: float, p95: float, *, stable: bool = True) -> dict[str, Any]:
@@ -72,7 +73,10 @@ def test_a_difference_without_repeats_says_the_noise_is_unknown():
 
 def _sweep(engine: str, levels: dict[float, list[float]], sha: str = "same") -> Sweep:
     sweep = sweeps.create_sweep(
-        SweepParams(model="add_batched", start=1, end=2, rounds=3), engine=engine, enqueue=False
+        servers.default(),
+        SweepParams(model="add_batched", start=1, end=2, rounds=3),
+        engine=engine,
+        enqueue=False,
     )
     Sweep.objects.filter(pk=sweep.pk).update(config_sha256=sha, state="succeeded")
     for level, tputs in levels.items():

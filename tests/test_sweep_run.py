@@ -22,6 +22,7 @@ from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.jobs import run_job_task
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for
@@ -70,7 +71,7 @@ def _assert_no_holes(sweep: Sweep) -> None:
 async def test_a_short_sweep_completes_and_streams_windows_levels_and_summary_in_order(
     add_batched, celery_worker, redis_db
 ):
-    sweep = await sync_to_async(sweeps.create_sweep)(_params(), enqueue=False)
+    sweep = await sync_to_async(sweeps.create_sweep)(servers.default(), _params(), enqueue=False)
     communicator = WebsocketCommunicator(APP, f"/ws/sweeps/{sweep.pk}/")
     communicator.scope["user"] = USER
     connected, _ = await communicator.connect()
@@ -115,7 +116,7 @@ async def test_a_short_sweep_completes_and_streams_windows_levels_and_summary_in
 def test_the_csv_download_has_perf_analyzers_columns(
     add_batched, celery_worker, redis_db, admin_client
 ):
-    sweep = sweeps.create_sweep(_params(end=2))
+    sweep = sweeps.create_sweep(servers.default(), _params(end=2))
     wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the sweep to succeed")
     response = admin_client.get(f"/sweeps/{sweep.pk}/export.csv")
     assert response.status_code == 200 and response["Content-Type"] == "text/csv"
@@ -128,7 +129,9 @@ def test_the_csv_download_has_perf_analyzers_columns(
 
 
 def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery_worker, redis_db):
-    sweep = sweeps.create_sweep(_params(start=1, end=4, stability_percentage=0.001, max_windows=10))
+    sweep = sweeps.create_sweep(
+        servers.default(), _params(start=1, end=4, stability_percentage=0.001, max_windows=10)
+    )
     wait_for(
         lambda: SweepPoint.objects.filter(sweep_id=sweep.pk, window__gte=0).count() >= 2,
         180,
@@ -147,8 +150,8 @@ def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery
 def test_one_sweep_at_a_time_the_second_waits_with_position_one_and_runs_after(
     add_batched, celery_worker, redis_db
 ):
-    first = sweeps.create_sweep(_params(end=2))
-    second = sweeps.create_sweep(_params(end=1))
+    first = sweeps.create_sweep(servers.default(), _params(end=2))
+    second = sweeps.create_sweep(servers.default(), _params(end=1))
     # Generous bounds: on a busy two-core machine the worker may still be finishing the
     # previous test's sweep. They bound the wait; they are not a speed target.
     wait_for(lambda: _state(first.pk) == "running", 240, "the first sweep to start")
@@ -164,7 +167,7 @@ def test_a_model_that_is_not_loaded_fails_the_sweep_with_a_clear_message(
     triton, celery_worker, redis_db
 ):
     TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
-    sweep = sweeps.create_sweep(_params(model="add_sub"))
+    sweep = sweeps.create_sweep(servers.default(), _params(model="add_sub"))
     wait_for(lambda: _state(sweep.pk) == "failed", 180, "the sweep to fail")
     assert "not loaded/ready" in Sweep.objects.get(pk=sweep.pk).error
 
@@ -182,7 +185,9 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
     proc, _ = _own_worker(service_env, tmp_path, queue)
     try:
         sweep = sweeps.create_sweep(
-            _params(start=1, end=3, max_windows=4, stability_percentage=50), enqueue=False
+            servers.default(),
+            _params(start=1, end=3, max_windows=4, stability_percentage=50),
+            enqueue=False,
         )
         soft, hard = sweeps.time_limits(sweeps.params_of(sweep))
         run_job_task.apply_async(
@@ -218,7 +223,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
 
 
 async def test_a_late_joiner_gets_every_point_so_far_first(add_batched, celery_worker, redis_db):
-    sweep = await sync_to_async(sweeps.create_sweep)(_params(end=1))
+    sweep = await sync_to_async(sweeps.create_sweep)(servers.default(), _params(end=1))
     await sync_to_async(wait_for)(
         lambda: _state(sweep.pk) in Sweep.FINISHED, 180, "the sweep to finish"
     )

@@ -16,6 +16,7 @@ from profiler_app import export, jobs, sweeps
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -32,7 +33,7 @@ def add_batched(triton):
 
 
 def _run(params: SweepParams, engine: str) -> Sweep:
-    sweep = sweeps.create_sweep(params, engine=engine, enqueue=False)
+    sweep = sweeps.create_sweep(servers.default(), params, engine=engine, enqueue=False)
     assert jobs.claim(sweep.pk)
     jobs.execute(sweep.pk)
     return Sweep.objects.get(pk=sweep.pk)

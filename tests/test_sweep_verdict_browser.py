@@ -12,6 +12,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
+from repository_app import servers
 
 from .conftest import login, wait_js
 
@@ -20,7 +21,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 def _finished_sweep() -> Sweep:
     params = SweepParams(model="add_batched", start=1, end=4, max_windows=10)
-    sweep = sweeps.create_sweep(params, enqueue=False, name="after the fp16 change")
+    sweep = sweeps.create_sweep(
+        servers.default(), params, enqueue=False, name="after the fp16 change"
+    )
     for level, tput, p95, stable in [
         (1, 1000, 1000, True), (2, 1900, 1100, True), (3, 2000, 1500, False),
         (4, 2900, 1600, False),

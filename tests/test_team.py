@@ -122,6 +122,7 @@ def test_the_audit_page_filters_and_exports_csv():
         "detail",
         "before_sha256",
         "after_sha256",
+        "server",
     ]
     assert len(rows) == 2 and rows[1][1:7] == [
         "bob",

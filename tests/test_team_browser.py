@@ -3,6 +3,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 from team.roles import OPERATOR, VIEWER, set_role
 
@@ -68,7 +69,7 @@ def test_two_people_watch_the_same_sweep_grow_live(browser, web_server, celery_w
         sara, tom = first_ctx.new_page(), second_ctx.new_page()
         login(sara, web_server.url, "sara", "pw-sara-12345")
         login(tom, web_server.url, "tom", "pw-tom-12345")
-        sweep = sweeps.create_sweep(
+        sweep = sweeps.create_sweep(servers.default(),
             SweepParams(model="add_batched", start=1, end=3, measurement_window_ms=700,
                         stability_percentage=50, max_windows=4),
             user=get_user_model().objects.get(username="sara"),

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app import control
+from repository_app import control, servers
 from repository_app.triton.client import TritonClient, TritonError
 from repository_app.triton.messages import explain_load_failure, missing_backend
 from team.models import AuditEvent
@@ -70,8 +70,8 @@ def test_run_action_explains_the_failure_in_its_outcome_and_the_audit_row(monkey
     client = mock.create_autospec(TritonClient, instance=True)
     client.model_states.return_value = []
     client.load.side_effect = TritonError(TRITON_251)
-    monkeypatch.setattr(control, "get_client", lambda: client)
-    outcome = control.run_action("load", "tiny", "tester")
+    monkeypatch.setattr(control, "get_client", lambda *_: client)
+    outcome = control.run_action(servers.default(), "load", "tiny", "tester")
     assert outcome.ok is False
     assert "This Triton has no onnxruntime backend" in outcome.message
     assert outcome.message.startswith("load failed for model 'tiny'")
@@ -79,11 +79,11 @@ def test_run_action_explains_the_failure_in_its_outcome_and_the_audit_row(monkey
     assert row.outcome == "failed" and row.detail == outcome.message
     assert (
         "This Triton has no onnxruntime backend"
-        in control.last_outcomes(["tiny"])["tiny"]["message"]
+        in control.last_outcomes(servers.default(), ["tiny"])["tiny"]["message"]
     )
     # Unloads keep Triton's words untouched.
     client.unload.side_effect = TritonError("unable to find backend library for backend 'x'")
-    assert control.run_action("unload", "tiny", "tester").message == (
+    assert control.run_action(servers.default(), "unload", "tiny", "tester").message == (
         "unable to find backend library for backend 'x'"
     )
 

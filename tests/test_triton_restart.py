@@ -10,6 +10,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from devstack import services as svc
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -108,10 +109,10 @@ def test_a_failed_reload_says_the_previous_version_keeps_serving(tmp_path, setti
     proc = svc.start_tritonserver(repo, Path(django_settings.VAR_DIR), ports, tmp_path / "t.log")
     settings.TRITON_URL = f"127.0.0.1:{ports.grpc}"
     try:
-        assert control.run_action("load", "add_sub", "tester").ok
+        assert control.run_action(servers.default(), "load", "add_sub", "tester").ok
         config = repo / "add_sub" / "config.pbtxt"
         config.write_text(config.read_text().replace("max_batch_size: 8", "max_batch_size: -3"))
-        outcome = control.run_action("reload", "add_sub", "tester")
+        outcome = control.run_action(servers.default(), "reload", "add_sub", "tester")
         assert not outcome.ok
         assert outcome.previous_serving is True
         assert outcome.message.endswith("— the previous version keeps serving.")

@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from repository_app import servers
 from repository_app.models import Upload
 from repository_app.uploads import publish, staging
 from repository_app.uploads.reconcile import reconcile
@@ -63,7 +64,7 @@ def repo(tmp_path: Path, settings, monkeypatch) -> Path:
     cfg.write_text(cfg.read_text().replace('"add_sub"', '"pyadd"'))
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = tmp_path / ".staging"
-    monkeypatch.setattr(publish, "_triton_states", lambda model: [])
+    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
     return root
 
 
@@ -113,7 +114,7 @@ def tree(root: Path) -> set[str]:
 
 
 def staging_entries() -> set[str]:
-    root = staging.staging_root()
+    root = staging.staging_root(servers.default())
     return {p.name for p in root.iterdir() if p.name != ".locks"}
 
 
@@ -323,7 +324,9 @@ def test_a_crash_between_staging_and_publish_leaves_no_version_and_the_reconcile
         publish.complete(row, row.user)
     assert tree(repo) == before  # no version folder
     assert Upload.objects.get(pk=upload_id).state == "processing"
-    assert (staging.upload_dir(upload_id) / "version" / "model.onnx").exists()
+    assert (
+        staging.upload_dir(Upload.objects.get(pk=upload_id)) / "version" / "model.onnx"
+    ).exists()
 
     removed = reconcile(startup=True)
     assert [r.reason for r in removed] == ["interrupted while publishing"]
@@ -359,10 +362,10 @@ def test_the_reconciler_removes_orphans_and_expired_uploads_but_keeps_active_one
     old = create(operator, model="plain", filename="model.onnx", size=100).json()["id"]
     send(operator, old, b"x" * 10, 0)
     Upload.objects.filter(pk=old).update(updated_at="2000-01-01T00:00:00Z")
-    orphan = staging.staging_root() / "7b0c2a6e-2d7b-4d8e-9a43-0f2f3b8f1c11"
+    orphan = staging.staging_root(servers.default()) / "7b0c2a6e-2d7b-4d8e-9a43-0f2f3b8f1c11"
     orphan.mkdir()
     (orphan / "data").write_bytes(b"left behind")
-    trash = staging.staging_root() / ".trash-0123"
+    trash = staging.staging_root(servers.default()) / ".trash-0123"
     trash.mkdir()
     reasons = sorted(r.reason for r in reconcile())
     assert reasons == ["idle for too long", "left over from a version deletion", "no upload row"]
@@ -435,13 +438,13 @@ def test_publishing_waits_for_no_model_loading_in_triton(repo, operator, monkeyp
     from repository_app.triton.client import ModelState
 
     monkeypatch.setattr(
-        publish, "_triton_states", lambda model: [ModelState(model, "1", "LOADING")]
+        publish, "_triton_states", lambda server, model: [ModelState(model, "1", "LOADING")]
     )
     upload_id, done = upload(operator, tiny_onnx(), model="plain", filename="model.onnx")
     assert done.status_code == 409 and "LOADING" in done.json()["message"]
     assert not (repo / "plain" / "2").exists()
     assert Upload.objects.get(pk=upload_id).state == "receiving"  # publish again later
-    monkeypatch.setattr(publish, "_triton_states", lambda model: [])
+    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
     again = operator.post(f"/api/v1/uploads/{upload_id}/complete?wait=1")
     assert again.status_code == 201
 

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
+from repository_app.server_context import server_of
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
@@ -126,22 +127,26 @@ class SearchListView(APIView):
         model = data.get("model")
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to search configs for"})
+        server = server_of(request)
         try:
-            base, _, sha = runner.saved_config(model)
+            base, _, sha = runner.saved_config(server, model)
         except runner.SearchError as exc:
             return Response({"message": str(exc), "field": "model"}, status=404)
         # The page's defaults: counts up to the server's size, the budget and concurrency
         # from the latest sweep of this config (else the budget is measured first).
-        initial, _, _, _ = SearchForm.defaults_for(model, knobs_of(base), sha)
+        initial, _, _, _ = SearchForm.defaults_for(server, model, knobs_of(base), sha)
         defaults = {
             "mode": "quick", "objective": "max_throughput", "concurrency_range": "4:8:4",
             "measurement_interval": 1000, "max_trials": 5, "stability_percentage": 10,
             "percentile": "95", "confirm_top": confirm.DEFAULT_TOP,
             "confirm_rounds": confirm.DEFAULT_ROUNDS, **initial,
         }  # fmt: skip
-        kind, _ = kind_presets.model_kind(model)
+        kind, _ = kind_presets.model_kind(server, model)
         form = SearchForm(
-            {**defaults, **{k: v for k, v in data.items() if k != "model"}}, model=model, kind=kind
+            {**defaults, **{k: v for k, v in data.items() if k != "model"}},
+            model=model,
+            server=server,
+            kind=kind,
         )
         if not form.is_valid() or form.search_request is None:
             return form_error_response(form)
@@ -182,7 +187,11 @@ class SearchCancelView(APIView):
         except runner.SearchError as exc:
             return Response({"message": str(exc), "field": None}, status=409)
         audit.record(
-            request.user, f"search.{self.action}", model_name=search.model, target=f"search #{pk}"
+            request.user,
+            f"search.{self.action}",
+            model_name=search.model,
+            server=search.sweep.server,
+            target=f"search #{pk}",
         )
         return Response({"message": message})
 

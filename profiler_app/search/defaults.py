@@ -9,8 +9,8 @@
   (`probe_params`, about 10 s, queued like any sweep and named "probe"). Its knee K (the
   concurrency after which throughput stops gaining) sets the search's concurrency range,
   K/2 to 2K in four levels, and the latency budget: twice the current config's p95 at K.
-  The latest finished sweep of the current config (same config.pbtxt) serves as the probe,
-  whoever ran it, so a model benchmarked today needs no new probe.
+  The latest finished sweep of the current config (same config.pbtxt) on the same server
+  serves as the probe, whoever ran it, so a model benchmarked today needs no new probe.
 - **Without a probe** the budget is left to the search itself: it measures the current
   config first and takes twice its p95 at the knee of what it measured (`auto_budget`).
 - **A decoupled model** is probed over gRPC streams, and its budget is on the time to the
@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
+from repository_app.servers import Server
 from repository_app.triton import gpus as triton_gpus
 from repository_app.triton.client import TritonError, get_client
 
@@ -84,8 +83,8 @@ def _host(url: str) -> str:
     return url.rsplit(":", 1)[0] if url.count(":") == 1 else url
 
 
-def triton_is_local(url: str | None = None) -> bool:
-    host = _host(url or settings.TRITON_URL)
+def triton_is_local(url: str) -> bool:
+    host = _host(url)
     return host in LOCAL_HOSTS or host in (socket.gethostname(), socket.getfqdn())
 
 
@@ -96,12 +95,12 @@ def local_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def capacity() -> Capacity:
+def capacity(server: Server) -> Capacity:
     try:
-        gpus = len(triton_gpus.uuids(get_client().metrics()))
+        gpus = len(triton_gpus.uuids(get_client(server).metrics()))
     except TritonError:
         gpus = 0
-    return Capacity(local_cpu_count() if triton_is_local() else None, gpus)
+    return Capacity(local_cpu_count() if triton_is_local(server.grpc_url) else None, gpus)
 
 
 def count_values(limit: int) -> list[int]:
@@ -187,10 +186,10 @@ def suggest_from(sweep: Sweep) -> Suggestion | None:
     return Suggestion(sweep.pk, knee, latency_us / 1000, budget, range_around(knee), label, field)
 
 
-def latest_probe(model: str, config_sha256: str) -> Sweep | None:
-    """The newest finished (succeeded) concurrency sweep of this exact config."""
+def latest_probe(server: Server, model: str, config_sha256: str) -> Sweep | None:
+    """The newest finished (succeeded) concurrency sweep of this exact config on ``server``."""
     rows = Sweep.objects.filter(
-        model=model, config_sha256=config_sha256, state=Sweep.State.SUCCEEDED
+        server=server.name, model=model, config_sha256=config_sha256, state=Sweep.State.SUCCEEDED
     ).order_by("-finished_at", "-id")
     for sweep in rows[:20]:
         if (
@@ -202,15 +201,18 @@ def latest_probe(model: str, config_sha256: str) -> Sweep | None:
     return None
 
 
-def suggestion(model: str, config_sha256: str) -> Suggestion | None:
-    sweep = latest_probe(model, config_sha256)
+def suggestion(server: Server, model: str, config_sha256: str) -> Suggestion | None:
+    sweep = latest_probe(server, model, config_sha256)
     return suggest_from(sweep) if sweep is not None else None
 
 
-def running_probe(model: str) -> Sweep | None:
+def running_probe(server: Server, model: str) -> Sweep | None:
     return (
         Sweep.objects.filter(
-            model=model, name=PROBE_NAME, state__in=(Sweep.State.QUEUED, Sweep.State.RUNNING)
+            server=server.name,
+            model=model,
+            name=PROBE_NAME,
+            state__in=(Sweep.State.QUEUED, Sweep.State.RUNNING),
         )
         .order_by("-id")
         .first()
@@ -234,31 +236,17 @@ def auto_budget(levels: Sequence[dict[str, Any]], latency_key: str) -> tuple[flo
     return round_up(BUDGET_FACTOR * latency_us / 1000), knee
 
 
-def server_environment() -> dict[str, Any]:
-    """The Triton a search runs on, for its report: version, address, GPUs (with their
-    memory), and the CPU count where it is known (a local Triton)."""
-    from django.utils import timezone
+def server_environment(server: Server) -> dict[str, Any]:
+    """The Triton a search runs on, for its report: its facts (name, version, address,
+    GPUs with their memory: `server_facts.describe`), and the CPU count where it is known
+    (a local Triton)."""
+    from repository_app.triton.server_facts import describe
 
-    client = get_client()
-    try:
-        version = str(client.server_metadata().get("version", ""))
-    except TritonError:
-        version = ""
-    try:
-        samples = client.metrics()
-    except TritonError:
-        samples = []
-    gpus = [
-        {"uuid": uuid, "memory_total_bytes": triton_gpus.memory_total_bytes(samples, uuid)}
-        for uuid in triton_gpus.uuids(samples)
-    ]
-    local = triton_is_local()
+    facts = describe(server)
+    local = triton_is_local(server.grpc_url)
     return {
-        "triton_version": version,
-        "server": settings.TRITON_URL,
-        "host": _host(settings.TRITON_URL),
+        **facts,  # "server" names it, as Sweep.server does; "grpc_url" is its address
+        "host": _host(server.grpc_url),
         "local": local,
         "cpu_count": local_cpu_count() if local else None,
-        "gpus": gpus,
-        "recorded_at": timezone.now().isoformat(),
     }

@@ -17,6 +17,8 @@ from typing import Any
 
 from django import forms
 
+from repository_app.servers import Server
+
 from ..forms import PERCENTILES
 from ..model_kind import ModelKind
 from ..models import Search
@@ -211,10 +213,11 @@ class SearchForm(forms.Form):
     )
 
     def __init__(
-        self, *args: Any, model: str, kind: ModelKind | None = None, **kwargs: Any
+        self, *args: Any, model: str, server: Server, kind: ModelKind | None = None, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
+        self.server = server  # the Triton server the search runs on
         self.kind = kind
         self.search_request: runner.SearchRequest | None = None
         self.unfit = self._unfit()
@@ -270,13 +273,13 @@ class SearchForm(forms.Form):
 
     @classmethod
     def defaults_for(
-        cls, model: str, current: Knobs, config_sha256: str
+        cls, server: Server, model: str, current: Knobs, config_sha256: str
     ) -> tuple[dict[str, Any], defaults.Capacity, defaults.Suggestion | None, bool]:
         """(initial values, the server's capacity, the probe's suggestion, GPUs?) for a
-        model: one source for the page and the API."""
-        capacity = defaults.capacity()
-        gpus = capacity.gpus > 0 or runner.has_gpus()
-        suggestion = defaults.suggestion(model, config_sha256)
+        model on ``server``: one source for the page and the API."""
+        capacity = defaults.capacity(server)
+        gpus = capacity.gpus > 0 or runner.has_gpus(server)
+        suggestion = defaults.suggestion(server, model, config_sha256)
         return cls.initial_for(current, gpus, capacity, suggestion), capacity, suggestion, gpus
 
     @classmethod
@@ -409,6 +412,7 @@ class SearchForm(forms.Form):
         )
         request = runner.SearchRequest(
             model=self.model,
+            server=self.server,
             space=space,
             measure=measure,
             constraints=Constraints(

@@ -194,8 +194,12 @@ def _environment_text(info: dict[str, Any]) -> list[tuple[str, str]]:
         else f"none reported ({triton_gpus.ABSENT})"
     )
     cpus = env.get("cpu_count")
+    # Searches recorded before servers had names kept the address in "server".
+    where = env.get("grpc_url") or env.get("server", "?")
+    if env.get("grpc_url") and env.get("server") not in (None, "default"):
+        where += f" (server {env['server']})"
     return [
-        ("Triton", f"{env.get('triton_version') or 'version unknown'} at {env.get('server', '?')}"),
+        ("Triton", f"{env.get('triton_version') or 'version unknown'} at {where}"),
         ("Host", f"{env.get('host', '?')}" + (f", {cpus} CPU cores" if cpus else "")),
         ("GPUs", gpu_text),
     ]

@@ -45,6 +45,7 @@ from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
 from repository_app.modelconfig import parse_config, validate_config
 from repository_app.modelconfig.findings import ERROR
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
+from repository_app.servers import Server
 from repository_app.triton import gpus
 from repository_app.triton.client import TritonError, engine_url, get_client
 from team import audit
@@ -87,10 +88,11 @@ class _Fatal(Exception):
 # --- reading the model ------------------------------------------------------------------------
 
 
-def saved_config(model: str) -> tuple[Any, str, str]:
-    """(ModelConfig, text, sha256) of config.pbtxt on disk; SearchError when unusable."""
+def saved_config(server: Server, model: str) -> tuple[Any, str, str]:
+    """(ModelConfig, text, sha256) of config.pbtxt in the server's repository; SearchError
+    when unusable."""
     try:
-        current = saving.read_current(model)
+        current = saving.read_current(model, server)
     except Exception as exc:  # noqa: BLE001 - RepositoryError / SaveError: both mean "no"
         raise SearchError(str(exc)) from None
     if not current.exists:
@@ -102,27 +104,35 @@ def saved_config(model: str) -> tuple[Any, str, str]:
     return parsed.config, current.text, current.sha256
 
 
-def is_ready(model: str) -> bool:
+def is_ready(server: Server, model: str) -> bool:
     try:
-        return any(s.state == "READY" for s in get_client().model_states(model))
+        return any(s.state == "READY" for s in get_client(server).model_states(model))
     except TritonError:
         return False
 
 
-def has_gpus() -> bool:
-    """Whether Triton's metrics show any GPU; False when they cannot be read."""
+def has_gpus(server: Server) -> bool:
+    """Whether the server's metrics show any GPU; False when they cannot be read."""
     try:
-        return gpus.has_gpus(get_client().metrics())
+        return gpus.has_gpus(get_client(server).metrics())
     except TritonError:
         return False
 
 
-def gpu_memory_used_bytes() -> float | None:
+def gpu_memory_used_bytes(server: Server) -> float | None:
     """GPU memory used, summed over the GPUs; None where Triton reports none."""
     try:
-        return gpus.memory_used_bytes(get_client().metrics())
+        return gpus.memory_used_bytes(get_client(server).metrics())
     except TritonError:
         return None
+
+
+def server_of(search: Search) -> Server:
+    """The server the search runs on; SearchError when it was removed meanwhile."""
+    try:
+        return jobs.server_of(search.sweep)
+    except jobs.JobError as exc:
+        raise SearchError(str(exc)) from None
 
 
 # --- creating ---------------------------------------------------------------------------------
@@ -134,6 +144,7 @@ class SearchRequest:
     space: Space
     measure: SweepParams  # concurrency range, windows, stability, percentile
     constraints: objective.Constraints
+    server: Server  # the Triton server it runs on
     # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
     objective: str = cast(str, Search.Objective.MAX_THROUGHPUT)
     mode: str = cast(str, Search.Mode.QUICK)
@@ -149,7 +160,7 @@ class SearchRequest:
 
 def plan(request: SearchRequest) -> tuple[Knobs, int]:
     """(the current config's knobs, how many candidate runs at most); SearchError/SpaceError."""
-    base, _, _ = saved_config(request.model)
+    base, _, _ = saved_config(request.server, request.model)
     baseline = knobs_of(base)
     dims = request.space.dimensions(baseline)
     if request.mode == Search.Mode.GRID:
@@ -216,20 +227,20 @@ def refusals(request: SearchRequest, kind: ModelKind) -> dict[str, str]:
 
 def preflight(request: SearchRequest) -> None:
     """SearchRefused (each entry on its field) or SearchError before anything is queued."""
-    base, _, _ = saved_config(request.model)
+    base, _, _ = saved_config(request.server, request.model)
     errors = refusals(request, kind_of(base))
     if errors:
         raise SearchRefused(errors)
     try:
         request.measure.validate()
-        control.check_can_control()
+        control.check_can_control(request.server)
     except SweepError as exc:
         raise SearchError(str(exc)) from None
     except control.ActionRefused as exc:
         raise SearchError(str(exc)) from None
-    if is_ready(request.model):
+    if is_ready(request.server, request.model):
         try:
-            sweeps.preflight(request.measure)
+            sweeps.preflight(request.server, request.measure)
         except FlagsRefused as exc:  # the kind Triton serves: checked again, on its flags
             raise SearchRefused(exc.errors) from None
         except SweepError as exc:
@@ -237,7 +248,7 @@ def preflight(request: SearchRequest) -> None:
 
 
 def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = True) -> Search:
-    """A QUEUED search (its carrier sweep queued on this Triton server)."""
+    """A QUEUED search (its carrier sweep queued on the request's Triton server)."""
     try:
         baseline, runs = plan(request)
     except SpaceError as exc:
@@ -259,6 +270,7 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
                 "confirm_rounds": request.confirm_rounds,
                 "budget_auto": request.budget_auto,
             },
+            server=request.server,
             user=actor,
             levels_total=runs,
             enqueue=enqueue,
@@ -272,7 +284,7 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
             constraints=request.constraints.to_json(),
             baseline=baseline.to_json(),
             max_runs=request.max_runs,
-            was_loaded=is_ready(request.model),
+            was_loaded=is_ready(request.server, request.model),
         )
         carrier.summary = {"recommendation": f"Config search #{search.pk}", "search": search.pk}
         carrier.save(update_fields=["summary"])
@@ -280,6 +292,7 @@ def create_search(request: SearchRequest, *, user: Any = None, enqueue: bool = T
         actor or "system",
         "search.start",
         model_name=request.model,
+        server=request.server.name,
         target=f"search #{search.pk}",
         detail=f"{request.mode}, {runs} candidate runs at most, {request.objective}",
         after_sha256=carrier.config_sha256,
@@ -311,10 +324,11 @@ def resume(search: Search) -> str:
 
 def restore(search: Search) -> str:
     """Put the model back as it was before the search; returns what was done."""
-    client = get_client()
     try:
+        server = server_of(search)
+        client = get_client(server)
         if search.was_loaded:
-            base, _, _ = saved_config(search.model)
+            base, _, _ = saved_config(server, search.model)
             client.load(search.model, config=config_override(base))
             message = "the saved config.pbtxt serves again"
         else:
@@ -635,9 +649,10 @@ class _Run:
         self.confirm_rounds = int(carrier.get("confirm_rounds") or 0)
         self.budget_auto = bool(carrier.get("budget_auto"))
         self.group = search.sweep.group
-        self.base, _, _ = saved_config(search.model)
+        self.server = server_of(search)
+        self.base, _, _ = saved_config(self.server, search.model)
         self.baseline_key = Knobs.from_json(search.baseline).key
-        self.client = get_client()
+        self.client = get_client(self.server)
 
     def stopping(self) -> bool:
         return self.heartbeat.stopping
@@ -691,7 +706,7 @@ class _Run:
             self._failed(candidate, result_error, levels)
             return None
         candidate.levels = levels
-        candidate.gpu_memory_bytes = gpu_memory_used_bytes()
+        candidate.gpu_memory_bytes = gpu_memory_used_bytes(self.server)
         candidate.state = SearchCandidate.State.MEASURED
         candidate.measured_at = timezone.now()
         candidate.save()
@@ -760,7 +775,7 @@ class _Run:
                 record["error"] = exc.message
             else:
                 levels, error = self._measure(candidate, live=False)
-                record.update(levels=levels, gpu_memory_bytes=gpu_memory_used_bytes())
+                record.update(levels=levels, gpu_memory_bytes=gpu_memory_used_bytes(self.server))
                 if error:
                     record["error"] = error
             candidate.rounds = [*(candidate.rounds or []), record]
@@ -803,7 +818,7 @@ class _Run:
         async def main() -> Any:
             return await run_sweep(
                 self.params,
-                engine_url(self.params.protocol),
+                engine_url(self.server, self.params.protocol),
                 on_level=on_level,
                 should_cancel=self.stopping,
             )
@@ -838,10 +853,10 @@ def run_search(job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     restore_pending()  # what an earlier search's dead worker left
     search = Search.objects.select_related("sweep").get(sweep_id=job.pk)
     Search.objects.filter(pk=search.pk).update(restore_pending=True, restore_message="")
-    if not search.environment:
-        search.environment = defaults.server_environment()
-        Search.objects.filter(pk=search.pk).update(environment=search.environment)
     try:
+        if not search.environment:
+            search.environment = defaults.server_environment(server_of(search))
+            Search.objects.filter(pk=search.pk).update(environment=search.environment)
         run = _Run(search, heartbeat)
         baseline = Knobs.from_json(search.baseline)
         dims = Space.from_json(search.space).dimensions(baseline)
@@ -912,6 +927,7 @@ def search_json(search: Search) -> dict[str, Any]:
     return {
         "id": search.pk,
         "sweep": carrier.pk,
+        "server": carrier.server,
         "model": search.model,
         "mode": search.mode,
         "objective": search.objective,
@@ -980,7 +996,7 @@ def candidate_config_text(search: Search, key: str) -> str:
     """The candidate as config.pbtxt text: the saved file with its knobs applied in place
     (what Apply would write); SearchError when that cannot be done in place."""
     candidate = SearchCandidate.objects.get(search=search, key=key)
-    base, text, _ = saved_config(search.model)
+    base, text, _ = saved_config(server_of(search), search.model)
     return _in_place(text, apply(base, Knobs.from_json(candidate.knobs)))
 
 
@@ -1007,12 +1023,14 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
     if candidate is None or candidate.state != SearchCandidate.State.MEASURED:
         raise SearchError("only a measured candidate can be applied")
     knobs = Knobs.from_json(candidate.knobs)
-    base, current_text, sha = saved_config(search.model)
+    server = server_of(search)
+    base, current_text, sha = saved_config(server, search.model)
     text = _in_place(current_text, apply(base, knobs))
     try:
         saved = saving.save_config(
             search.model,
             text,
+            server=server,
             base_sha256=sha,
             author_id=user.pk if getattr(user, "pk", None) else None,
             # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
@@ -1032,6 +1050,7 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
         user,
         "search.apply",
         model_name=search.model,
+        server=server.name,
         target=f"search #{search.pk}",
         detail=knobs.describe(),
     )
@@ -1039,7 +1058,8 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
         return "config.pbtxt already holds this config: nothing to save."
     username = user.get_username() if hasattr(user, "get_username") else str(user)
     outcome = control.run_action(
-        "reload" if is_ready(search.model) else "load",
+        server,
+        "reload" if is_ready(server, search.model) else "load",
         search.model,
         username,
         user_id=getattr(user, "pk", None),

@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from repository_app.server_context import server_of
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
@@ -39,13 +40,14 @@ def _wants_json(request: HttpRequest) -> bool:
 @require_http_methods(["GET", "POST"])
 def search_new(request: HttpRequest, name: str) -> HttpResponse:
     can_run = _can_run(request)
+    server = server_of(request)
     try:
-        base, _, sha = runner.saved_config(name)
+        base, _, sha = runner.saved_config(server, name)
     except runner.SearchError as exc:
         raise Http404(str(exc)) from None
     current = knobs_of(base)
-    kind, _ = kind_presets.model_kind(name)
-    initial, capacity, suggestion, gpus = SearchForm.defaults_for(name, current, sha)
+    kind, _ = kind_presets.model_kind(server, name)
+    initial, capacity, suggestion, gpus = SearchForm.defaults_for(server, name, current, sha)
     if request.method == "POST":
         if not can_run:
             return render(
@@ -54,7 +56,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
                 {"exception": "Your role cannot run config searches."},
                 status=403,
             )
-        form = SearchForm(request.POST, model=name, kind=kind)
+        form = SearchForm(request.POST, model=name, server=server, kind=kind)
         if form.is_valid() and form.search_request is not None:
             try:
                 search = runner.create_search(form.search_request, user=request.user)
@@ -63,7 +65,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             else:
                 return redirect("search_detail", pk=search.pk)
     else:
-        form = SearchForm(initial=initial, model=name, kind=kind)
+        form = SearchForm(initial=initial, model=name, server=server, kind=kind)
     return render(
         request,
         "profiler/search_new.html",
@@ -76,8 +78,10 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             "gpus": gpus,
             "capacity": capacity.describe("KIND_GPU" if gpus else "KIND_CPU"),
             "suggestion": suggestion.sentence() if suggestion else "",
-            "probe": defaults.running_probe(name),
-            "history": Search.objects.filter(model=name).select_related("sweep")[:10],
+            "probe": defaults.running_probe(server, name),
+            "history": Search.objects.filter(model=name, sweep__server=server.name).select_related(
+                "sweep"
+            )[:10],
         },
     )
 
@@ -130,7 +134,13 @@ def _action(
         messages.error(request, str(exc))
         return redirect("search_detail", pk=pk)
     if action:
-        audit.record(request.user, action, model_name=search.model, target=f"search #{pk}")
+        audit.record(
+            request.user,
+            action,
+            model_name=search.model,
+            server=search.sweep.server,
+            target=f"search #{pk}",
+        )
     if _wants_json(request):
         return JsonResponse({"message": message})
     messages.success(request, message)
@@ -184,14 +194,16 @@ def search_probe(request: HttpRequest, name: str) -> HttpResponse:
     latency give the search form its budget and concurrency range."""
     if not _can_run(request):
         return JsonResponse({"message": "your role cannot run sweeps"}, status=403)
-    running = defaults.running_probe(name)
+    server = server_of(request)
+    running = defaults.running_probe(server, name)
     if running is not None:
         return JsonResponse({"message": "A probe is already queued.", "sweep": running.pk})
-    kind, _ = kind_presets.model_kind(name)
+    kind, _ = kind_presets.model_kind(server, name)
     params = defaults.probe_params(name, streaming=bool(kind and kind.decoupled))
     try:
-        sweeps.preflight(params)
+        sweeps.preflight(server, params)
         probe = sweeps.create_sweep(
+            server,
             params,
             user=request.user,
             name=defaults.PROBE_NAME,
@@ -207,11 +219,12 @@ def search_probe(request: HttpRequest, name: str) -> HttpResponse:
 @require_GET
 def search_defaults(request: HttpRequest, name: str) -> JsonResponse:
     """The form's defaults now (after a probe finished): values and the probe's sentence."""
+    server = server_of(request)
     try:
-        base, _, sha = runner.saved_config(name)
+        base, _, sha = runner.saved_config(server, name)
     except runner.SearchError as exc:
         raise Http404(str(exc)) from None
-    initial, capacity, suggestion, gpus = SearchForm.defaults_for(name, knobs_of(base), sha)
+    initial, capacity, suggestion, gpus = SearchForm.defaults_for(server, name, knobs_of(base), sha)
     return JsonResponse(
         {
             "initial": {k: v for k, v in initial.items() if not isinstance(v, bool)},

@@ -1,5 +1,6 @@
 """config.pbtxt over the REST API: GET with an ETag, PUT with If-Match (412 on mismatch),
-and validation. Same saving path as the editor (revision, audit, atomic write)."""
+and validation. Same saving path as the editor (revision, audit, atomic write), on the
+repository of the server ``?server=`` names."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from rest_framework.views import APIView
 from ..modelconfig.findings import Finding
 from ..models import ConfigRevision
 from ..repository import RepositoryError
+from ..server_context import SERVER_PARAMETER, server_of
+from ..servers import Server
 from ..views import CONTROL_PERMISSION
 from . import saving
 
@@ -43,9 +46,9 @@ class FindingSerializer(serializers.Serializer):
     col = serializers.IntegerField(allow_null=True)
 
 
-def _current(name: str) -> saving.CurrentConfig:
+def _current(name: str, server: Server) -> saving.CurrentConfig:
     try:
-        current = saving.read_current(name)
+        current = saving.read_current(name, server)
     except RepositoryError as exc:
         raise NotFound(str(exc)) from exc
     if not current.exists:
@@ -89,11 +92,14 @@ def _body_text(request: Request) -> tuple[str | bytes, str]:
 
 class ConfigView(APIView):
     @extend_schema(
-        responses=ConfigSerializer, summary="The model's config.pbtxt (ETag: its sha256)"
+        responses=ConfigSerializer,
+        parameters=[SERVER_PARAMETER],
+        summary="The model's config.pbtxt (ETag: its sha256)",
     )
     def get(self, request: Request, name: str) -> Response:
-        current = _current(name)
-        saving.record_disk_change(name, current)
+        server = server_of(request)
+        current = _current(name, server)
+        saving.record_disk_change(name, server, current)
         etag = f'"{current.sha256}"'
         if request.headers.get("If-None-Match") == etag:
             return Response(status=304, headers={"ETag": etag})
@@ -104,13 +110,17 @@ class ConfigView(APIView):
     @extend_schema(
         request=ConfigWriteSerializer,
         responses={200: ConfigSerializer},
-        parameters=[OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=True)],
+        parameters=[
+            OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=True),
+            SERVER_PARAMETER,
+        ],
         summary="Replace config.pbtxt (text kept exactly; refused with 412 if it changed)",
     )
     def put(self, request: Request, name: str) -> Response:
         if not request.user.has_perm(CONTROL_PERMISSION):
             raise PermissionDenied("your role cannot edit configs")
-        _current(name)  # 404 for an unknown model before anything else
+        server = server_of(request)
+        _current(name, server)  # 404 for an unknown model before anything else
         expected = request.headers.get("If-Match", "").strip().strip('"')
         if not expected:
             return Response(
@@ -123,14 +133,14 @@ class ConfigView(APIView):
         if len(request.body) > MAX_BODY:
             return Response({"message": "config larger than 1 MiB", "field": "text"}, status=413)
         text, message = _body_text(request)
-        findings = saving.editor_findings(text, name)
+        findings = saving.editor_findings(text, name, server)
         if any(f.is_error for f in findings):
             return _invalid(findings)
         as_text = text if isinstance(text, str) else saving.decode_for_display(text)
         try:
             # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
             result = saving.save_config(
-                name, as_text, base_sha256=expected, author_id=request.user.pk,
+                name, as_text, server=server, base_sha256=expected, author_id=request.user.pk,
                 source=cast(str, ConfigRevision.Source.API), message=message,
             )  # fmt: skip
         except saving.SaveConflict as exc:
@@ -162,14 +172,16 @@ class ConfigValidateView(APIView):
             "Validation",
             {"ok": serializers.BooleanField(), "findings": FindingSerializer(many=True)},
         ),
+        parameters=[SERVER_PARAMETER],
         summary="Validate a config.pbtxt text for this model without saving it",
     )
     def post(self, request: Request, name: str) -> Response:
-        _current(name)
+        server = server_of(request)
+        _current(name, server)
         if len(request.body) > MAX_BODY:
             return Response({"message": "config larger than 1 MiB", "field": "text"}, status=413)
         text, _ = _body_text(request)
-        findings = saving.editor_findings(text, name)
+        findings = saving.editor_findings(text, name, server)
         return Response(
             {"ok": not any(f.is_error for f in findings), "findings": _findings(findings)}
         )

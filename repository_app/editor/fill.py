@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..disk import version_numbers
 from ..modelconfig import io_from_onnx, parse_config
 from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
+from ..servers import Server
 from . import saving
 
 
@@ -13,14 +14,14 @@ class FillError(Exception):
     """Nothing to fill from; the message says why."""
 
 
-def fill_from_model(name: str, text: str) -> tuple[str, str]:
+def fill_from_model(name: str, text: str, server: Server) -> tuple[str, str]:
     """The config text with inputs/outputs replaced by the latest version's ONNX graph,
     and a sentence saying what was done. Nothing is saved."""
     parsed = parse_config(text)
     if parsed.config is None:
         raise FillError("fix the syntax errors first: the config must parse to be filled")
     config = parsed.config
-    folder = saving.model_dir(name)
+    folder = saving.model_dir(name, server)
     versions = version_numbers(folder)
     if not versions:
         raise FillError("no version folder yet: upload a model file first")

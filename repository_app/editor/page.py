@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from tritonclient.grpc import model_config_pb2 as pb
 
 from ..modelconfig import parse_config
@@ -56,9 +55,10 @@ def _io_names(config: pb.ModelConfig) -> tuple[list[str], list[str]]:
     return [t.name for t in config.input if t.name], [t.name for t in config.output if t.name]
 
 
-def form_context(text: str, config: pb.ModelConfig | None) -> dict[str, Any]:
+def form_context(text: str, config: pb.ModelConfig | None, repository: Path) -> dict[str, Any]:
     """Context for form mode: ``config`` is what the form shows (the posted changes
-    applied), ``text`` the file's text it was opened from."""
+    applied), ``text`` the file's text it was opened from, ``repository`` where the model
+    is (an ensemble's steps are its other models)."""
     if config is None:
         config = parse_config(text).config or pb.ModelConfig()
     inputs, outputs = _io_names(config)
@@ -84,7 +84,7 @@ def form_context(text: str, config: pb.ModelConfig | None) -> dict[str, Any]:
         },
     }
     if config.platform == "ensemble" or config.HasField("ensemble_scheduling"):
-        io = ensemble_view.models_io(Path(settings.MODEL_REPOSITORY))
+        io = ensemble_view.models_io(Path(repository))
         steps = {s.model_name for s in config.ensemble_scheduling.step}
         context["ensemble"] = {
             "graph": ensemble_view.graph(config),

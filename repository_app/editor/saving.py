@@ -1,7 +1,11 @@
 """Writing config.pbtxt: atomic replace, optimistic concurrency on sha256, revision history.
 
-- ``read_current(name)`` reads the file as it is now (bytes, text, sha256).
-- ``save_config(name, text, base_sha256=..., ...)`` validates, refuses when the file changed
+Every function takes the server the editor was opened for: its repository is where the
+file is, its Triton what the validator judges against; history (``ConfigRevision``) is kept
+per repository (``servers.repository_key``), so servers sharing a repository share it.
+
+- ``read_current(name, server)`` reads the file as it is now (bytes, text, sha256).
+- ``save_config(name, text, server=..., base_sha256=..., ...)`` validates, refuses when the file changed
   since ``base_sha256`` (``SaveConflict``), writes atomically (``atomic_write``) and records a
   ``ConfigRevision``. Errors block the save (``InvalidConfig``); warnings come back.
 - ``record_disk_change(name)`` records a ``disk`` revision when the file on disk differs from
@@ -22,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from django.conf import settings
 from django.db import transaction
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -32,6 +35,7 @@ from ..modelconfig.findings import ERROR, has_errors, sort_findings
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import CONFIG_FILE, OUTSIDE, RepositoryError, leaves, model_folder
+from ..servers import Server, repository_key
 
 Source = ConfigRevision.Source
 
@@ -107,14 +111,14 @@ def decode_for_display(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def model_dir(name: str, root: Path | None = None) -> Path:
-    """The model's folder; RepositoryError for bad names, links out of the repository or
-    missing folders."""
-    return model_folder(name, Path(root if root is not None else settings.MODEL_REPOSITORY))
+def model_dir(name: str, server: Server) -> Path:
+    """The model's folder in the server's repository; RepositoryError for bad names, links
+    out of the repository or missing folders."""
+    return model_folder(name, server.repository)
 
 
-def read_current(name: str, root: Path | None = None) -> CurrentConfig:
-    folder = model_dir(name, root)
+def read_current(name: str, server: Server) -> CurrentConfig:
+    folder = model_dir(name, server)
     path = folder / CONFIG_FILE
     if path.is_symlink() and leaves(path, folder.parent):
         raise RepositoryError(f"{CONFIG_FILE} of '{name}' is {OUTSIDE}")
@@ -127,15 +131,15 @@ def read_current(name: str, root: Path | None = None) -> CurrentConfig:
     return CurrentConfig(path, data, sha256_hex(data))
 
 
-def server_facts_now() -> ServerFacts | None:
-    """The attached Triton's version and GPUs (read at most every 30 s; None when it does
-    not answer): what every editor validation judges against, text and form mode alike."""
+def server_facts_now(server: Server) -> ServerFacts | None:
+    """The server's Triton version and GPUs (read at most every 30 s; None when it does not
+    answer): what every editor validation judges against, text and form mode alike."""
     from ..triton.server_facts import server_facts
 
-    return server_facts()
+    return server_facts(server)
 
 
-def editor_findings(text: str | bytes, name: str) -> list[Finding]:
+def editor_findings(text: str | bytes, name: str, server: Server) -> list[Finding]:
     """The validator's findings (with the attached server's GPUs when Triton answers) plus
     the editor's own refusals (empty file)."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
@@ -152,7 +156,7 @@ def editor_findings(text: str | bytes, name: str) -> list[Finding]:
                 col=1,
             )
         ]
-    return validate_text(raw, folder_name=name, server=server_facts_now())
+    return validate_text(raw, folder_name=name, server=server_facts_now(server))
 
 
 def _author(author_id: int | None):  # type: ignore[no-untyped-def]
@@ -163,13 +167,14 @@ def _author(author_id: int | None):  # type: ignore[no-untyped-def]
     )
 
 
-def _last_good_config(name: str, current: CurrentConfig) -> pb.ModelConfig | None:
+def _last_good_config(name: str, current: CurrentConfig, server: Server) -> pb.ModelConfig | None:
     """The config the model has now: the file, or while it does not parse the newest
     revision that does (so fixing a typo is not taken for a new backend)."""
     parsed = parse_config(current.data).config if current.exists else None
     if parsed is not None:
         return parsed
-    for revision in ConfigRevision.objects.filter(model=name).order_by("-id")[:50]:
+    revisions = ConfigRevision.objects.filter(repository=repository_key(server), model=name)
+    for revision in revisions.order_by("-id")[:50]:
         config = parse_config(revision.text).config
         if config is not None:
             return config
@@ -177,7 +182,12 @@ def _last_good_config(name: str, current: CurrentConfig) -> pb.ModelConfig | Non
 
 
 def check_code_change(
-    name: str, before: pb.ModelConfig | None, after: pb.ModelConfig | None, user: Any
+    name: str,
+    before: pb.ModelConfig | None,
+    after: pb.ModelConfig | None,
+    user: Any,
+    *,
+    server: Server,
 ) -> None:
     """Raise CodeChangeRefused when ``after`` changes what code Triton loads for the model
     and ``user`` lacks team.upload_code (no user: nobody to check, refused)."""
@@ -191,24 +201,29 @@ def check_code_change(
             user or "system",
             "config.save",
             model_name=name,
+            server=server.name,
             outcome="denied",
             detail=code_loading.refusal(changes),
         )
         raise CodeChangeRefused(changes)
 
 
-def latest_revision(name: str) -> ConfigRevision | None:
-    return ConfigRevision.objects.filter(model=name).order_by("-id").first()
+def _revisions(name: str, server: Server) -> Any:
+    return ConfigRevision.objects.filter(repository=repository_key(server), model=name)
 
 
-def history(name: str) -> list[ConfigRevision]:
-    return list(ConfigRevision.objects.filter(model=name).select_related("author").order_by("-id"))
+def latest_revision(name: str, server: Server) -> ConfigRevision | None:
+    return _revisions(name, server).order_by("-id").first()  # type: ignore[no-any-return]
+
+
+def history(name: str, server: Server) -> list[ConfigRevision]:
+    return list(_revisions(name, server).select_related("author").order_by("-id"))
 
 
 def record_disk_change(
     name: str,
+    server: Server,
     current: CurrentConfig | None = None,
-    root: Path | None = None,
     *,
     locked: bool = False,
 ) -> ConfigRevision | None:
@@ -218,18 +233,18 @@ def record_disk_change(
     it (``locked``, save_config). Under its own lock it reads the file again, so a save that
     landed after ``current`` was read is not recorded as a disk change."""
     if not locked:
-        current = current if current is not None else read_current(name, root)
+        current = current if current is not None else read_current(name, server)
         if not current.exists:
             return None
-        latest = latest_revision(name)
+        latest = latest_revision(name, server)
         if latest is not None and latest.sha256 == current.sha256:
             return None  # the common case, without the lock
-        with model_lock(name):
-            return record_disk_change(name, None, root, locked=True)
-    current = current if current is not None else read_current(name, root)
+        with model_lock(server.repository, name):
+            return record_disk_change(name, server, None, locked=True)
+    current = current if current is not None else read_current(name, server)
     if not current.exists:
         return None
-    latest = latest_revision(name)
+    latest = latest_revision(name, server)
     if latest is not None and latest.sha256 == current.sha256:
         return None
     message = (
@@ -238,6 +253,7 @@ def record_disk_change(
         else "changed on disk outside the dashboard"
     )
     return ConfigRevision.objects.create(
+        repository=repository_key(server),
         model=name,
         text=current.text,
         sha256=current.sha256,
@@ -274,33 +290,35 @@ def save_config(
     name: str,
     text: str,
     *,
+    server: Server,
     base_sha256: str,
     author_id: int | None,
     source: str,
     message: str = "",
-    root: Path | None = None,
 ) -> SaveResult:
-    """Validate and write ``text`` exactly as given; record a revision.
+    """Validate and write ``text`` exactly as given into the server's repository; record a
+    revision.
 
     Raises InvalidConfig (errors), SaveConflict (file changed since ``base_sha256``),
     CodeChangeRefused (a change to the code Triton loads, by an author without
     team.upload_code), SaveError (write failed) or RepositoryError (bad model name).
     Nothing is written in any of those cases.
     """
-    findings = sort_findings(editor_findings(text, name))
+    findings = sort_findings(editor_findings(text, name, server))
     if has_errors(findings):
         raise InvalidConfig(findings)
     data = text.encode("utf-8")
-    model_dir(name, root)  # a bad name or a missing folder fails before the lock
+    model_dir(name, server)  # a bad name or a missing folder fails before the lock
     action = "config.restore" if source == Source.RESTORE else "config.save"
     # The one per-model lock that upload publishes and deletes take too; the folder is
     # found again under it (a delete may have moved it away meanwhile).
-    with model_lock(name):
-        current = read_current(name, root)
+    with model_lock(server.repository, name):
+        current = read_current(name, server)
         if current.sha256 != base_sha256:
             # Remember what someone else wrote before refusing (the history shows it).
-            record_disk_change(name, current, root, locked=True)
+            record_disk_change(name, server, current, locked=True)
             _audit(
+                server,
                 action,
                 name,
                 author_id,
@@ -310,19 +328,24 @@ def save_config(
                 current.sha256,
             )
             raise SaveConflict(current)
-        record_disk_change(name, current, root, locked=True)
-        previous = latest_revision(name)
+        record_disk_change(name, server, current, locked=True)
+        previous = latest_revision(name, server)
         if current.exists and data == current.data:
             return SaveResult(None, previous, findings)
         check_code_change(
-            name, _last_good_config(name, current), parse_config(data).config, _author(author_id)
+            name,
+            _last_good_config(name, current, server),
+            parse_config(data).config,
+            _author(author_id),
+            server=server,
         )
         try:
             atomic_write(current.path, data)
         except SaveError as exc:
-            _audit(action, name, author_id, "failed", exc.message, current.sha256, "")
+            _audit(server, action, name, author_id, "failed", exc.message, current.sha256, "")
             raise
         _audit(
+            server,
             action,
             name,
             author_id,
@@ -334,6 +357,7 @@ def save_config(
         # Still under the model lock: the revision's per-model number is max + 1.
         with transaction.atomic():
             revision = ConfigRevision.objects.create(
+                repository=repository_key(server),
                 model=name,
                 text=text,
                 sha256=sha256_hex(data),
@@ -342,11 +366,12 @@ def save_config(
                 message=message[:500],
                 source=source,
             )
-    _announce_save(name, revision, previous)
+    _announce_save(server, name, revision, previous)
     return SaveResult(revision, previous, findings)
 
 
 def _audit(
+    server: Server,
     action: str,
     name: str,
     author_id: int | None,
@@ -364,6 +389,7 @@ def _audit(
         author or "system",
         action,
         model_name=name,
+        server=server.name,
         outcome=outcome,
         detail=detail,
         before_sha256=before,
@@ -371,17 +397,23 @@ def _audit(
     )
 
 
-def _announce_save(name: str, revision: ConfigRevision, previous: ConfigRevision | None) -> None:
-    """Tell everyone looking at this model that its config changed, with a link to the diff."""
+def _announce_save(
+    server: Server, name: str, revision: ConfigRevision, previous: ConfigRevision | None
+) -> None:
+    """Tell everyone looking at this model's config (through any server on its repository)
+    that it changed, with a link to the diff."""
     from django.urls import reverse
 
     from .. import events
+    from ..servers import with_server
 
     diff = ""
     if previous is not None:
-        diff = f"{reverse('config_diff', args=[name])}?a={previous.pk}&b={revision.pk}"
+        diff = with_server(
+            f"{reverse('config_diff', args=[name])}?a={previous.pk}&b={revision.pk}", server
+        )
     events.publish(
-        events.model_group(name),
+        events.config_group(revision.repository, name),
         "config.saved",
         {
             "model": name,
@@ -393,28 +425,29 @@ def _announce_save(name: str, revision: ConfigRevision, previous: ConfigRevision
     )
 
 
-def get_revision(name: str, revision_id: int) -> ConfigRevision:
-    """The revision of this model, or ConfigRevision.DoesNotExist."""
-    return ConfigRevision.objects.select_related("author").get(model=name, pk=revision_id)
+def get_revision(name: str, revision_id: int, server: Server) -> ConfigRevision:
+    """The revision of this model in the server's repository, or
+    ConfigRevision.DoesNotExist."""
+    return _revisions(name, server).select_related("author").get(pk=revision_id)  # type: ignore[no-any-return]
 
 
 def restore_revision(
     name: str,
     revision_id: int,
     *,
+    server: Server,
     base_sha256: str,
     author_id: int | None,
-    root: Path | None = None,
 ) -> SaveResult:
     """Save an old revision's text again, as a new ``restore`` revision."""
-    old = get_revision(name, revision_id)
+    old = get_revision(name, revision_id, server)
     return save_config(
         name,
         old.text,
+        server=server,
         base_sha256=base_sha256,
         author_id=author_id,
         # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
         source=cast(str, Source.RESTORE),
         message=f"restored revision #{old.number}",
-        root=root,
     )

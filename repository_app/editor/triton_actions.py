@@ -14,6 +14,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from .. import control
 from ..modelconfig import parse_config
+from ..servers import Server
 from ..triton.client import TritonError, get_client
 from .saving import CodeChangeRefused, check_code_change, read_current
 
@@ -42,21 +43,22 @@ def config_override(config: pb.ModelConfig) -> dict[str, Any]:
     return json_format.MessageToDict(config, preserving_proto_field_name=True)
 
 
-def _is_ready(name: str) -> bool:
+def _is_ready(server: Server, name: str) -> bool:
     try:
-        return any(s.state == "READY" for s in get_client().model_states(name))
+        return any(s.state == "READY" for s in get_client(server).model_states(name))
     except TritonError:
         return False
 
 
-def reload_saved(name: str, username: str, user_id: int | None) -> TritonVerdict:
-    """Load the config just saved on disk; on failure Triton keeps the previous one."""
+def reload_saved(server: Server, name: str, username: str, user_id: int | None) -> TritonVerdict:
+    """Load the config just saved on disk into the server; on failure Triton keeps the
+    previous one."""
     try:
-        control.check_can_control()
+        control.check_can_control(server)
     except control.ActionRefused as exc:
-        return TritonVerdict(False, str(exc), previous_serving=_is_ready(name))
-    action = "reload" if _is_ready(name) else "load"
-    outcome = control.run_action(action, name, username, user_id=user_id)
+        return TritonVerdict(False, str(exc), previous_serving=_is_ready(server, name))
+    action = "reload" if _is_ready(server, name) else "load"
+    outcome = control.run_action(server, action, name, username, user_id=user_id)
     return TritonVerdict(
         outcome.ok,
         outcome.message,
@@ -65,20 +67,20 @@ def reload_saved(name: str, username: str, user_id: int | None) -> TritonVerdict
     )
 
 
-def try_config(name: str, config: pb.ModelConfig, user: Any) -> TritonVerdict:
-    """Load ``config`` as an override, report Triton's verdict, then put things back:
-    load the saved config again when the model was loaded before, else unload it.
-    A trial that changes the code Triton loads needs team.upload_code, like a save."""
+def try_config(server: Server, name: str, config: pb.ModelConfig, user: Any) -> TritonVerdict:
+    """Load ``config`` into the server as an override, report Triton's verdict, then put
+    things back: load the saved config again when the model was loaded before, else unload
+    it. A trial that changes the code Triton loads needs team.upload_code, like a save."""
     try:
-        current = read_current(name)
-        check_code_change(name, parse_config(current.data).config, config, user)
-        control.check_can_control()
+        current = read_current(name, server)
+        check_code_change(name, parse_config(current.data).config, config, user, server=server)
+        control.check_can_control(server)
     except control.ActionRefused as exc:
         return TritonVerdict(False, str(exc), restored=True, restore_message="nothing changed")
     except CodeChangeRefused as exc:
         return TritonVerdict(False, exc.message, restored=True, restore_message="nothing changed")
-    client = get_client()
-    was_loaded = _is_ready(name)
+    client = get_client(server)
+    was_loaded = _is_ready(server, name)
     try:
         client.load(name, config=config_override(config))
         verdict = TritonVerdict(True, f"Triton loaded {name} with this config: READY")
@@ -89,7 +91,7 @@ def try_config(name: str, config: pb.ModelConfig, user: Any) -> TritonVerdict:
         if was_loaded:
             # A plain load would be a no-op: Triton only re-reads files whose timestamps
             # changed, and the trial touched none. So the saved config goes as override too.
-            saved = parse_config(read_current(name).data).config
+            saved = parse_config(read_current(name, server).data).config
             client.load(name, config=config_override(saved) if saved is not None else None)
             verdict.restore_message = "the saved config is loaded again"
         else:

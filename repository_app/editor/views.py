@@ -6,7 +6,9 @@ of the file it was opened from (``base_sha``); in form mode also the text the fo
 rendered from (``base_text``), so a form save applies only the changed fields to it, in
 place (``modelconfig.text_edit``). ``action=check`` with ``Accept: application/json`` is form
 mode's live validation (static/js/editor_form.js): findings, where the form shows them, and
-format errors by field.
+format errors by field. Every view is about the server the request names
+(``server_context.server_of``): the file is in its repository, its Triton judges, reloads
+and tries.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from ..modelconfig.findings import has_errors
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import RepositoryError
+from ..server_context import server_of
+from ..servers import Server
 from ..views import CONTROL_PERMISSION
 from . import diffing, fill, form_mapping, page, saving, triton_actions
 
@@ -49,9 +53,9 @@ def _refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
     )
 
 
-def _current_or_404(name: str) -> saving.CurrentConfig:
+def _current_or_404(name: str, server: Server) -> saving.CurrentConfig:
     try:
-        return saving.read_current(name)
+        return saving.read_current(name, server)
     except RepositoryError as exc:
         raise Http404(str(exc)) from exc
     except saving.SaveError as exc:
@@ -92,12 +96,13 @@ def _page(
     """The editor page; in form mode ``config`` is what the forms show (the posted changes
     applied), when it differs from ``text``."""
     findings = findings or []
-    latest = saving.latest_revision(name)
+    server = server_of(request)
+    latest = saving.latest_revision(name, server)
     summary: list[dict[str, Any]] = []
     format_errors: list[dict[str, str]] = []
     extra: dict[str, Any] = {}
     if mode == "form" and editor is not None:
-        extra = page.form_context(text, config)
+        extra = page.form_context(text, config, server.repository)
         if unplaced is None and not editor.config.is_bound:
             unplaced = form_mapping.place_on_unbound(editor, text, findings)
         targets = form_mapping.finding_targets(editor, findings)
@@ -148,10 +153,11 @@ def _open_page(
     status: int = 200,
 ) -> HttpResponse:
     """The editor showing the file on disk now (after recording edits made outside)."""
-    current = _current_or_404(name)
-    saving.record_disk_change(name, current)
+    server = server_of(request)
+    current = _current_or_404(name, server)
+    saving.record_disk_change(name, server, current)
     text = current.text
-    findings = saving.editor_findings(current.data, name)
+    findings = saving.editor_findings(current.data, name, server)
     editor = None
     if mode == "form":
         editor, _ = form_mapping.forms_for_text(name, text)
@@ -189,7 +195,7 @@ def config_editor(request: HttpRequest, name: str) -> HttpResponse:
         return _refuse(
             request, _too_large_finding(int(request.META.get("CONTENT_LENGTH") or 0)).message, 413
         )
-    _current_or_404(name)
+    _current_or_404(name, server_of(request))
     action = data.get("action", "check")
     mode = "text" if data.get("mode") == "text" else "form"
     if action not in ACTIONS:
@@ -207,7 +213,8 @@ def _text_post(
     request: HttpRequest, name: str, action: str, text: str, base_sha: str, message: str
 ) -> HttpResponse:
     text = text.replace("\r\n", "\n")
-    findings = saving.editor_findings(text, name)
+    server = server_of(request)
+    findings = saving.editor_findings(text, name, server)
 
     def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
         return _page(
@@ -250,19 +257,19 @@ def _text_post(
         parsed = parse_config(text)
         if parsed.config is None:
             return again(422)
-        verdict = triton_actions.try_config(name, parsed.config, request.user)
+        verdict = triton_actions.try_config(server, name, parsed.config, request.user)
         return again(outcome=_trial_outcome(verdict, findings))
     return _save(request, name, action, text, base_sha, message, "text", findings, again)
 
 
-def _base_text(name: str, base_sha: str, posted: str) -> str:
+def _base_text(name: str, server: Server, base_sha: str, posted: str) -> str:
     """The text the form was rendered from. Browsers post a textarea with CRLF line ends
     and without a leading newline, so when the posted text is the file the page was opened
     from (same sha256, same text up to those two), the file's exact text is the base: the
     in-place edit then changes the changed lines and nothing else."""
     posted = posted.replace("\r\n", "\n")
     try:
-        current = saving.read_current(name)
+        current = saving.read_current(name, server)
     except (RepositoryError, saving.SaveError):
         return posted
     if current.sha256 == base_sha and _loose(current.text) == _loose(posted):
@@ -300,10 +307,12 @@ def _form_check(result: form_mapping.FormRound) -> JsonResponse:
 def _form_post(
     request: HttpRequest, name: str, action: str, data: Any, base_sha: str, message: str
 ) -> HttpResponse:
-    base_text = _base_text(name, base_sha, data.get("base_text", ""))
+    server = server_of(request)
+    base_text = _base_text(name, server, base_sha, data.get("base_text", ""))
     # The server facts a save is validated with (saving.editor_findings), for every finding
     # form mode shows, the live check's too.
-    result = form_mapping.read_form(name, base_text, data, server=saving.server_facts_now())
+    facts = saving.server_facts_now(server)
+    result = form_mapping.read_form(name, base_text, data, server=facts)
     if action == "check" and _wants_json(request):
         return _form_check(result)
 
@@ -364,7 +373,7 @@ def _form_post(
         return again()
     assert result.config is not None
     if action == "try":
-        verdict = triton_actions.try_config(name, result.config, request.user)
+        verdict = triton_actions.try_config(server, name, result.config, request.user)
         return again(outcome=_trial_outcome(verdict, result.findings))
     if not result.changed:
         messages.info(request, "Nothing changed in the form: nothing to save.")
@@ -384,7 +393,7 @@ def _text_page(
         mode="text",
         base_sha=base_sha,
         text=text,
-        findings=saving.editor_findings(text, name),
+        findings=saving.editor_findings(text, name, server_of(request)),
         message=message,
     )
 
@@ -407,7 +416,7 @@ def _fill_template(
 def _fill(request, name, text, base_sha, message, again):  # type: ignore[no-untyped-def]
     """Show the config filled from the ONNX graph, in text mode, unsaved."""
     try:
-        filled, note = fill.fill_from_model(name, text)
+        filled, note = fill.fill_from_model(name, text, server_of(request))
     except fill.FillError as exc:
         messages.error(request, f"Fill from model: {exc}")
         return again(422)
@@ -428,10 +437,12 @@ def _save(
 ) -> HttpResponse:
     if has_errors(findings):
         return again(422)
+    server = server_of(request)
     try:
         result = saving.save_config(
             name,
             text,
+            server=server,
             base_sha256=base_sha,
             author_id=request.user.pk,
             source=source,
@@ -457,7 +468,9 @@ def _save(
     if action != "save_reload":
         messages.success(request, saved)
         return redirect(back)
-    verdict = triton_actions.reload_saved(name, request.user.get_username(), request.user.pk)
+    verdict = triton_actions.reload_saved(
+        server, name, request.user.get_username(), request.user.pk
+    )
     if verdict.ok:
         messages.success(request, f"{saved} {verdict.message}")
         return redirect(back)
@@ -492,7 +505,7 @@ def _conflict(
     request: HttpRequest, name: str, current: saving.CurrentConfig, yours: str, message: str
 ) -> HttpResponse:
     theirs = current.text
-    latest = saving.latest_revision(name)
+    latest = saving.latest_revision(name, server_of(request))
     return render(
         request,
         "repository/config_conflict.html",
@@ -521,8 +534,9 @@ def config_validate(request: HttpRequest, name: str) -> JsonResponse:
             {"ok": False, "findings": [_too_large_finding(size).to_dict()], "errors": 1},
             status=413,
         )
-    _current_or_404(name)
-    findings = saving.editor_findings(body, name)
+    server = server_of(request)
+    _current_or_404(name, server)
+    findings = saving.editor_findings(body, name, server)
     return JsonResponse(
         {
             "ok": not has_errors(findings),
@@ -536,9 +550,10 @@ def config_validate(request: HttpRequest, name: str) -> JsonResponse:
 @login_required
 @require_GET
 def config_history(request: HttpRequest, name: str) -> HttpResponse:
-    current = _current_or_404(name)
-    saving.record_disk_change(name, current)
-    revisions = saving.history(name)
+    server = server_of(request)
+    current = _current_or_404(name, server)
+    saving.record_disk_change(name, server, current)
+    revisions = saving.history(name, server)
     return render(
         request,
         "repository/config_history.html",
@@ -552,9 +567,9 @@ def config_history(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-def _revision_or_404(name: str, value: str | None) -> ConfigRevision:
+def _revision_or_404(name: str, server: Server, value: str | None) -> ConfigRevision:
     try:
-        return saving.get_revision(name, int(value or ""))
+        return saving.get_revision(name, int(value or ""), server)
     except (ValueError, ConfigRevision.DoesNotExist) as exc:
         raise Http404(f"no revision {value!r} of {name}") from exc
 
@@ -563,11 +578,12 @@ def _revision_or_404(name: str, value: str | None) -> ConfigRevision:
 @require_GET
 def config_diff(request: HttpRequest, name: str) -> HttpResponse:
     """Side-by-side diff of revisions ?a= (left) and ?b= (right); b defaults to the latest."""
-    _current_or_404(name)
-    left = _revision_or_404(name, request.GET.get("a"))
+    server = server_of(request)
+    _current_or_404(name, server)
+    left = _revision_or_404(name, server, request.GET.get("a"))
     right_id = request.GET.get("b")
-    latest = saving.latest_revision(name)
-    right = _revision_or_404(name, right_id) if right_id else latest
+    latest = saving.latest_revision(name, server)
+    right = _revision_or_404(name, server, right_id) if right_id else latest
     assert right is not None
     return render(
         request,
@@ -579,7 +595,7 @@ def config_diff(request: HttpRequest, name: str) -> HttpResponse:
             "diff": diffing.side_by_side(left.text, right.text),
             "left_label": f"revision #{left.number}",
             "right_label": f"revision #{right.number}",
-            "current_sha": saving.read_current(name).sha256,
+            "current_sha": saving.read_current(name, server).sha256,
             "can_edit": request.user.has_perm(CONTROL_PERMISSION),
         },
     )
@@ -590,12 +606,13 @@ def config_diff(request: HttpRequest, name: str) -> HttpResponse:
 def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpResponse:
     if not request.user.has_perm(CONTROL_PERMISSION):
         return _refuse(request, CANNOT_EDIT, 403)
-    _current_or_404(name)
+    server = server_of(request)
+    _current_or_404(name, server)
     back = reverse(
         "config_editor" if request.POST.get("next") == "editor" else "config_history", args=[name]
     )
     try:
-        old = saving.get_revision(name, revision_id)
+        old = saving.get_revision(name, revision_id, server)
     except ConfigRevision.DoesNotExist as exc:
         raise Http404(f"no revision {revision_id} of {name}") from exc
     shown = f"revision #{old.number}"
@@ -603,6 +620,7 @@ def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpRes
         result = saving.restore_revision(
             name,
             revision_id,
+            server=server,
             base_sha256=request.POST.get("base_sha", ""),
             author_id=request.user.pk,
         )

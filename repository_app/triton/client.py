@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import tritonclient.grpc as grpcclient
@@ -97,8 +97,11 @@ class TritonClient:
         timeout_s: float = 5.0,
         load_timeout_s: float = 120.0,
         api_key: tuple[str, str] | None = None,
+        *,
+        key_hint: str = "",
     ) -> None:
         self.grpc_url = grpc_url
+        self.key_hint = key_hint
         # Triton's --grpc-restricted-protocol=<protocols>:<key>=<value> expects the gRPC
         # metadata "triton-grpc-protocol-<key>: <value>" on every restricted call.
         self.headers = {f"triton-grpc-protocol-{api_key[0]}": api_key[1]} if api_key else None
@@ -157,9 +160,10 @@ class TritonClient:
         # Triton itself answers UNAVAILABLE for load/unload outside explicit mode: that is
         # an answer, not a connection failure.
         if RESTRICTED_REFUSAL in message:
+            where = self.key_hint or "TRITON_API_KEY (and TRITON_API_KEY_HEADER)"
             return TritonError(
-                f"Triton refused the call: {message}. Set TRITON_API_KEY (and "
-                "TRITON_API_KEY_HEADER) to the key Triton's --grpc-restricted-protocol expects",
+                f"Triton refused the call: {message}. Set {where} to the key Triton's "
+                "--grpc-restricted-protocol expects",
                 status=status,
             )
         refused_by_triton = POLLING_REFUSAL in message
@@ -302,43 +306,60 @@ def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
     return parse_prometheus(text)
 
 
-_clients: dict[tuple[str, str, float, float, tuple[str, str] | None], TritonClient] = {}
+class Endpoint(Protocol):
+    """Where a Triton server answers and how to call it (``repository_app.servers.Server``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def grpc_url(self) -> str: ...
+    @property
+    def http_url(self) -> str: ...
+    @property
+    def metrics_url(self) -> str: ...
+    @property
+    def api_key(self) -> str: ...
+    @property
+    def api_key_header(self) -> str: ...
+    @property
+    def from_env(self) -> bool: ...
+
+
+_ClientKey = tuple[str, str, float, float, tuple[str, str] | None, str]
+_clients: dict[_ClientKey, TritonClient] = {}
 _clients_lock = threading.Lock()
 
 
-def engine_url(protocol: str) -> str:
-    """Where a sweep's load goes (host:port of the protocol's endpoint): the load engine's
-    own transports and perf_analyzer connect there, and `aio.AioClient` checks it."""
-    from django.conf import settings
+def engine_url(server: Endpoint, protocol: str) -> str:
+    """Where a sweep's load goes on ``server`` (host:port of the protocol's endpoint): the
+    load engine's own transports and perf_analyzer connect there, and `aio.AioClient`
+    checks it."""
+    return server.http_url if protocol == "http" else server.grpc_url
 
-    return str(settings.TRITON_HTTP_URL if protocol == "http" else settings.TRITON_URL)
 
-
-def engine_metrics_url() -> str | None:
+def engine_metrics_url(server: Endpoint) -> str | None:
     """The metrics page a sweep samples GPU use from; None when none is configured."""
+    return server.metrics_url or None
+
+
+def get_client(server: Endpoint) -> TritonClient:
+    """The client of ``server`` (one per address, key and timeouts, shared by threads;
+    the timeouts are read from settings at call time, for tests)."""
     from django.conf import settings
 
-    return settings.TRITON_METRICS_URL or None
-
-
-def get_client() -> TritonClient:
-    """The client for the configured Triton (settings read at call time, for tests)."""
-    from django.conf import settings
-
-    api_key = (
-        (settings.TRITON_API_KEY_HEADER, settings.TRITON_API_KEY)
-        if settings.TRITON_API_KEY
-        else None
-    )
-    key = (
-        settings.TRITON_URL,
-        settings.TRITON_METRICS_URL,
+    api_key = (server.api_key_header, server.api_key) if server.api_key else None
+    # Where a refused restricted call is fixed: the environment, or the server's own key.
+    hint = "" if server.from_env else f"the key of the server '{server.name}'"
+    key: _ClientKey = (
+        server.grpc_url,
+        server.metrics_url,
         float(settings.TRITON_TIMEOUT_S),
         float(settings.TRITON_LOAD_TIMEOUT_S),
         api_key,
+        hint,
     )
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = TritonClient(*key)
+            client = _clients[key] = TritonClient(*key[:5], key_hint=hint)
         return client

@@ -1,5 +1,6 @@
-"""What the attached Triton is (its version) and has (its GPUs), for the validator's
-server-level rules.
+"""What a Triton server is (its version) and has (its GPUs): for the validator's
+server-level rules (``server_facts``) and for what a sweep records of the server it ran on
+(``describe``).
 
 The version comes from the server metadata (``"version": "2.51.0"``); the GPUs from the
 metrics (see `gpus`): a server that answers its metrics endpoint without GPU series has no
@@ -15,19 +16,19 @@ from ..modelconfig import ServerFacts
 from ..modelconfig.context import TritonVersion
 from ..modelconfig.versions import parse_triton_version
 from . import gpus
-from .client import TritonClient, TritonError, get_client
+from .client import Endpoint, TritonClient, TritonError, get_client
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}
 _lock = threading.Lock()
 
 
-def server_facts() -> ServerFacts | None:
+def server_facts(server: Endpoint) -> ServerFacts | None:
     """The server's version and GPU ids (0..n-1); None when Triton answers neither.
 
     When only the metadata answers, the facts carry the version with ``gpus_known`` False.
     """
-    client = get_client()
+    client = get_client(server)
     now = time.monotonic()
     with _lock:
         cached = _cache.get(client.metrics_url)
@@ -65,3 +66,33 @@ def _version(client: TritonClient) -> TritonVersion | None:
         return parse_triton_version(str(meta.get("version", "")))
     except ValueError:
         return None  # a build without a version string: judge against the newest release
+
+
+def describe(server: Endpoint) -> dict[str, object]:
+    """The server's facts as a sweep stores them when it starts, for later compares: its
+    name and address, Triton's version, and its GPUs (count, uuids and memory; Triton's
+    metrics name no GPU model). Whatever does not answer is left empty."""
+    from django.utils import timezone
+
+    client = get_client(server)
+    try:
+        version = str(client.server_metadata().get("version", ""))
+    except TritonError:
+        version = ""
+    try:
+        samples = client.metrics()
+    except TritonError:
+        samples = []
+    uuids = gpus.uuids(samples)
+    return {
+        "server": server.name,
+        "grpc_url": server.grpc_url,
+        "triton_version": version,
+        "gpu_count": len(uuids),
+        "gpus": [
+            {"uuid": uuid, "memory_total_bytes": gpus.memory_total_bytes(samples, uuid)}
+            for uuid in uuids
+        ],
+        "gpu_metrics": bool(samples) and gpus.has_gpus(samples),
+        "recorded_at": timezone.now().isoformat(),
+    }

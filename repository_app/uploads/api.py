@@ -26,6 +26,8 @@ from rest_framework.views import APIView
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..models import Upload
 from ..repository import RepositoryError
+from ..server_context import SERVER_PARAMETER, server_of
+from ..servers import with_server
 from . import publish, staging
 from .staging import UploadError
 
@@ -38,6 +40,7 @@ def upload_json(upload: Upload) -> dict[str, Any]:
     )
     body: dict[str, Any] = {
         "id": str(upload.id),
+        "server": upload.server,
         "model": upload.model,
         "new_model": upload.new_model,
         "backend": upload.backend,
@@ -56,10 +59,12 @@ def upload_json(upload: Upload) -> dict[str, Any]:
         "chunk_size": settings.UPLOAD_CHUNK_BYTES,
         "max_chunk_size": settings.UPLOAD_MAX_CHUNK_BYTES,
         "url": reverse("api_upload", args=[upload.id]),
-        "model_url": reverse("model_detail", args=[upload.model]),
+        "model_url": with_server(reverse("model_detail", args=[upload.model]), upload.server),
     }
     if upload.new_model and upload.state == Upload.State.PUBLISHED:
-        body["editor_url"] = reverse("config_editor", args=[upload.model])
+        body["editor_url"] = with_server(
+            reverse("config_editor", args=[upload.model]), upload.server
+        )
     return body
 
 
@@ -88,6 +93,7 @@ def get_owned(request: Any, upload_id: Any) -> Upload:
 
 class UploadSerializer(serializers.Serializer):
     id = serializers.UUIDField()
+    server = serializers.CharField(help_text="the Triton server whose repository it goes to")
     model = serializers.CharField()
     new_model = serializers.BooleanField()
     backend = serializers.CharField()
@@ -123,13 +129,18 @@ CreateSerializer = inline_serializer(
 
 class UploadListView(APIView):
     @extend_schema(
-        request=CreateSerializer, responses={201: UploadSerializer}, summary="Start an upload"
+        request=CreateSerializer,
+        responses={201: UploadSerializer},
+        parameters=[SERVER_PARAMETER],
+        summary="Start an upload (into the repository of the server ?server= names)",
     )
     def post(self, request: Request) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
+        server = server_of(request)
         try:
             upload = staging.create_upload(
                 request.user,
+                server=server,
                 model=data.get("model", ""),
                 filename=data.get("filename", ""),
                 size=data.get("size", ""),
@@ -143,7 +154,7 @@ class UploadListView(APIView):
                 from team import audit
 
                 audit.record(request.user, "upload", model_name=str(data.get("model", ""))[:128],
-                             outcome="denied", detail=exc.message)  # fmt: skip
+                             server=server.name, outcome="denied", detail=exc.message)  # fmt: skip
             return error(exc)
         response = Response(upload_json(upload), status=201)
         response["Location"] = reverse("api_upload", args=[upload.id])
@@ -204,14 +215,14 @@ class UploadDetailView(APIView):
     def delete(self, request: Request, upload_id: str) -> Response:
         try:
             upload = get_owned(request, upload_id)
-            with staging.upload_lock(upload.id):
+            with staging.upload_lock(upload):
                 upload.refresh_from_db()
                 if upload.state != Upload.State.RECEIVING:
                     raise UploadError(f"the upload is {upload.get_state_display()}", 409)
                 Upload.objects.filter(pk=upload.pk).update(
                     state=Upload.State.ABORTED, message="aborted by the user"
                 )
-            staging.remove_staging(upload.id)
+            staging.remove_staging(upload)
         except UploadError as exc:
             return error(exc)
         return Response(status=204)
@@ -243,14 +254,18 @@ class UploadCompleteView(APIView):
 class VersionDeleteView(APIView):
     @extend_schema(
         request=None,
-        parameters=[OpenApiParameter("unload", bool, description="unload the model first")],
+        parameters=[
+            OpenApiParameter("unload", bool, description="unload the model first"),
+            SERVER_PARAMETER,
+        ],
         responses={200: inline_serializer("VersionDeleted", {"message": serializers.CharField()})},
         summary="Delete a version (refused while loaded unless unload=1)",
     )
     def delete(self, request: Request, name: str, version: str) -> Response:
         unload = request.query_params.get("unload") in ("1", "true", "yes")
+        server = server_of(request)
         try:
-            deleted = publish.delete_version(name, version, request.user, unload=unload)
+            deleted = publish.delete_version(server, name, version, request.user, unload=unload)
         except UploadError as exc:
             return error(exc)
         return Response(
@@ -273,14 +288,17 @@ class VersionPolicyView(APIView):
         responses={
             200: inline_serializer("VersionPolicySaved", {"message": serializers.CharField()})
         },
+        parameters=[SERVER_PARAMETER],
         summary="Set version_policy in config.pbtxt (through the config editor's save)",
     )
     def put(self, request: Request, name: str) -> Response:
         if not request.user.has_perm("repository_app.control_models"):
             return error(UploadError("your role cannot change model configs", 403))
         data = request.data if isinstance(request.data, dict) else {}
+        server = server_of(request)
         try:
             result = publish.set_version_policy(
+                server,
                 name,
                 str(data.get("policy", "")),
                 user=request.user,

@@ -14,6 +14,10 @@ Order of a completion (``complete``), each step under the upload's lock:
 A crash before the rename leaves no version; after it, a complete one. Bad input fails the
 upload and removes its staging data; a busy model or a failed write leaves the upload
 complete and ready to be published again.
+
+An upload publishes into its server's repository (``Upload.server``); busy and loaded
+checks ask every server that serves from that repository, since a shared repository's
+change reaches all of them.
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
+from .. import servers
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import Upload
 from ..repository import CONFIG_FILE
+from ..servers import Server
 from ..triton.client import TritonError, get_client
 from . import archives, generate, names, staging
 from .staging import UploadError
@@ -57,23 +63,38 @@ class Published:
 # --- Triton state ---------------------------------------------------------------------------
 
 
-def _triton_states(model: str) -> list[Any] | None:
-    """Triton's version states of the model, or None when Triton does not answer."""
+def _triton_states(server: Server, model: str) -> list[Any] | None:
+    """The server's version states of the model, or None when it does not answer."""
     try:
-        return get_client().model_states(model)
+        return get_client(server).model_states(model)
     except TritonError:
         return None
 
 
-def check_not_busy(model: str, outcome: str = "nothing was published") -> None:
-    states = _triton_states(model) or []
-    busy = sorted({s.state for s in states if s.state in BUSY_STATES})
-    if busy:
-        raise UploadError(
-            f"model '{model}' is {'/'.join(busy)} in Triton: {outcome}; try again when it settled",
-            409,
-            retry=True,
-        )
+def _sharing_states(server: Server, model: str) -> dict[str, list[Any]]:
+    """The model's states on every server of ``server``'s repository that answers."""
+    found = {}
+    for other in servers.sharing(server):
+        states = _triton_states(other, model)
+        if states is not None:
+            found[other.name] = states
+    return found
+
+
+def _on(name: str, server: Server) -> str:
+    return "" if name == server.name else f" on the server '{name}'"
+
+
+def check_not_busy(server: Server, model: str, outcome: str = "nothing was published") -> None:
+    for name, states in _sharing_states(server, model).items():
+        busy = sorted({s.state for s in states if s.state in BUSY_STATES})
+        if busy:
+            raise UploadError(
+                f"model '{model}' is {'/'.join(busy)} in Triton{_on(name, server)}: {outcome}; "
+                "try again when it settled",
+                409,
+                retry=True,
+            )
 
 
 # --- completion ------------------------------------------------------------------------------
@@ -105,7 +126,7 @@ def _user(user_id: int | None) -> Any:
 
 
 def _mark_processing(upload: Upload) -> None:
-    with staging.upload_lock(upload.id):
+    with staging.upload_lock(upload):
         upload.refresh_from_db()
         if upload.state != Upload.State.RECEIVING:
             raise UploadError(f"the upload is {upload.get_state_display()}", 409)
@@ -132,7 +153,7 @@ def complete(upload: Upload, user: Any, *, already_marked: bool = False) -> Publ
     try:
         # Again in the thread that publishes: the role may have changed since the request.
         staging.check_may_upload(user, is_code=upload.is_code)
-        with staging.upload_lock(upload.id):
+        with staging.upload_lock(upload):
             return _verify_and_publish(upload, user, started)
     except UploadError as exc:
         retry = bool(exc.extra.get("retry"))
@@ -150,8 +171,8 @@ def complete(upload: Upload, user: Any, *, already_marked: bool = False) -> Publ
 
 def _finish(upload: Upload, user: Any, message: str, *, retry: bool, started: float) -> None:
     """Record a failed completion: retryable ones go back to RECEIVING (bytes kept)."""
-    staged_version = staging.upload_dir(upload.id) / "version"
-    staged_model = staging.upload_dir(upload.id) / "model"
+    staged_version = staging.upload_dir(upload) / "version"
+    staged_model = staging.upload_dir(upload) / "model"
     for folder in (staged_version, staged_model):
         shutil.rmtree(folder, ignore_errors=True)
     if retry:
@@ -159,7 +180,7 @@ def _finish(upload: Upload, user: Any, message: str, *, retry: bool, started: fl
             state=Upload.State.RECEIVING, message=message, version=None, updated_at=timezone.now()
         )
     else:
-        staging.remove_staging(upload.id)
+        staging.remove_staging(upload)
         Upload.objects.filter(pk=upload.pk).update(
             state=Upload.State.FAILED, message=message, finished_at=timezone.now()
         )
@@ -177,14 +198,15 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
             f"{digest}; nothing was published",
             422,
         )
-    files = _backend(upload)
-    version_dir = staging.upload_dir(upload.id) / "version"
+    server = staging.server_of_upload(upload)
+    files = _backend(server, upload)
+    version_dir = staging.upload_dir(upload) / "version"
     with _disk_full_is_507():
         shutil.rmtree(version_dir, ignore_errors=True)
         _prepare_version(upload, user, files, version_dir)
         generated: generate.GeneratedConfig | None = None
         if upload.new_model:
-            model_dir = staging.upload_dir(upload.id) / "model"
+            model_dir = staging.upload_dir(upload) / "model"
             shutil.rmtree(model_dir, ignore_errors=True)
             try:
                 generated = generate.generate(upload.model, files, version_dir)
@@ -197,7 +219,7 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
             fsync_tree(model_dir)
         else:
             fsync_tree(version_dir)
-    version = _publish(upload, generated is not None)
+    version = _publish(server, upload, generated is not None)
     message = f"published as version {version}"
     stored = _stored_name(upload, files)
     if stored != upload.filename:
@@ -215,13 +237,13 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
         finished_at=timezone.now(),
     )
     upload.refresh_from_db()
-    staging.remove_staging(upload.id)
+    staging.remove_staging(upload)
     how = "while streaming" if streamed else "after the last chunk"
     audit_upload(
         user, upload, "ok", f"version {version} published (sha256 computed {how})",
         time.monotonic() - started,
     )  # fmt: skip
-    _announce(upload.model)
+    _announce(server, upload.model)
     return Published(
         upload,
         version,
@@ -248,10 +270,10 @@ def _disk_full_is_507() -> Iterator[None]:
         ) from exc
 
 
-def _backend(upload: Upload) -> names.BackendFiles:
+def _backend(server: Server, upload: Upload) -> names.BackendFiles:
     if upload.new_model:
         return names.backend_files(upload.backend)
-    return staging._model_backend(upload.model)
+    return staging.model_backend(server, upload.model)
 
 
 def _stored_name(upload: Upload, files: names.BackendFiles) -> str:
@@ -318,23 +340,23 @@ def _check_code(user: Any, reason: str) -> None:
         ) from None
 
 
-def _publish(upload: Upload, new_model: bool) -> int:
-    root = staging.repository_root()
-    source = staging.upload_dir(upload.id) / ("model" if new_model else "version")
-    with model_lock(upload.model):
-        check_not_busy(upload.model)
+def _publish(server: Server, upload: Upload, new_model: bool) -> int:
+    root = server.repository
+    source = staging.upload_dir(upload) / ("model" if new_model else "version")
+    with model_lock(root, upload.model):
+        check_not_busy(server, upload.model)
         model_dir = root / upload.model
         if new_model:
             version = 1
             target = model_dir
         else:
             try:
-                model_dir = staging.existing_folder(upload.model)  # never through a link out
+                model_dir = staging.existing_folder(server, upload.model)  # never through a link
             except UploadError as exc:
                 if exc.status != 404:
                     raise
                 raise UploadError(f"model '{upload.model}' was deleted meanwhile", 409) from None
-            existing = staging.existing_versions(upload.model)
+            existing = staging.existing_versions(server, upload.model)
             version = upload.requested_version or (max(existing, default=0) + 1)
             target = model_dir / str(version)
         # Recorded first: a crash right after the rename is recognised by the reconciler.
@@ -349,11 +371,13 @@ def _publish(upload: Upload, new_model: bool) -> int:
     return version
 
 
-def _announce(model: str) -> None:
+def _announce(server: Server, model: str) -> None:
+    """Every server on the repository has new versions of the model on disk."""
     from .. import events
 
     with contextlib.suppress(Exception):  # best effort: pages also reload
-        events.publish(events.REPOSITORY_GROUP, "model.versions", {"model": model})
+        for other in servers.sharing(server):
+            events.publish(events.repository_group(other.name), "model.versions", {"model": model})
 
 
 def audit_upload(user: Any, upload: Upload, outcome: str, message: str, duration: float) -> None:
@@ -369,6 +393,7 @@ def audit_upload(user: Any, upload: Upload, outcome: str, message: str, duration
         user or upload.username or "system",
         "upload",
         model_name=upload.model,
+        server=upload.server,
         target=f"version {upload.version}" if upload.version else f"upload {upload.id}",
         outcome=outcome,
         detail=detail,
@@ -387,16 +412,21 @@ class Deleted:
     unloaded: bool = False
 
 
-def delete_version(model: str, version: object, user: Any, *, unload: bool = False) -> Deleted:
-    """Remove ``model/version``: renamed out of the repository at once, then removed.
+def delete_version(
+    server: Server, model: str, version: object, user: Any, *, unload: bool = False
+) -> Deleted:
+    """Remove ``model/version`` from the server's repository: renamed out of it at once,
+    then removed.
 
-    Refused while Triton has that version loaded, unless ``unload``: then the model is
-    unloaded first (Triton unloads whole models) and stays unloaded.
+    Refused while a server of the repository has that version loaded, unless ``unload``
+    and that server is this one: then the model is unloaded first (Triton unloads whole
+    models) and stays unloaded.
     """
     from team import audit
 
+    where = {"model_name": model, "server": server.name}
     if not user.has_perm("team.delete_versions"):
-        audit.record(user, "version.delete", model_name=model, target=f"version {version}",
+        audit.record(user, "version.delete", **where, target=f"version {version}",
                      outcome="denied", detail="needs team.delete_versions")  # fmt: skip
         raise UploadError("your role cannot delete versions (it needs team.delete_versions)", 403)
     try:
@@ -405,38 +435,51 @@ def delete_version(model: str, version: object, user: Any, *, unload: bool = Fal
     except names.InvalidName as exc:
         raise UploadError(str(exc)) from exc
     try:
-        target = staging.existing_folder(model) / str(number)
-        with model_lock(model):
+        target = staging.existing_folder(server, model) / str(number)
+        with model_lock(server.repository, model):
             if not target.is_dir():
                 raise UploadError(f"model '{model}' has no version {number}", 404)
-            states = _triton_states(model) or []
-            check_not_busy(model, "nothing was deleted")
-            loaded = any(s.state == "READY" and s.version == str(number) for s in states)
+            check_not_busy(server, model, "nothing was deleted")
+            loaded_on = [
+                name
+                for name, states in _sharing_states(server, model).items()
+                if any(s.state == "READY" and s.version == str(number) for s in states)
+            ]
             unloaded, trash = _unload_and_move_away(
-                model, target, loaded, unload, f"version {number} of '{model}'"
+                server, model, target, loaded_on, unload, f"version {number} of '{model}'"
             )
     except UploadError as exc:
-        audit.record(user, "version.delete", model_name=model, target=f"version {version}",
+        audit.record(user, "version.delete", **where, target=f"version {version}",
                      outcome="failed", detail=exc.message)  # fmt: skip
         raise
     shutil.rmtree(trash, ignore_errors=True)
     message = f"version {number} of {model} deleted"
     if unloaded:
         message += f"; {model} was unloaded and stays unloaded until you load it again"
-    audit.record(user, "version.delete", model_name=model, target=f"version {number}",
+    audit.record(user, "version.delete", **where, target=f"version {number}",
                  outcome="ok", detail=message)  # fmt: skip
-    _announce(model)
+    _announce(server, model)
     return Deleted(model, number, message, unloaded)
 
 
 def _unload_and_move_away(
-    model: str, target: Path, loaded: bool, unload: bool, what: str
+    server: Server, model: str, target: Path, loaded_on: list[str], unload: bool, what: str
 ) -> tuple[bool, Path]:
-    """Under the model lock: refuse a loaded ``target`` unless ``unload`` (then unload the
-    model, as Triton unloads whole models), and rename it out of the repository at once;
-    returns (unloaded, where it went) for the caller to remove."""
+    """Under the model lock: refuse a ``target`` that a server of the repository has
+    loaded, unless it is this server and ``unload`` (then unload the model, as Triton
+    unloads whole models), and rename it out of the repository at once; returns (unloaded,
+    where it went) for the caller to remove."""
+    others = [name for name in loaded_on if name != server.name]
+    if others:
+        shown = ", ".join(f"'{name}'" for name in others)
+        raise UploadError(
+            f"{what} is loaded on the server {shown}, which shares this repository: unload "
+            "it there first",
+            409,
+            loaded=True,
+        )
     unloaded = False
-    if loaded:
+    if loaded_on:
         if not unload:
             raise UploadError(
                 f'{what} is loaded in Triton: unload it first, or choose "unload and delete"',
@@ -444,21 +487,21 @@ def _unload_and_move_away(
                 loaded=True,
             )
         try:
-            get_client().unload(model)
+            get_client(server).unload(model)
         except TritonError as exc:
             raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
         unloaded = True
-    trash = staging.staging_root() / f".trash-{secrets.token_hex(8)}"
+    trash = staging.staging_root(server) / f".trash-{secrets.token_hex(8)}"
     os.rename(target, trash)
     with contextlib.suppress(OSError):
         fsync_dir(target.parent)
     return unloaded, trash
 
 
-def model_contents(model: str) -> tuple[list[str], int]:
+def model_contents(server: Server, model: str) -> tuple[list[str], int]:
     """(relative paths of every file in the model folder, their total bytes), for the
     confirmation that lists what a delete removes."""
-    folder = staging.existing_folder(model)
+    folder = staging.existing_folder(server, model)
     files, total = [], 0
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames.sort()
@@ -470,36 +513,45 @@ def model_contents(model: str) -> tuple[list[str], int]:
     return files, total
 
 
-def delete_model(model: str, user: Any, *, unload: bool = False) -> Deleted:
-    """Remove the whole model folder: renamed out of the repository at once (Triton never
-    sees half a model), then removed. Refused while Triton has it loaded, unless ``unload``."""
+def delete_model(server: Server, model: str, user: Any, *, unload: bool = False) -> Deleted:
+    """Remove the whole model folder from the server's repository: renamed out of it at once
+    (Triton never sees half a model), then removed. Refused while a server of the
+    repository has it loaded, unless it is this one and ``unload``."""
     from team import audit
 
     from ..models import ModelIntent
 
+    where = {"model_name": model, "server": server.name}
     if not user.has_perm("team.delete_versions"):
-        audit.record(user, "model.delete", model_name=model, outcome="denied",
+        audit.record(user, "model.delete", **where, outcome="denied",
                      detail="needs team.delete_versions")  # fmt: skip
         raise UploadError("your role cannot delete models (Admins can)", 403)
+    sharing = [s.name for s in servers.sharing(server)]
     try:
-        with model_lock(model):
-            folder = staging.existing_folder(model)
-            files, total = model_contents(model)
-            states = _triton_states(model) or []
-            check_not_busy(model, "nothing was deleted")
-            loaded = any(s.state == "READY" for s in states)
-            unloaded, trash = _unload_and_move_away(model, folder, loaded, unload, f"'{model}'")
+        with model_lock(server.repository, model):
+            folder = staging.existing_folder(server, model)
+            files, total = model_contents(server, model)
+            check_not_busy(server, model, "nothing was deleted")
+            loaded_on = [
+                name
+                for name, states in _sharing_states(server, model).items()
+                if any(s.state == "READY" for s in states)
+            ]
+            unloaded, trash = _unload_and_move_away(
+                server, model, folder, loaded_on, unload, f"'{model}'"
+            )
     except UploadError as exc:
-        audit.record(user, "model.delete", model_name=model, outcome="failed", detail=exc.message)
+        audit.record(user, "model.delete", **where, outcome="failed", detail=exc.message)
         raise
     shutil.rmtree(trash, ignore_errors=True)
-    ModelIntent.objects.filter(name=model).delete()
+    # No server of the repository can load it again: none should offer to.
+    ModelIntent.objects.filter(server__in=sharing, name=model).delete()
     message = f"model {model} deleted: {len(files)} files, {total} bytes"
     if unloaded:
         message += "; it was unloaded from Triton first"
-    audit.record(user, "model.delete", model_name=model, outcome="ok",
+    audit.record(user, "model.delete", **where, outcome="ok",
                  detail=message + " (" + ", ".join(files[:50]) + (" …" if len(files) > 50 else "") + ")")  # fmt: skip
-    _announce(model)
+    _announce(server, model)
     return Deleted(model, 0, message, unloaded)
 
 
@@ -507,6 +559,7 @@ def delete_model(model: str, user: Any, *, unload: bool = False) -> Deleted:
 
 
 def set_version_policy(
+    server: Server,
     model: str,
     kind: str,
     *,
@@ -524,7 +577,7 @@ def set_version_policy(
     from ..modelconfig import parse_config
     from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
 
-    current = saving.read_current(model)
+    current = saving.read_current(model, server)
     parsed = parse_config(current.data)
     if parsed.config is None:
         raise UploadError(f"{CONFIG_FILE} of '{model}' does not parse: fix it in the editor")
@@ -567,6 +620,7 @@ def set_version_policy(
     return saving.save_config(
         model,
         text,
+        server=server,
         base_sha256=base_sha256 or current.sha256,
         author_id=getattr(user, "pk", None),
         source="api" if base_sha256 is None else "form",

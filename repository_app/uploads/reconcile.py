@@ -12,21 +12,27 @@ Run before the web process starts (``manage.py reconcile_uploads --startup``, wh
   than UPLOAD_STALE_AFTER_S are touched;
 - uploads RECEIVING with no chunk for UPLOAD_STALE_AFTER_S: expired.
 Each removal is logged and recorded in the audit trail (action "upload", user "system").
+Every server's staging folder is looked at (servers may share one); an unfinished upload
+whose server was removed is failed, its staging left to the folder's owner to remove.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 
+from .. import servers
 from ..models import Upload
 from . import staging
+from .staging import UploadError
 
 log = logging.getLogger(__name__)
 ENDED = (
@@ -56,7 +62,12 @@ def _size(path) -> int:  # type: ignore[no-untyped-def]
 
 
 def reconcile(*, startup: bool = False) -> list[Removal]:
-    root = staging.staging_root()
+    roots: dict[str, servers.Server] = {}
+    for server in servers.all():
+        try:
+            roots.setdefault(str(staging.staging_root(server)), server)
+        except (UploadError, OSError) as exc:
+            log.warning("upload reconciler: no staging folder for %s (%s)", server.name, exc)
     stale_before = timezone.now() - timedelta(seconds=settings.UPLOAD_STALE_AFTER_S)
     removed: list[Removal] = []
 
@@ -64,33 +75,43 @@ def reconcile(*, startup: bool = False) -> list[Removal]:
         size = _size(path) if path.exists() else 0
         shutil.rmtree(path, ignore_errors=True)
         if upload is not None:
-            staging.remove_staging(upload.id)
+            with contextlib.suppress(UploadError):
+                staging.remove_staging(upload)
         removed.append(Removal(str(path), reason, size))
         log.warning("upload reconciler removed %s (%s, %d bytes)", path, reason, size)
         _audit(upload, f"stale staging removed: {path} ({reason}, {size} bytes)")
 
     uploads = {str(u.id): u for u in Upload.objects.exclude(state__in=ENDED)}
-    for entry in sorted(root.iterdir()):
-        if entry.name == ".locks":
-            continue
-        if entry.name.startswith(".trash-"):
-            remove(entry, "left over from a version deletion")
-            continue
-        try:
-            key = str(uuid.UUID(entry.name))
-        except ValueError:
-            continue  # not ours: leave it alone
-        upload = uploads.get(key)
-        if upload is None:
-            ended = Upload.objects.filter(pk=key).first()
-            reason = f"upload {ended.state}" if ended else "no upload row"
-            remove(entry, reason, ended)
+    for root in sorted(roots):
+        for entry in sorted(Path(root).iterdir()):
+            if entry.name == ".locks":
+                continue
+            if entry.name.startswith(".trash-"):
+                remove(entry, "left over from a version deletion")
+                continue
+            try:
+                key = str(uuid.UUID(entry.name))
+            except ValueError:
+                continue  # not ours: leave it alone
+            upload = uploads.get(key)
+            if upload is None:
+                ended = Upload.objects.filter(pk=key).first()
+                reason = f"upload {ended.state}" if ended else "no upload row"
+                remove(entry, reason, ended)
     for upload in uploads.values():
-        folder = staging.upload_dir(upload.id)
+        try:
+            server = staging.server_of_upload(upload)
+            folder = staging.upload_dir(upload)
+        except UploadError as exc:
+            Upload.objects.filter(pk=upload.pk).update(
+                state=Upload.State.FAILED, message=exc.message, finished_at=timezone.now()
+            )
+            _audit(upload, f"upload failed: {exc.message}")
+            continue
         if upload.state == Upload.State.PROCESSING and (
             startup or upload.updated_at < stale_before
         ):
-            target = staging.repository_root() / upload.model
+            target = server.repository / upload.model
             if upload.version and not upload.new_model:
                 target = target / str(upload.version)
             prepared = folder / ("model" if upload.new_model else "version")
@@ -126,6 +147,7 @@ def _audit(upload: Upload | None, detail: str) -> None:
         None,
         "upload",
         model_name=upload.model if upload else "",
+        server=upload.server if upload else "",
         target=f"upload {upload.id}" if upload else "staging",
         outcome="failed",
         detail=detail,

@@ -10,6 +10,9 @@ hash state cannot be stored, so it is kept in memory next to the offset it cover
 next chunk arrives at another process, or after a restart, that state is dropped and the
 staged file is hashed once when the upload completes. Either way the digest covers exactly
 the bytes on disk.
+
+An upload goes to one server's repository (``Upload.server``): its staging folder is that
+repository's (``disk.staging_folder``), found again from the row for every chunk.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.utils import timezone
 
+from .. import servers
 from ..disk import flock, staging_folder, version_numbers
 from ..models import Upload
 from ..naming import InvalidModelName
 from ..repository import CONFIG_FILE, RepositoryError, model_folder, read_config
+from ..servers import Server
 from . import names
 
 CODE_PERMISSION = "team.upload_code"
@@ -62,49 +67,58 @@ class UploadError(Exception):
 # --- places on disk ---------------------------------------------------------------------
 
 
-def repository_root() -> Path:
-    return Path(settings.MODEL_REPOSITORY)
-
-
-def staging_root() -> Path:
-    """The staging folder: outside the served repository, on the same file system."""
-    repo = repository_root().resolve()
-    root = staging_folder()
+def staging_root(server: Server) -> Path:
+    """The staging folder of the server's repository: outside it, on its file system."""
+    repo = server.repository.resolve()
+    root = staging_folder(server.repository)
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     if root == repo or repo in root.parents:
         raise UploadError(
-            f"UPLOAD_STAGING_DIR {root} is inside the model repository {repo}: Triton would "
-            "see half-written uploads; move it next to the repository",
+            f"the staging folder (UPLOAD_STAGING_DIR) {root} is inside the model repository "
+            f"{repo}: Triton would see half-written uploads; move it next to the repository",
             500,
         )
     if repo.exists() and os.stat(root).st_dev != os.stat(repo).st_dev:
         raise UploadError(
-            f"UPLOAD_STAGING_DIR {root} is not on the file system of the model repository "
-            f"{repo}: publishing renames folders, which only works on one file system",
+            f"the staging folder (UPLOAD_STAGING_DIR) {root} is not on the file system of the "
+            f"model repository {repo}: publishing renames folders, which only works on one "
+            "file system",
             500,
         )
     return root
 
 
-def upload_dir(upload_id: object) -> Path:
-    return staging_root() / str(upload_id)
+def server_of_upload(upload: Upload) -> Server:
+    """The server the upload goes to; UploadError when it was removed meanwhile."""
+    try:
+        return servers.get(upload.server)
+    except servers.UnknownServer as exc:
+        raise UploadError(f"{exc.message}: this upload's server was removed", 409) from None
+
+
+def upload_dir(upload: Upload) -> Path:
+    return staging_root(server_of_upload(upload)) / str(upload.id)
 
 
 def data_path(upload: Upload) -> Path:
-    return upload_dir(upload.id) / "data"
+    return upload_dir(upload) / "data"
 
 
-def upload_lock(upload_id: object) -> contextlib.AbstractContextManager[None]:
+def _lock_path(upload: Upload) -> Path:
+    return staging_root(server_of_upload(upload)) / ".locks" / f"upload-{upload.id}.lock"
+
+
+def upload_lock(upload: Upload) -> contextlib.AbstractContextManager[None]:
     """One writer per upload (chunks, completion, abort), across processes."""
-    return flock(staging_root() / ".locks" / f"upload-{upload_id}.lock")
+    return flock(_lock_path(upload))
 
 
-def remove_staging(upload_id: object) -> None:
-    shutil.rmtree(upload_dir(upload_id), ignore_errors=True)
+def remove_staging(upload: Upload) -> None:
+    shutil.rmtree(upload_dir(upload), ignore_errors=True)
     with contextlib.suppress(OSError):
-        (staging_root() / ".locks" / f"upload-{upload_id}.lock").unlink()
-    forget_hash(upload_id)
+        _lock_path(upload).unlink()
+    forget_hash(upload.id)
 
 
 # --- running sha256 ----------------------------------------------------------------------
@@ -152,14 +166,14 @@ def final_sha256(upload: Upload) -> tuple[str, bool]:
 # --- creating an upload ------------------------------------------------------------------
 
 
-def existing_folder(model: str) -> Path:
-    """The model's folder inside the repository (never through a link out of it)."""
+def existing_folder(server: Server, model: str) -> Path:
+    """The model's folder inside the server's repository (never through a link out of it)."""
     try:
-        return model_folder(model, repository_root())
+        return model_folder(model, server.repository)
     except InvalidModelName as exc:
         raise UploadError(str(exc), field="model") from exc
     except RepositoryError as exc:
-        if (repository_root() / model).is_symlink():
+        if (server.repository / model).is_symlink():
             raise UploadError(str(exc), 409, field="model") from exc
         raise UploadError(
             f"no model folder '{model}' in the repository: create the model first",
@@ -168,8 +182,9 @@ def existing_folder(model: str) -> Path:
         ) from exc
 
 
-def _model_backend(model: str) -> names.BackendFiles:
-    folder = existing_folder(model)
+def model_backend(server: Server, model: str) -> names.BackendFiles:
+    """The files the model's backend loads (from its config.pbtxt)."""
+    folder = existing_folder(server, model)
     config, error = read_config(folder / CONFIG_FILE)
     if config is None:
         raise UploadError(
@@ -185,8 +200,8 @@ def _model_backend(model: str) -> names.BackendFiles:
         raise UploadError(str(exc)) from exc
 
 
-def existing_versions(model: str) -> list[int]:
-    return version_numbers(existing_folder(model))
+def existing_versions(server: Server, model: str) -> list[int]:
+    return version_numbers(existing_folder(server, model))
 
 
 def check_may_upload(user: Any, *, is_code: bool) -> None:
@@ -235,6 +250,7 @@ def _flag(value: object, field: str) -> bool:
 def create_upload(
     user: Any,
     *,
+    server: Server,
     model: object,
     filename: object,
     size: object,
@@ -243,9 +259,9 @@ def create_upload(
     version: object = None,
     sha256: object = "",
 ) -> Upload:
-    """Check everything that can be checked before the bytes arrive; create the session.
-    Values come from JSON or a form: each is checked for its type, and a refusal names
-    its field."""
+    """Check everything that can be checked before the bytes arrive; create the session
+    of an upload into ``server``'s repository. Values come from JSON or a form: each is
+    checked for its type, and a refusal names its field."""
     check_may_upload(user, is_code=False)
     model = _text(model, "model")
     filename = _text(filename, "filename")
@@ -266,7 +282,7 @@ def create_upload(
     requested = names.parse_version(version) if version not in (None, "") else None
     if new_model:
         files = names.backend_files(backend)
-        if (repository_root() / model).exists() or (repository_root() / model).is_symlink():
+        if (server.repository / model).exists() or (server.repository / model).is_symlink():
             raise UploadError(
                 f"model '{model}' already exists: upload a new version of it instead",
                 409,
@@ -275,8 +291,8 @@ def create_upload(
         if requested not in (None, 1):
             raise UploadError("a new model starts at version 1", field="version")
     else:
-        files = _model_backend(model)
-        if requested is not None and requested in existing_versions(model):
+        files = model_backend(server, model)
+        if requested is not None and requested in existing_versions(server, model):
             raise UploadError(
                 f"version {requested} of '{model}' already exists: choose a free number or "
                 "leave it empty for the next one",
@@ -294,7 +310,7 @@ def create_upload(
     digest = sha256.strip().lower()
     if digest and not _SHA256.fullmatch(digest):
         raise UploadError("sha256 must be 64 hexadecimal characters", field="sha256")
-    root = staging_root()
+    root = staging_root(server)
     free = shutil.disk_usage(root).free
     if declared > free:
         raise UploadError(
@@ -305,6 +321,7 @@ def create_upload(
     upload = Upload.objects.create(
         user=user if getattr(user, "pk", None) else None,
         username=user.get_username(),
+        server=server.name,
         model=model,
         new_model=new_model,
         backend=backend if new_model else files.platform or files.backend,
@@ -315,7 +332,7 @@ def create_upload(
         size=declared,
         client_sha256=digest,
     )
-    folder = upload_dir(upload.id)
+    folder = upload_dir(upload)
     folder.mkdir(mode=0o700)
     data_path(upload).touch(mode=0o600)
     return upload
@@ -398,7 +415,7 @@ def append_chunk(
             413,
             field="Content-Length",
         )
-    with upload_lock(upload.id):
+    with upload_lock(upload):
         upload.refresh_from_db()
         if upload.state != Upload.State.RECEIVING:
             raise UploadError(f"the upload is {upload.get_state_display()}", 409)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import repository
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
+from ..server_context import server_of
 from ..triton.client import TritonError, get_client
 from . import names, publish, staging
 from .staging import UploadError
@@ -60,14 +61,15 @@ def new_model(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def new_version(request: HttpRequest, name: str) -> HttpResponse:
+    server = server_of(request)
     try:
-        folder = repository.get_model(staging.repository_root(), name)
+        folder = repository.get_model(server.repository, name)
     except repository.RepositoryError as exc:
         raise Http404(str(exc)) from exc
     backend_error = ""
     files = None
     try:
-        files = staging._model_backend(name)
+        files = staging.model_backend(server, name)
     except UploadError as exc:
         backend_error = exc.message
     return render(
@@ -96,10 +98,11 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
         number = names.parse_version(version)
     except names.InvalidName as exc:
         raise Http404(str(exc)) from exc
+    server = server_of(request)
     if request.method == "POST":
         try:
             deleted = publish.delete_version(
-                name, number, request.user, unload=request.POST.get("unload") == "1"
+                server, name, number, request.user, unload=request.POST.get("unload") == "1"
             )
         except UploadError as exc:
             messages.error(request, exc.message)
@@ -109,14 +112,14 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
         messages.info(request, deleted.message)
         return redirect(reverse("model_detail", args=[name]))
     try:
-        folder = repository.get_model(staging.repository_root(), name)
+        folder = repository.get_model(server.repository, name)
     except repository.RepositoryError as exc:
         raise Http404(str(exc)) from exc
     if number not in folder.versions:
         raise Http404(f"model '{name}' has no version {number}")
     version_folder = next(v for v in repository.version_folders(folder) if v.number == number)
     try:
-        states = get_client().model_states(name)
+        states = get_client(server).model_states(name)
         triton_error = ""
     except TritonError as exc:
         states, triton_error = [], exc.message
@@ -143,6 +146,7 @@ def version_policy(request: HttpRequest, name: str) -> HttpResponse:
         return redirect(reverse("model_detail", args=[name]))
     try:
         publish.set_version_policy(
+            server_of(request),
             name,
             request.POST.get("policy", ""),
             user=request.user,
@@ -170,10 +174,11 @@ def version_policy(request: HttpRequest, name: str) -> HttpResponse:
 def delete_model(request: HttpRequest, name: str) -> HttpResponse:
     """GET: the confirmation listing every file that goes; POST (confirmed): delete, after
     unloading when asked to. Admins only (team.delete_versions)."""
+    server = server_of(request)
     if request.method == "POST":
         try:
             deleted = publish.delete_model(
-                name, request.user, unload=request.POST.get("unload") == "1"
+                server, name, request.user, unload=request.POST.get("unload") == "1"
             )
         except UploadError as exc:
             messages.error(request, exc.message)
@@ -183,11 +188,11 @@ def delete_model(request: HttpRequest, name: str) -> HttpResponse:
         messages.info(request, deleted.message)
         return redirect("model_list")
     try:
-        files, total = publish.model_contents(name)
+        files, total = publish.model_contents(server, name)
     except UploadError as exc:
         raise Http404(exc.message) from exc
     try:
-        states, triton_error = get_client().model_states(name), ""
+        states, triton_error = get_client(server).model_states(name), ""
     except TritonError as exc:
         states, triton_error = [], exc.message
     return render(

@@ -3,6 +3,14 @@
 "use strict";
 
 window.Live = (function () {
+  // The page's Triton server (base.html's meta; servers.js): a socket relays its events.
+  function withServer(path) {
+    const meta = document.querySelector('meta[name="triton-server"]');
+    const server = meta ? meta.content : "";
+    if (!server || server === "default") return path;
+    return path + (path.indexOf("?") < 0 ? "?" : "&") + "server=" + encodeURIComponent(server);
+  }
+
   function connect(path, handlers, resync) {
     const lastSeq = {};
     let socket = null;
@@ -26,7 +34,7 @@ window.Live = (function () {
 
     function open() {
       const scheme = location.protocol === "https:" ? "wss" : "ws";
-      socket = new WebSocket(scheme + "://" + location.host + path);
+      socket = new WebSocket(scheme + "://" + location.host + withServer(path));
       socket.onopen = function () {
         retry = 500;
         // A new connection starts a new sequence: Redis may have restarted (its counters

@@ -2,7 +2,8 @@
 
 The sweep is stored like one started from the UI (it appears in the history), but runs
 synchronously here rather than through Celery; it takes the server's slot, so it refuses
-to start while another sweep runs on the same Triton.
+to start while another sweep runs on the same Triton. ``--server NAME`` picks the server
+(default: default, the TRITON_* environment's).
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ from profiler_app.params import (
     from_flags,
     refusal,
 )
+from repository_app import servers
+from repository_app.servers import UnknownServer
 
 # The flags' names on this command line, where they are not --NAME-WITH-DASHES.
 OPTIONS = {"model": "MODEL", "version": "-x", "protocol": "-i", "batch_size": "-b"}
 
 
 class Command(BaseCommand):
-    help = "Run a perf sweep against the configured Triton (perf_analyzer's flag names)."
+    help = "Run a perf sweep against a Triton server (perf_analyzer's flag names)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         # Values stay text: `params.from_flags` reads and checks them, as for the form and
@@ -109,6 +112,12 @@ class Command(BaseCommand):
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
         parser.add_argument("--engine", choices=["builtin", "perf_analyzer"], default="builtin")
         parser.add_argument("--as-user", default=None, help="store the sweep as this user")
+        parser.add_argument(
+            "--server",
+            default="default",
+            metavar="NAME",
+            help="the Triton server to run on (default: default, the TRITON_* environment's)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         user = None
@@ -116,6 +125,10 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=opts["as_user"]).first()
             if user is None:
                 raise CommandError(f"no user named {opts['as_user']!r}")
+        try:
+            server = servers.get(opts["server"])
+        except UnknownServer as exc:
+            raise CommandError(f"--server: {exc.message}") from None
         flags = {name: opts[name] for name in DEFAULTS if opts.get(name) not in (None, [])}
         if "input_data" in flags and flags["input_data"] not in INPUT_DATA_KINDS:
             flags["input_data"] = _input_file(flags["input_data"])
@@ -124,12 +137,13 @@ class Command(BaseCommand):
         except ParamsError as exc:
             raise CommandError(_refusal(exc, flags)) from None
         try:
-            kind = sweeps.preflight(params, opts["engine"])
+            kind = sweeps.preflight(server, params, opts["engine"])
         except FlagsRefused as exc:  # flags that do not fit the model's kind, by their names
             raise CommandError(_refusal(refusal(exc, params), flags)) from None
         except SweepError as exc:
             raise CommandError(str(exc)) from None
         sweep = sweeps.create_sweep(
+            server,
             params,
             engine=opts["engine"],
             user=user,
@@ -142,9 +156,9 @@ class Command(BaseCommand):
             busy = jobs.running_on(sweep.server)
             reason = f"sweep #{busy.pk} is running there" if busy else "other sweeps are queued"
             Sweep.objects.filter(pk=sweep.pk).update(
-                state=Sweep.State.FAILED, error=f"Triton at {sweep.server} is busy: {reason}"
+                state=Sweep.State.FAILED, error=f"Triton at {server.grpc_url} is busy: {reason}"
             )
-            raise CommandError(f"Triton at {sweep.server} is busy ({reason}); try again later")
+            raise CommandError(f"Triton at {server.grpc_url} is busy ({reason}); try again later")
         rounds = f" × {params.rounds} rounds" if params.rounds > 1 else ""
         self.stderr.write(
             f"sweep #{sweep.pk}: {params.model} {params.mode} {params.range_text}{rounds}"

@@ -1,4 +1,5 @@
-"""`manage.py triton status|load|unload`: scriptable Triton control (exit 0 on success)."""
+"""`manage.py triton status|load|unload [--server NAME ...]`: scriptable Triton control (exit 0
+on success). ``--server`` names the server (repeatable: each in turn); default ``default``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from repository_app import control, repository
+from repository_app import control, repository, servers
+from repository_app.servers import Server, UnknownServer
 from repository_app.status import group_index, overall_state
 from repository_app.triton.client import TritonError, get_client
 from team.cli import acting_user
@@ -30,6 +32,14 @@ class Command(BaseCommand):
         )
         unload = sub.add_parser("unload", help="unload a model")
         unload.add_argument("model")
+        for p in sub.choices.values():
+            p.add_argument(
+                "--server",
+                action="append",
+                dest="servers",
+                metavar="NAME",
+                help="the Triton server (repeat for several, each in turn); default: default",
+            )
         for p in (load, unload):
             p.add_argument(
                 "--as-user",
@@ -40,30 +50,54 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
+            chosen = [servers.get(n) for n in dict.fromkeys(options["servers"] or ["default"])]
+        except UnknownServer as exc:
+            raise CommandError(f"--server: {exc.message}") from None
+        failed = []
+        for server in chosen:
+            # Several servers: each line says which one; one: the output is as it always was.
+            prefix = f"[{server.name}] " if len(chosen) > 1 else ""
+            try:
+                self._one(server, options, prefix)
+            except CommandError as exc:
+                if len(chosen) == 1:
+                    raise
+                self.stderr.write(f"{prefix}{exc}")
+                failed.append(server.name)
+        if failed:
+            raise CommandError(f"failed on {', '.join(failed)}")
+
+    def _one(self, server: Server, options: dict[str, Any], prefix: str) -> None:
+        try:
             if options["action"] == "status":
-                self._status()
+                self._status(server, prefix)
                 return
             name = options["model"]
             user = acting_user(options["as_user"], "repository_app.control_models")
             repository.check_model_name(name)
-            control.check_can_control()
+            control.check_can_control(server)
             config = _read_override(options.get("config_file"))
             if config is not None:
-                _check_override(name, config, user)
+                _check_override(server, name, config, user)
             outcome = control.run_action(
-                options["action"], name, user.get_username(), user_id=user.pk, config=config
+                server,
+                options["action"],
+                name,
+                user.get_username(),
+                user_id=user.pk,
+                config=config,
             )
         except (TritonError, control.ActionRefused, repository.RepositoryError) as exc:
             raise CommandError(str(exc)) from exc
         if not outcome.ok:
             raise CommandError(outcome.message)
-        self.stdout.write(outcome.message)
+        self.stdout.write(prefix + outcome.message)
 
-    def _status(self) -> None:
-        client = get_client()
+    def _status(self, server: Server, prefix: str) -> None:
+        client = get_client(server)
         info = client.server_info()
         self.stdout.write(
-            f"Triton {info.version} at {client.grpc_url}: "
+            f"{prefix}Triton {info.version} at {client.grpc_url}: "
             f"{'live' if info.live else 'not live'}, {'ready' if info.ready else 'not ready'}, "
             f"model control {info.control_mode}"
         )
@@ -75,10 +109,10 @@ class Command(BaseCommand):
                 line += f"\t{versions}"
             if reason and overall_state(states) != "READY":
                 line += f"\t{reason.splitlines()[0]}"
-            self.stdout.write(line)
+            self.stdout.write(prefix + line)
 
 
-def _check_override(name: str, config: dict[str, Any], user: Any) -> None:
+def _check_override(server: Server, name: str, config: dict[str, Any], user: Any) -> None:
     """A load with an override that changes the code Triton runs needs team.upload_code,
     as a save of the same config would."""
     from google.protobuf import json_format
@@ -91,9 +125,11 @@ def _check_override(name: str, config: dict[str, Any], user: Any) -> None:
         override = json_format.ParseDict(config, pb.ModelConfig())
     except json_format.ParseError as exc:
         raise CommandError(f"--config-file: not a ModelConfig ({exc})") from None
-    current = saving.read_current(name)
+    current = saving.read_current(name, server)
     try:
-        saving.check_code_change(name, parse_config(current.data).config, override, user)
+        saving.check_code_change(
+            name, parse_config(current.data).config, override, user, server=server
+        )
     except saving.CodeChangeRefused as exc:
         raise CommandError(exc.message) from None
 

@@ -32,7 +32,7 @@ class Command(BaseCommand):
             "--gpus",
             default=None,
             help="comma-separated GPU ids of the target server ('' for a CPU-only server); "
-            "default: asked from the configured Triton when it answers",
+            "default: asked from the --server's Triton when it answers",
         )
         parser.add_argument(
             "--triton-version",
@@ -43,6 +43,13 @@ class Command(BaseCommand):
             "Triton's, else the newest release",
         )
         parser.add_argument("--no-server", action="store_true", help="skip the server-level rules")
+        parser.add_argument(
+            "--server",
+            default="default",
+            metavar="NAME",
+            help="the Triton server whose version and GPUs the rules judge against "
+            "(default: default, the TRITON_* environment's)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         server = self._server_facts(options)
@@ -77,9 +84,14 @@ class Command(BaseCommand):
             gpus = [int(x) for x in options["gpus"].split(",") if x.strip()]
         asked = None
         if not options["no_server"] and (gpus is None or version is None):
+            from repository_app import servers
             from repository_app.triton.server_facts import server_facts
 
-            asked = server_facts()
+            try:
+                target = servers.get(options["server"])
+            except servers.UnknownServer as exc:
+                raise CommandError(f"--server: {exc.message}") from None
+            asked = server_facts(target)
         if asked is not None:
             version = version or asked.version
             if gpus is None and asked.gpus_known:

@@ -1,0 +1,105 @@
+"""Which Triton server a request is about: ``?server=NAME`` on any page or API call.
+
+- ``ServerMiddleware`` resolves it into ``request.triton_server`` (the default server when
+  absent). An unknown name is a 404 with the registry's message: the page for a signed-in
+  user, the API's JSON error (``KnownServer``, once DRF has authenticated the caller, so
+  that nobody learns server names without signing in). Redirects to this site's own pages
+  keep ``server=``, so a POST that redirects back stays on its server.
+- ``server_of(request)`` is how views read it (typed; a 404 if it was unknown).
+- ``server_context`` gives templates ``current_server`` and ``servers`` (the switcher in
+  base.html); static/js/servers.js keeps ``server=`` on the page's links, forms and fetches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.functional import SimpleLazyObject
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.exceptions import NotFound
+from rest_framework.permissions import BasePermission
+
+from . import servers
+from .servers import Server, UnknownServer
+
+PARAM = "server"
+# Every API view takes ?server=NAME (KnownServer: an unknown one is a 404), for its schema.
+SERVER_PARAMETER = OpenApiParameter(
+    PARAM, str, description="the Triton server (default: the one TRITON_URL names)"
+)
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+def _resolve(request: Any) -> None:
+    name = request.GET.get(PARAM, "")
+    request.triton_server_error = ""  # type: ignore[attr-defined]
+    if not name:
+        request.triton_server = servers.default()  # type: ignore[attr-defined]
+        return
+    try:
+        request.triton_server = servers.get(name)  # type: ignore[attr-defined]
+    except UnknownServer as exc:
+        request.triton_server = None  # type: ignore[attr-defined]
+        request.triton_server_error = exc.message  # type: ignore[attr-defined]
+
+
+class ServerMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        _resolve(request)
+        error = request.triton_server_error  # type: ignore[attr-defined]
+        api = request.path.startswith("/api/")
+        if error and not api and request.user.is_authenticated:
+            return render(
+                request, "404.html", {"exception": error, "request_path": request.path}, status=404
+            )
+        response = self.get_response(request)
+        server = request.triton_server  # type: ignore[attr-defined]
+        if server is not None and not server.is_default and response.status_code in _REDIRECTS:
+            location = response.get("Location", "")
+            if _same_site(location, request) and f"{PARAM}=" not in urlsplit(location).query:
+                response["Location"] = servers.with_server(location, server)
+        return response
+
+
+def _same_site(location: str, request: HttpRequest) -> bool:
+    parts = urlsplit(location)
+    if not parts.scheme and not parts.netloc:
+        return location.startswith("/") and not location.startswith("//")
+    return parts.netloc == request.get_host()
+
+
+def server_of(request: Any) -> Server:
+    """The server a request names (a Django or a DRF request); Http404 for an unknown one."""
+    if not hasattr(request, "triton_server"):  # built without the middleware (tests)
+        _resolve(request)
+    server = request.triton_server
+    if server is None:
+        raise Http404(request.triton_server_error)
+    return server  # type: ignore[no-any-return]
+
+
+class KnownServer(BasePermission):
+    """The API's check of ``?server=``: after authentication, an unknown name is a 404."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        error = getattr(request, "triton_server_error", "")
+        if error:
+            raise NotFound(error)
+        return True
+
+
+def server_context(request: HttpRequest) -> dict[str, Any]:
+    """Template context: the page's server and every server (read only when a template
+    uses it: the header's switcher)."""
+    current = getattr(request, "triton_server", None) or servers.default()
+    return {
+        "current_server": current,
+        "servers": SimpleLazyObject(servers.all),
+    }
