@@ -46,6 +46,7 @@ def test_only_the_triton_package_holds_a_triton_client_and_knows_the_gpu_metrics
         "repository_app/triton/client.py",
         "repository_app/triton/aio.py",
         "profiler_app/engine/load_workers.py",
+        "profiler_app/engine/http_body.py",
     }, holders
     assert gpu_readers == {"repository_app/triton/gpus.py"}, gpu_readers
 

@@ -22,6 +22,7 @@ from profiler_app.search import confirm, defaults, report, runner
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints, metrics_for, score
 from profiler_app.search.space import Knobs, Space, SpaceError, apply, check_scheduler, knobs_of
+from repository_app import servers
 from repository_app.modelconfig import parse_config
 from repository_app.triton.client import TritonError
 from team.roles import OPERATOR, set_role
@@ -332,7 +333,7 @@ def repository(settings, tmp_path, monkeypatch):
     # The kind comes from config.pbtxt; nothing is loaded, and refusals come first.
     for module in (runner, sweeps, kind_presets, defaults):
         monkeypatch.setattr(module, "get_client", no_triton)
-    monkeypatch.setattr(runner.control, "check_can_control", lambda: None)
+    monkeypatch.setattr(runner.control, "check_can_control", lambda server: None)
     monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
     return tmp_path
 
@@ -340,7 +341,7 @@ def repository(settings, tmp_path, monkeypatch):
 def _form(model: str, **changes: str) -> SearchForm:
     kind = kind_of(_config(model))
     data = {k: v for k, v in {**BASE, **changes}.items() if v is not None}
-    form = SearchForm(data, model=model, kind=kind)
+    form = SearchForm(data, model=model, server=servers.default(), kind=kind)
     form.is_valid()
     return form
 
@@ -400,7 +401,7 @@ def test_entries_that_fit_make_a_streaming_or_a_sequence_search(repository):
 
 @pytest.mark.django_db
 def test_the_api_refuses_on_the_field_and_the_page_shows_what_fits(repository, monkeypatch):
-    monkeypatch.setattr(runner, "has_gpus", lambda: False)
+    monkeypatch.setattr(runner, "has_gpus", lambda server: False)
     user = get_user_model().objects.create_user("olga", password="pw-olga-12345")
     set_role(user, OPERATOR)
     client = Client()

@@ -16,6 +16,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
+from repository_app import servers
 from repository_app.triton.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -81,6 +82,7 @@ def test_a_quick_search_of_a_decoupled_model_measures_streams_and_ranks_by_respo
 ):
     served = _served_while_measured(monkeypatch, client, stream_tok)
     request = runner.SearchRequest(
+        server=servers.default(),
         model=stream_tok,
         # max_batch_size 0: nothing for dynamic batching to batch; instances only.
         space=Space(counts=(1, 2), batching_off=True, batching_on=False),
@@ -128,6 +130,7 @@ def test_a_search_of_a_sequence_model_keeps_its_sequence_batching(
     before = client.model_config(seq_accumulate)
     served = _served_while_measured(monkeypatch, client, seq_accumulate)
     request = runner.SearchRequest(
+        server=servers.default(),
         model=seq_accumulate,
         # Dynamic batching asked for (the Space's default): a sequence model never gets it.
         space=Space(counts=(1, 2)),

@@ -82,7 +82,9 @@ def test_no_note_nor_position_chart_where_they_do_not_belong(viewer):
 @pytest.fixture()
 def served_kind(monkeypatch):  # type: ignore[no-untyped-def]
     """The preflight, as it answers for seq_accumulate on Triton; nothing queued."""
-    monkeypatch.setattr(sweeps, "preflight", lambda params, engine="builtin": _kind(params.model))
+    monkeypatch.setattr(
+        sweeps, "preflight", lambda server, params, engine="builtin": _kind(params.model)
+    )
     monkeypatch.setattr(jobs, "dispatch", lambda job_id: True)
 
 

@@ -56,6 +56,7 @@ import hpack
 import numpy as np
 
 from . import grpc_h2
+from .http_body import request_body
 from .sequence_slots import SequenceSlots
 from .sequences import SequenceSpec
 from .stream_slots import StreamSlots
@@ -103,17 +104,9 @@ def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
 
 def serialize_http(spec: WorkerSpec) -> list[tuple[bytes, dict[str, str]]]:
     """(body, headers) for each payload in Triton's binary-data HTTP format, built once."""
-    import tritonclient.http as httpclient
-
     bodies = []
     for payload in spec.payloads:
-        inputs = []
-        for name, datatype, array in payload:
-            tensor = httpclient.InferInput(name, list(array.shape), datatype)
-            tensor.set_data_from_numpy(array, binary_data=True)
-            inputs.append(tensor)
-        outputs = None
-        body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outputs)
+        body, json_size = request_body(payload)
         headers = {"Content-Type": "application/octet-stream"}
         if json_size is not None:
             headers["Inference-Header-Content-Length"] = str(json_size)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import stats
+from .http_body import request_body
 from .stream_slots import _varint
 
 if TYPE_CHECKING:  # the worker processes import this module, never Django's
@@ -185,20 +186,12 @@ def http_sequence_requests(
     payloads: Sequence[Sequence[tuple[str, str, np.ndarray]]],
 ) -> HttpSequenceRequests:
     """Each payload as tritonclient writes a sequence's request, cut at the id."""
-    import tritonclient.http as httpclient
-
     parts = []
     for payload in payloads:
         variants = {}
         for start, end in GRPC_FLAGS:
-            inputs = []
-            for name, datatype, array in payload:
-                tensor = httpclient.InferInput(name, list(array.shape), datatype)
-                tensor.set_data_from_numpy(array, binary_data=True)
-                inputs.append(tensor)
-            body, json_size = httpclient.InferenceServerClient.generate_request_body(
-                inputs,
-                None,
+            body, json_size = request_body(
+                payload,
                 sequence_id=ID_PLACEHOLDER.strip(b'"').decode(),
                 sequence_start=start,
                 sequence_end=end,
