@@ -131,6 +131,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# ModelBackend authenticates and answers every permission; the second answers permissions on
+# one Triton server (`user.has_perm(PERMISSION, server)`), where roles can be narrowed.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "team.backends.ServerPermissionBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"

@@ -1,0 +1,38 @@
+"""`user.has_perm(PERMISSION, server)`: a permission on one Triton server is the user's
+role's permission (ModelBackend alone answers no permission for an object)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+
+from repository_app import servers
+from team.roles import OPERATOR, VIEWER, ensure_roles, set_role
+
+pytestmark = pytest.mark.django_db
+CONTROL = "repository_app.control_models"
+
+
+def _user(name: str, role: str) -> User:
+    ensure_roles()
+    user = User.objects.create_user(name, password="pw-server-perm-1")
+    set_role(user, role)
+    return User.objects.get(pk=user.pk)  # a fresh permission cache
+
+
+def test_a_permission_on_a_server_is_the_roles_permission():
+    server = servers.default()
+    assert _user("olga", OPERATOR).has_perm(CONTROL, server)
+    assert not _user("vera", VIEWER).has_perm(CONTROL, server)
+
+
+def test_an_object_that_is_not_a_server_grants_nothing():
+    assert not _user("otto", OPERATOR).has_perm(CONTROL, object())
+
+
+def test_the_server_backend_authenticates_no_one(client):
+    _user("olga", OPERATOR)
+    from django.contrib.auth import authenticate
+
+    user = authenticate(username="olga", password="pw-server-perm-1")
+    assert user is not None and user.backend == "django.contrib.auth.backends.ModelBackend"
