@@ -13,6 +13,8 @@ finish): create, measure, re-run, and read them back.
   a new invocation (`_run_perf_analyzer`), so every level is kept, marked unstable like the
   built-in engine's; each invocation's exact command is stored, one per line.
 - The verdict (knee, recommendation, caveat) is `verdict.summarize`: from settled levels only.
+- With `load_hosts` N > 1 (built-in engine), each round's run of the engine has N - 1 load
+  agents beside this worker (`load_agents`); the time limits allow for waiting on them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import jobs, kind_rules, llm, measure, repeats, verdict
+from . import jobs, kind_rules, llm, load_agents, measure, repeats, verdict
 from .engine import composing
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
@@ -84,10 +86,11 @@ def level_key(level: float) -> float:
 
 def time_limits(params: SweepParams) -> tuple[int, int]:
     """(soft, hard) seconds for one task: every level at max windows in every round, plus
-    margins."""
+    margins, plus each round's wait for its load agents (`load_agents.wait_bound_s`)."""
     levels = params.level_count() * max(1, params.rounds)
     window_s = params.measurement_window_ms / 1000
-    soft = int(levels * (params.max_windows * window_s * 1.25 + 5) + 120)
+    agents_s = load_agents.wait_bound_s(params) * max(1, params.rounds)
+    soft = int(levels * (params.max_windows * window_s * 1.25 + 5) + 120 + agents_s)
     return soft, soft + 60
 
 
@@ -457,7 +460,7 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
             if sweep.engine == Sweep.Engine.PERF_ANALYZER:
                 state, error = _run_perf_analyzer(sweep, run_params, todo, heartbeat, recorder)
             else:
-                state, error = _run_builtin(run_params, todo, heartbeat, recorder)
+                state, error = _run_builtin(sweep, run_params, todo, heartbeat, recorder)
             if state != State.SUCCEEDED or _should_cancel(heartbeat, recorder):
                 break
     except SweepError as exc:
@@ -508,9 +511,13 @@ def _should_cancel(heartbeat: jobs.Heartbeat, recorder: _Recorder) -> bool:
 
 
 def _run_builtin(
-    params: SweepParams, levels: list[float], heartbeat: jobs.Heartbeat, recorder: _Recorder
+    sweep: Sweep,
+    params: SweepParams,
+    levels: list[float],
+    heartbeat: jobs.Heartbeat,
+    recorder: _Recorder,
 ) -> tuple[str, str]:
-    async def main() -> Any:
+    async def main(hosts: Any) -> Any:
         return await run_sweep(
             params,
             engine_url(params.protocol),
@@ -519,9 +526,11 @@ def _run_builtin(
             should_cancel=lambda: _should_cancel(heartbeat, recorder),
             metrics_url=engine_metrics_url(),
             levels=levels,
+            hosts=hosts,
         )
 
-    result = asyncio.run(main())
+    with load_agents.agents_for(sweep, params) as hosts:
+        result = asyncio.run(main(hosts))
     if recorder.abort:
         return State.FAILED, recorder.abort
     if result.cancelled:
