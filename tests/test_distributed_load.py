@@ -305,6 +305,7 @@ def test_the_composite_pool_sends_wall_clock_cuts_and_pools_every_hosts_replies(
         sorted(np.concatenate([r[2] for r in replies]).tolist())
         == [10] * 5 + [20] * 3 + [30] * 4 + [40] * 2
     )
+    assert set(pool.last_cost) == {"load_local_ms", "load_collect_ms"}
     assert pool.last_hosts == [
         {"host": "coordinator", "requests": 8, "errors": 1},
         {"host": "agent-1", "requests": 4, "errors": 0},

@@ -64,10 +64,11 @@ def add_batched(triton):
 
 
 def _start(**overrides) -> Sweep:
-    params = SweepParams(
+    base = dict(
         model="add_batched", start=2, end=4, step=2, measurement_window_ms=300,
-        stability_percentage=100, max_windows=3, **overrides,
+        stability_percentage=100, max_windows=3,
     )  # fmt: skip
+    params = SweepParams(**{**base, **overrides})
     sweep = sweeps.create_sweep(params, enqueue=False)
     # Sent to the workers' own queue (the watchdog leaves a dispatched job alone).
     Sweep.objects.filter(pk=sweep.pk).update(dispatched_at=timezone.now())
@@ -133,6 +134,7 @@ def test_two_load_hosts_complete_and_each_level_names_both_with_its_share(add_ba
         assert sum(h["requests"] for h in hosts) == point.requests > 0
     window = SweepPoint.objects.filter(sweep=done, window__gte=0).first()
     assert window is not None and window.extra["load_collect_ms"] > 0
+    assert window.extra["load_local_ms"] > 0 and window.extra["load_merge_ms"] > 0
     wait_for(lambda: _nothing_left(done.pk, two_workers), BOUND_S, "the agents to be gone")
 
 

@@ -115,10 +115,9 @@ class WindowResult:
     sequence: SequenceRecords | None = None  # sequence models
     good: int | None = None  # requests that met every goodput objective (None: none set)
     # Load from several hosts: each host's share ({"host", "requests", "errors"}), and what
-    # closing the window cost: the agents' records (sent for to decoded) and the pooling.
+    # closing the window cost (`remote.CompositePool.swap`'s times, and the pooling's).
     hosts: list[dict[str, Any]] | None = None
-    collect_ms: float | None = None
-    merge_ms: float | None = None
+    load_cost: dict[str, float] | None = None
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -155,15 +154,7 @@ class WindowResult:
                     if self.stream
                     else {}
                 ),
-                **(
-                    {
-                        "load_hosts": self.hosts,
-                        "load_collect_ms": self.collect_ms,
-                        "load_merge_ms": self.merge_ms,
-                    }
-                    if self.hosts
-                    else {}
-                ),
+                **({"load_hosts": self.hosts, **(self.load_cost or {})} if self.hosts else {}),
             },
             window=self.index,
             closed_at=self.closed_at,
@@ -682,8 +673,10 @@ async def _measure_levels(
             window = _window(level, len(windows), window_start, window_end, replies, batch)
             if isinstance(pool, CompositePool):
                 window.hosts = pool.last_hosts
-                window.collect_ms = pool.collect_ms
-                window.merge_ms = (time.perf_counter() - merge_started) * 1000
+                window.load_cost = {
+                    **pool.last_cost,
+                    "load_merge_ms": (time.perf_counter() - merge_started) * 1000,
+                }
             window.steps = [
                 StepServer(step, _server_diff(a, b))
                 for step, a, b in zip(plan.steps, steps_start, steps_end, strict=True)

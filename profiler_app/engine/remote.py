@@ -523,7 +523,9 @@ class CompositePool:
         self.host_threads = list(host_threads)  # each host's paced threads (request rate)
         self.sequences = local.sequences
         self.last_hosts: list[dict[str, Any]] = []  # each host's share of the last window
-        self.collect_ms = 0.0  # the agents' records of the last window: sent for to decoded
+        # What the last swap took (ms): the local workers' records, and the agents' (their
+        # swap sent until every agent's records are decoded), side by side.
+        self.last_cost: dict[str, float] = {}
 
     async def start_sequences(self, params: SweepParams, level: float) -> None:
         """Every host ends its live sequences and takes its share of the level's statuses,
@@ -566,17 +568,28 @@ class CompositePool:
         """The window's replies of every host's workers, the local ones first."""
         started = time.perf_counter()
         boundary = to_wall(t_end)
+        cost: dict[str, float] = {}
+
+        def took(name: str) -> None:
+            cost[name] = (time.perf_counter() - started) * 1000
+
+        async def local() -> list[tuple]:
+            replies = await self.local.swap(t_end)
+            took("load_local_ms")
+            return replies
 
         async def remote() -> list[tuple]:
             await self.remote.send([("swap", boundary)] * len(self.remote.agents))
-            return await self.remote.collect("records", REPLY_TIMEOUT_S)
+            replies = await self.remote.collect("records", REPLY_TIMEOUT_S)
+            took("load_collect_ms")
+            return replies
 
-        local, agents = await asyncio.gather(self.local.swap(t_end), remote())
-        self.collect_ms = (time.perf_counter() - started) * 1000
-        self.last_hosts = [host_requests(self.remote.name, local)] + [
+        mine, agents = await asyncio.gather(local(), remote())
+        self.last_cost = cost
+        self.last_hosts = [host_requests(self.remote.name, mine)] + [
             host_requests(a.host, m[1]) for a, m in zip(self.remote.agents, agents, strict=True)
         ]
-        return [*local, *(r for m in agents for r in m[1])]
+        return [*mine, *(r for m in agents for r in m[1])]
 
     def stop(self) -> None:
         try:
