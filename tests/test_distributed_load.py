@@ -456,3 +456,21 @@ def test_too_few_agents_fail_the_join_naming_how_many_and_the_queue() -> None:
     finally:
         hosts.close()
     assert _keys(990_002) == []
+
+
+def test_a_sweep_cancelled_while_its_agents_join_stops_waiting_for_them() -> None:
+    hosts = remote.RemoteHosts(
+        settings.REDIS_URL, 990_003, 2, name="coordinator", queue="q", join_timeout_s=60
+    )
+    hosts.open()
+    try:
+        started = time.monotonic()
+
+        async def cancelled() -> bool:
+            return time.monotonic() - started > 0.5
+
+        assert asyncio.run(hosts.join(cancelled)) is False
+        assert time.monotonic() - started < 10  # a bound: well inside the join's 60 s
+    finally:
+        hosts.close()
+    assert _keys(990_003) == []

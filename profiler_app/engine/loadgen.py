@@ -600,14 +600,16 @@ async def run_sweep(
         pool: _Pool | CompositePool = local
         try:
             outputs = await local.started()
+            result = SweepResult(params, [], outputs=outputs)
             if hosts is not None and count > 1:
-                await hosts.join()
+                if not await hosts.join(should_cancel):
+                    result.cancelled, result.stopped_reason = True, "cancelled"
+                    return result
                 await hosts.started()
                 threads = [
                     sum(host_plan(params, prepared.sequence, h, count)[1]) for h in range(count)
                 ]
                 pool = CompositePool(local, hosts, threads)
-            result = SweepResult(params, [], outputs=outputs)
             await _measure_levels(
                 params, levels, pool, control, GpuSampler(metrics_url), result,
                 on_window, on_level, should_cancel, plan=prepared.plan,

@@ -40,6 +40,7 @@ window's records (REPLY_TIMEOUT_S) and their stop (STOP_TIMEOUT_S).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import secrets
 import threading
@@ -277,15 +278,20 @@ class RemoteHosts:
 
     # --- joining and starting -------------------------------------------------------------------
 
-    async def join(self) -> None:
-        """Wait (join_timeout_s at most) until N - 1 agents joined; SweepError otherwise."""
-        await asyncio.to_thread(self._redis_call, self._join)
-
-    def _join(self) -> None:
+    async def join(self, should_cancel: Callable[[], Any] | None = None) -> bool:
+        """Wait (join_timeout_s at most) until N - 1 agents joined: True; False when
+        `should_cancel()` (polled every POLL_S, a function or a coroutine function) said
+        so meanwhile; SweepError when too few joined."""
         deadline = time.monotonic() + self.join_timeout_s
         names = {self.name}
         while len(self.agents) < self.wanted and (left := deadline - time.monotonic()) > 0:
-            item = _blpop(self.redis, [self.keys.joins], timeout=min(POLL_S, left))
+            item = await asyncio.to_thread(
+                self._redis_call, _blpop, self.redis, [self.keys.joins], min(POLL_S, left)
+            )
+            if should_cancel is not None:
+                cancel = should_cancel()
+                if await cancel if inspect.isawaitable(cancel) else cancel:
+                    return False
             if item is None:
                 continue
             try:
@@ -296,6 +302,7 @@ class RemoteHosts:
             host = str(node) if str(node) not in names else f"{node}/{pid}"
             names.add(host)
             self.agents.append(Agent(int(index), host, str(task)))
+        self.agents.sort(key=lambda a: a.index)
         if len(self.agents) < self.wanted:
             joined = len(self.agents)
             raise SweepError(
@@ -303,7 +310,7 @@ class RemoteHosts:
                 f"{self.join_timeout_s:g} s ({joined + 1} of {self.hosts} load hosts): start "
                 f"another worker on queue {self.queue} (one per host), or lower the load hosts"
             )
-        self.agents.sort(key=lambda a: a.index)
+        return True
 
     async def started(self) -> None:
         """Every agent's load workers answered their checked call (SweepError naming the
