@@ -474,3 +474,20 @@ def test_a_sweep_cancelled_while_its_agents_join_stops_waiting_for_them() -> Non
     finally:
         hosts.close()
     assert _keys(990_003) == []
+
+
+def test_the_form_and_the_command_line_name_the_load_hosts_field() -> None:
+    from django.core.management import CommandError, call_command
+
+    from profiler_app.forms import SweepForm
+
+    data = {**SweepForm.preset_initial("default"), "mode": "concurrency", "percentile": "95"}
+    form = SweepForm(
+        {**data, "load_hosts": "40", "engine": "builtin", "input_data": "random"}, model="m"
+    )
+    assert not form.is_valid()
+    assert form.errors["load_hosts"] == [
+        "Load hosts must be between 1 and 16 (the sweep's worker and its agents)."
+    ]
+    with pytest.raises(CommandError, match=r"^--load-hosts \(9\) must be at most the concurrency"):
+        call_command("perf_sweep", "m", "--concurrency-range", "1:8:1", "--load-hosts", "9")

@@ -335,7 +335,10 @@ class RemoteHosts:
         that answered with an error, or did not answer within `timeout`."""
         return await asyncio.to_thread(self._redis_call, self._collect, kind, timeout)
 
-    def _collect(self, kind: str, timeout: float) -> list[tuple]:
+    def _collect(self, kind: str, timeout: float, *, stopping: bool = False) -> list[tuple]:
+        """`collect`'s work. When `stopping`, replies of another kind are passed over
+        (records of a window the sweep gave up) and an agent whose heartbeat ended has
+        stopped."""
         pending = {self.keys.replies(a.index).encode(): a for a in self.agents}
         got: dict[int, tuple] = {}
         deadline = time.monotonic() + timeout
@@ -348,15 +351,27 @@ class RemoteHosts:
                 )
             item = _blpop(self.redis, list(pending), timeout=min(POLL_S, left))
             if item is None:
-                self._check_alive(pending.values())
+                for key, agent in list(pending.items()):
+                    if self.redis.exists(self.keys.agent(agent.index)):
+                        continue
+                    if not stopping:
+                        raise SweepError(
+                            f"the load agent on {agent.host} stopped answering (its heartbeat "
+                            "ended)"
+                        )
+                    del pending[key]
+                    got[agent.index] = ("stopped",)
                 continue
-            agent = pending.pop(item[0])
+            agent = pending[item[0]]
             try:
                 message = decode(item[1])
             except (ValueError, TypeError, msgpack.UnpackException):
                 raise SweepError(
                     f"the load agent on {agent.host} sent an unreadable reply"
                 ) from None
+            if stopping and message[0] != kind:
+                continue
+            del pending[item[0]]
             if message[0] == "error":
                 raise SweepError(f"the load agent on {agent.host}: {message[1]}")
             if message[0] != kind:
@@ -365,13 +380,6 @@ class RemoteHosts:
                 )
             got[agent.index] = message
         return [got[a.index] for a in self.agents]
-
-    def _check_alive(self, agents: Any) -> None:
-        for agent in agents:
-            if not self.redis.exists(self.keys.agent(agent.index)):
-                raise SweepError(
-                    f"the load agent on {agent.host} stopped answering (its heartbeat ended)"
-                )
 
     def _redis_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -391,7 +399,7 @@ class RemoteHosts:
         try:
             if self.agents:
                 self._send([("stop",)] * len(self.agents))
-                self._collect("stopped", STOP_TIMEOUT_S)
+                self._collect("stopped", STOP_TIMEOUT_S, stopping=True)
         except (SweepError, redis.RedisError) as exc:
             log.warning("sweep #%s: stopping the load agents: %s", self.keys.job, exc)
         finally:
