@@ -189,6 +189,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_S", 6 * 3600, minimum=60)
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A sweep with load hosts waits this long at most for its load agents (other workers of its
+# queue) to join before it fails saying how many came (profiler_app.load_agents).
+LOAD_AGENT_JOIN_TIMEOUT_S = env_number("LOAD_AGENT_JOIN_TIMEOUT_S", 60.0, minimum=1)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Triton ------------------------------------------------------------------

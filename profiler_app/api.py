@@ -86,6 +86,11 @@ SweepCreateSerializer = inline_serializer(
             help_text="streaming: the output whose elements per response count tokens "
             "(default: one response is one token)",
         ),
+        "load_hosts": serializers.IntegerField(
+            required=False,
+            help_text="built-in engine: hosts that generate each level's load, this sweep's "
+            "worker and N - 1 more workers of its queue (default 1)",
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
         "server": serializers.CharField(

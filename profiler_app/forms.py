@@ -17,6 +17,7 @@ from .params import (
     DEFAULT_MAX_THREADS,
     DEFAULTS,
     MAX_INPUT_DATA_BYTES,
+    MAX_LOAD_HOSTS,
     SEQUENCE_FLAGS,
     ParamsError,
     SweepError,
@@ -40,7 +41,7 @@ FLAGS = (
     "latency_threshold", "rounds", "shape", "input_data", "protocol", "version",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
     "num_of_sequences",
-    "goodput", "token_output",
+    "goodput", "token_output", "load_hosts",
 )  # fmt: skip
 
 
@@ -154,6 +155,14 @@ class SweepForm(forms.Form):
         help_text="with JSON text above: the document itself, e.g. from an LLM preset",
     )
     engine = forms.ChoiceField(choices=Sweep.Engine.choices, initial=Sweep.Engine.BUILTIN)
+    load_hosts = forms.IntegerField(
+        initial=1,
+        required=False,
+        label="Load hosts",
+        help_text="built-in engine: spread each level's load over this many workers of the "
+        f"queue, one per host (this sweep's and N - 1 more; at most {MAX_LOAD_HOSTS}), their "
+        "windows merged exactly; for a server one client host cannot saturate",
+    )
     protocol = forms.ChoiceField(
         choices=[("grpc", "gRPC"), ("http", "HTTP")], initial="grpc", label="-i (protocol)"
     )

@@ -70,6 +70,22 @@ def refusals(params: SweepParams, kind: ModelKind, engine: str) -> dict[str, str
                 errors[flag] = (
                     f"{_option(flag)} applies to sequence models; {name} has no sequence_batching."
                 )
+    if params.load_hosts > 1 and engine == PERF_ANALYZER:
+        errors["load_hosts"] = (
+            f"Load hosts ({params.load_hosts}) apply to the built-in engine: perf_analyzer "
+            "generates its load from one host; choose the built-in engine, or 1 load host."
+        )
+    elif (
+        params.load_hosts > 1
+        and kind.sequence
+        and params.mode == "request_rate"
+        and params.num_of_sequences < params.load_hosts
+    ):
+        errors["load_hosts"] = (
+            f"Load hosts ({params.load_hosts}) must be at most --num-of-sequences "
+            f"({params.num_of_sequences}): the live sequences are shared among the hosts, "
+            "each needs one."
+        )
     if engine == BUILTIN and "engine" not in errors and kind.sequence and kind.decoupled:
         errors["engine"] = (
             f"{name} is a decoupled sequence model: the built-in engine does not send "

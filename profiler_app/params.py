@@ -43,6 +43,9 @@ MAX_SEQUENCE_ID = 2**64 - 1  # correlation ids are uint64
 # spread over (perf_analyzer's --num-of-sequences, default 4).
 DEFAULT_NUM_OF_SEQUENCES = 4
 MAX_NUM_OF_SEQUENCES = MAX_CONCURRENCY
+# Load hosts (`engine.remote`): the sweep's worker and up to MAX_LOAD_HOSTS - 1 load agents,
+# each a Celery worker of the job's queue, share every level's load.
+MAX_LOAD_HOSTS = 16
 MAX_INPUT_DATA_BYTES = 8 * 1024 * 1024  # stored with the sweep, so a re-run has the same data
 # --input-data's keywords (perf_analyzer says "zero"; the form and the API "zeros").
 INPUT_DATA_KINDS = {"random": "random", "zero": "zeros", "zeros": "zeros"}
@@ -76,13 +79,14 @@ DEFAULTS: dict[str, Any] = {
     # streaming sweep's tokens ("": one response is one token).
     "goodput": "",
     "token_output": "",
+    "load_hosts": 1,
 }
 # Flags that may be left empty ("" from a form or a query string): their default then.
 _OPTIONAL = {
     "version", "request_distribution", "max_threads", "latency_threshold", "rounds",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
     "num_of_sequences",
-    "goodput", "token_output",
+    "goodput", "token_output", "load_hosts",
 }  # fmt: skip
 # The flags that only a sequence model takes (`kind_rules`).
 SEQUENCE_FLAGS = (
@@ -134,6 +138,10 @@ class SweepParams:
     # profiler_app.goodput), and the output tensor whose elements per response are tokens.
     goodput: str = ""
     token_output: str = ""
+    # Hosts that generate the load of every level (`engine.remote`): 1 is the sweep's own
+    # worker; N > 1 adds N - 1 load agents (Celery workers of the job's queue), each level
+    # split among them and their windows merged exactly (raw samples pooled).
+    load_hosts: int = 1
 
     @property
     def range_text(self) -> str:
@@ -178,6 +186,7 @@ class SweepParams:
             "num_of_sequences": self.num_of_sequences,
             "goodput": self.goodput,
             "token_output": self.token_output,
+            "load_hosts": self.load_hosts,
         }
 
     def validate(self) -> None:
@@ -622,6 +631,24 @@ def _streaming_refusals(values: Mapping[str, Any]) -> dict[str, str]:
     return errors
 
 
+def _load_hosts_refusal(mode: str, end: float, hosts: int, max_threads: int | None) -> str:
+    """Every host needs a share of the load at the range's end: a request in flight, or in
+    request-rate mode a paced thread (--max-threads is shared among the hosts)."""
+    if hosts <= 1:
+        return ""
+    if mode == "concurrency" and end < hosts:
+        return (
+            f"Load hosts ({hosts}) must be at most the concurrency range's end ({end:g}): "
+            "each host needs a request in flight."
+        )
+    if mode == "request_rate" and max_threads is not None and max_threads < hosts:
+        return (
+            f"Load hosts ({hosts}) must be at most --max-threads ({max_threads}): the paced "
+            "threads are shared among the hosts, each needs one."
+        )
+    return ""
+
+
 # --- the entry --------------------------------------------------------------------------------
 
 
@@ -681,6 +708,10 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
         ),
         "goodput": take("goodput", _goodput),
         "token_output": take("token_output", _token_output),
+        "load_hosts": take(
+            "load_hosts",
+            _whole_between("Load hosts", 1, MAX_LOAD_HOSTS, " (the sweep's worker and its agents)"),
+        ),
     }
     if values["streaming"] and values["protocol"] == "http":
         # perf_analyzer's rule too: HTTP has no stream to carry several responses.
@@ -697,6 +728,10 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
         )
         subjects["num_of_sequences"] = "The number of sequences"
     errors.update(_streaming_refusals(values))
+    if "load_hosts" not in errors and span is not None and mode is not None:
+        refused = _load_hosts_refusal(mode, span[1], values["load_hosts"], values["max_threads"])
+        if refused:
+            errors["load_hosts"], subjects["load_hosts"] = refused, "Load hosts"
     if errors:
         raise ParamsError(errors, subjects)
     start, end, step = span

@@ -61,7 +61,22 @@ def round_record(round_no: int, fields: Mapping[str, Any]) -> dict[str, Any]:
         "throughput_spread": extra.get("throughput_spread"),
         "latency_spread": extra.get("latency_spread"),
         "over_threshold": bool(extra.get("over_threshold")),
+        **({"load_hosts": extra["load_hosts"]} if extra.get("load_hosts") else {}),
     }
+
+
+def _hosts(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Load from several hosts: each host's share summed over the rounds (as the requests
+    are), so the shares still add up to the row's requests."""
+    totals: dict[str, dict[str, Any]] = {}
+    for r in rounds:
+        for share in r.get("load_hosts") or []:
+            total = totals.setdefault(
+                share["host"], {"host": share["host"], "requests": 0, "errors": 0}
+            )
+            total["requests"] += int(share.get("requests") or 0)
+            total["errors"] += int(share.get("errors") or 0)
+    return {"load_hosts": list(totals.values())} if totals else {}
 
 
 def merge_rounds(
@@ -92,6 +107,7 @@ def merge_rounds(
         "round_latency_spread": Spread.of([r.get(chosen_key) for r in rounds]).half_range,
         "over_threshold": any(r.get("over_threshold") for r in rounds),
         "cancelled": False,
+        **_hosts(rounds),
     }
     return merged
 

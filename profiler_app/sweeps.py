@@ -13,6 +13,8 @@ finish): create, measure, re-run, and read them back.
   a new invocation (`_run_perf_analyzer`), so every level is kept, marked unstable like the
   built-in engine's; each invocation's exact command is stored, one per line.
 - The verdict (knee, recommendation, caveat) is `verdict.summarize`: from settled levels only.
+- With `load_hosts` N > 1 (built-in engine), each round's run of the engine has N - 1 load
+  agents beside this worker (`load_agents`); the time limits allow for waiting on them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from repository_app.triton.client import (
     get_client,
 )
 
-from . import jobs, kind_rules, llm, measure, repeats, verdict
+from . import jobs, kind_rules, llm, load_agents, measure, repeats, verdict
 from .engine import composing
 from .engine.inputs import InputError, build_payloads, input_specs, max_batch_size
 from .engine.loadgen import (
@@ -50,11 +52,11 @@ from .engine.loadgen import (
 from .model_kind import ModelKind, kind_of_served
 from .models import Sweep, SweepPoint
 from .params import FlagsRefused, SweepParams
+from .sweep_plan import params_of, time_limits
 
 log = logging.getLogger(__name__)
 
 State = Sweep.State
-LEGACY_RATE_THREADS = 16
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {"range": "1:8:1", "measurement_interval": 2000, "max_trials": 10},
@@ -70,26 +72,9 @@ def params_to_json(params: SweepParams) -> dict[str, Any]:
     return dataclasses.asdict(params)
 
 
-def params_of(sweep: Sweep) -> SweepParams:
-    names = {f.name for f in dataclasses.fields(SweepParams)}
-    stored = {k: v for k, v in sweep.params.items() if k in names}
-    if stored.get("mode") == "request_rate":  # stored before max_threads: they ran with 16
-        stored.setdefault("max_threads", LEGACY_RATE_THREADS)
-    return SweepParams(**stored)
-
-
 def level_key(level: float) -> float:
     """Levels as stored: rounded, so a resumed range lands on the same keys."""
     return round(float(level), 6)
-
-
-def time_limits(params: SweepParams) -> tuple[int, int]:
-    """(soft, hard) seconds for one task: every level at max windows in every round, plus
-    margins."""
-    levels = params.level_count() * max(1, params.rounds)
-    window_s = params.measurement_window_ms / 1000
-    soft = int(levels * (params.max_windows * window_s * 1.25 + 5) + 120)
-    return soft, soft + 60
 
 
 # TextChoices members are str; untyped Django shows mypy a (value, label) tuple.
@@ -469,7 +454,7 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
                     server, sweep, run_params, todo, heartbeat, recorder
                 )
             else:
-                state, error = _run_builtin(server, run_params, todo, heartbeat, recorder)
+                state, error = _run_builtin(server, sweep, run_params, todo, heartbeat, recorder)
             if state != State.SUCCEEDED or _should_cancel(heartbeat, recorder):
                 break
     except SweepError as exc:
@@ -521,12 +506,13 @@ def _should_cancel(heartbeat: jobs.Heartbeat, recorder: _Recorder) -> bool:
 
 def _run_builtin(
     server: Server,
+    sweep: Sweep,
     params: SweepParams,
     levels: list[float],
     heartbeat: jobs.Heartbeat,
     recorder: _Recorder,
 ) -> tuple[str, str]:
-    async def main() -> Any:
+    async def main(hosts: Any) -> Any:
         return await run_sweep(
             params,
             engine_url(server, params.protocol),
@@ -535,9 +521,11 @@ def _run_builtin(
             should_cancel=lambda: _should_cancel(heartbeat, recorder),
             metrics_url=engine_metrics_url(server),
             levels=levels,
+            hosts=hosts,
         )
 
-    result = asyncio.run(main())
+    with load_agents.agents_for(sweep, params) as hosts:
+        result = asyncio.run(main(hosts))
     if recorder.abort:
         return State.FAILED, recorder.abort
     if result.cancelled:

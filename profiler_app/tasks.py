@@ -14,6 +14,8 @@ Celery choices (for the README):
 - Redelivery is harmless: the claim is a conditional UPDATE (QUEUED -> RUNNING), so a
   second copy of the task, or one redelivered after the job was marked interrupted,
   does nothing. Resuming an interrupted job is a user decision ("Resume").
+- A sweep with load hosts also sends `profiler_app.load_agent` tasks, one per extra host,
+  to its own queue (`load_agents`): internal, they take only the job id.
 - Cancel is a database flag the running job polls; never `revoke(terminate=True)`,
   which would kill the process without cleaning up its load workers.
 """
@@ -24,8 +26,9 @@ from celery.signals import worker_ready, worker_shutdown
 
 from . import watchdog
 from .jobs import run_job_task
+from .load_agents import load_agent_task
 
-__all__ = ["run_job_task"]
+__all__ = ["load_agent_task", "run_job_task"]
 
 
 @worker_ready.connect

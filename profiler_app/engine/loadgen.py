@@ -26,7 +26,9 @@ middle, last) and the sequences completed and failed.
 
 The load itself comes from worker processes (`load_workers`), so that neither this event
 loop (which also runs the callbacks, e.g. websocket pushes) nor the GIL sits on the hot
-path.
+path. With `params.load_hosts` N > 1 and the load agents of a job (`hosts`), each level is
+split among N hosts (`remote.CompositePool`); their windows' raw records are pooled here as
+the local workers' are, and each window and level says each host's share (`load_hosts`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from .composing import StepServer
 from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
 from .load_workers import WorkerSpec, split_load
+from .remote import CompositePool, RemoteHosts
 from .sequences import SequenceRecords, SequenceSpec
 from .stream_stats import StreamRecords
 
@@ -111,6 +114,10 @@ class WindowResult:
     steps: list[StepServer] = field(default_factory=list)  # ensembles, BLS (`composing`)
     sequence: SequenceRecords | None = None  # sequence models
     good: int | None = None  # requests that met every goodput objective (None: none set)
+    # Load from several hosts: each host's share ({"host", "requests", "errors"}), and what
+    # closing the window cost (`remote.CompositePool.swap`'s times, and the pooling's).
+    hosts: list[dict[str, Any]] | None = None
+    load_cost: dict[str, float] | None = None
 
     def chosen_latency_us(self, chosen: int | str) -> float:
         return self.latency.value(chosen) if self.latency else 0.0
@@ -147,6 +154,7 @@ class WindowResult:
                     if self.stream
                     else {}
                 ),
+                **({"load_hosts": self.hosts, **(self.load_cost or {})} if self.hosts else {}),
             },
             window=self.index,
             closed_at=self.closed_at,
@@ -179,6 +187,7 @@ class LevelResult:
     # Sequence models: the last windows' positions, their throughput over stream_duration_s
     # (the sequences failed: every window's).
     sequence: SequenceRecords | None = None
+    hosts: list[dict[str, Any]] | None = None  # each host's share of the last windows
 
     def measured(self) -> measure.Level:
         """The level in the one shape of a measurement (`profiler_app.measure`)."""
@@ -214,6 +223,7 @@ class LevelResult:
                 **measure.goodput_fields(
                     self.good, self.latency.count if self.latency else 0, self.stream_duration_s
                 ),
+                **({"load_hosts": self.hosts} if self.hosts else {}),
             },
         )
 
@@ -311,10 +321,12 @@ class _Pool:
     Not multiprocessing's spawn: that re-imports the caller's __main__, which breaks
     scripts and REPLs; a plain subprocess imports only the worker module.
     One worker per entry of `rate_threads`, its paced threads for request-rate mode; a
-    worker's share of a request rate follows its share of the threads.
+    worker's share of a request rate follows its share of the threads. `worker_base`
+    numbers the workers after those of the hosts before this one (their checked calls'
+    sequence ids differ).
     """
 
-    def __init__(self, spec: WorkerSpec, rate_threads: Sequence[int]) -> None:
+    def __init__(self, spec: WorkerSpec, rate_threads: Sequence[int], worker_base: int = 0) -> None:
         self.conns: list[Connection] = []
         self.procs: list[subprocess.Popen] = []
         self.rate_threads = list(rate_threads)
@@ -336,7 +348,7 @@ class _Pool:
             conn = Connection(parent.detach())
             worker = replace(spec, rate_threads=threads)
             if spec.sequence is not None:  # its checked call's id differs from the others'
-                worker = replace(worker, sequence=replace(spec.sequence, worker=i))
+                worker = replace(worker, sequence=replace(spec.sequence, worker=worker_base + i))
             conn.send(worker)
             self.conns.append(conn)
             self.procs.append(proc)
@@ -358,10 +370,13 @@ class _Pool:
                 raise SweepError(payload)
         return replies[0][1]
 
-    def set_level(self, kind: str, value: float, arrival: str, seed: int) -> None:
+    def set_level(
+        self, kind: str, value: float, arrival: str, seed: int, offset_ns: int = 0
+    ) -> None:
         # Request rate: the workers' schedules start together, each offset by one gap of
-        # the whole rate, so that N constant streams interleave instead of sending in bursts.
-        first = time.monotonic_ns() + LEVEL_LEAD_NS
+        # the whole rate, so that N constant streams interleave instead of sending in bursts
+        # (`offset_ns`: this host's place among the hosts').
+        first = time.monotonic_ns() + LEVEL_LEAD_NS + offset_ns
         gap = int(1e9 / value) if kind == "request_rate" and value > 0 else 0
         if kind == "request_rate":
             total = sum(self.rate_threads)
@@ -376,15 +391,18 @@ class _Pool:
         them, before any starts a new one: ids never overlap) and takes its share of the
         level's statuses, numbered across the workers: the concurrency's slots, or the
         --num-of-sequences in request-rate mode (shared like the paced threads)."""
-        if params.mode == "concurrency":
-            shares = split_load("concurrency", level, len(self.conns))
-        else:
-            shares = split_load("concurrency", params.num_of_sequences, len(self.conns))
-        counts = [int(n) for n in shares]
-        first = 0
-        for conn, count in zip(self.conns, counts, strict=True):
-            conn.send(("sequences", first, count, sum(counts), params.seed, level))
-            first += count
+        total = int(level if params.mode == "concurrency" else params.num_of_sequences)
+        await self.assign_sequences(0, total, total, params.seed, level)
+
+    async def assign_sequences(
+        self, first: int, count: int, total: int, seed: int, level: float
+    ) -> None:
+        """Statuses first..first+count-1 of `total` (this host's), shared among the workers
+        as the level's slots are."""
+        counts = [int(n) for n in split_load("concurrency", count, len(self.conns))]
+        for conn, n in zip(self.conns, counts, strict=True):
+            conn.send(("sequences", first, n, total, seed, level))
+            first += n
         replies = await asyncio.gather(*(self._recv(c, 60.0) for c in self.conns))
         for kind, payload in replies:
             if kind == "error":
@@ -437,6 +455,109 @@ def _client_plan(params: SweepParams) -> tuple[str, int]:
     return "aio", max(1, params.workers)
 
 
+@dataclass
+class Prepared:
+    """What every host's workers send, read from Triton once per host: the requests, the
+    model's steps (ensembles, BLS) and its sequences."""
+
+    spec: WorkerSpec  # its `client` is each host's own (`host_plan`)
+    plan: composing.Plan
+    sequence: SequenceSpec | None
+
+
+async def prepare(params: SweepParams, url: str, control: aio.AioClient) -> Prepared:
+    """The workers' spec for the model at `url`; SweepError when the sweep cannot start
+    (unknown or unloaded model, bad shapes, Triton unreachable)."""
+    try:
+        metadata, config = await control.describe(params.model, params.version)
+    except TritonError as exc:
+        raise SweepError(str(exc)) from None
+    mbs = max_batch_size(config)
+    if mbs and params.batch_size > mbs:
+        raise SweepError(f"batch size {params.batch_size} exceeds the model's max_batch_size {mbs}")
+    try:  # an ensemble's steps, a BLS model's calls: their statistics are read too
+        plan = await composing.plan(control, params.model, config)
+    except composing.StepError as exc:
+        raise SweepError(str(exc)) from None
+    try:
+        payloads = build_payloads(
+            input_specs(metadata, config),
+            batch_size=params.batch_size,
+            batching=mbs > 0,
+            shapes=params.shapes,
+            data=params.input_data
+            if not isinstance(params.input_data, Path)
+            else str(params.input_data),
+            seed=params.seed,
+        )
+    except InputError as exc:
+        raise SweepError(str(exc)) from None
+    refused = llm.refusals(params, metadata, "builtin")  # the preflight's output check
+    if refused:
+        raise SweepError(next(iter(refused.values())))
+    kind = kind_of_served(config.get("config", config))  # gRPC's as_json wraps it
+    if kind.sequence and params.streaming:
+        raise SweepError("the built-in engine does not send sequences over gRPC streams")
+    sequence = SequenceSpec.of(params) if kind.sequence else None
+    spec = WorkerSpec(
+        protocol=params.protocol,
+        url=url,
+        model=params.model,
+        version=params.version,
+        payloads=[[(t.name, t.datatype, t.array) for t in p] for p in payloads],
+        client="aio",
+        streaming=params.streaming,
+        stream_timeout_s=max(
+            STREAM_TIMEOUT_MIN_S,
+            STREAM_TIMEOUT_WINDOWS * params.measurement_window_ms / 1000,
+        ),
+        sequence=sequence,
+        token_output=params.token_output,
+    )
+    return Prepared(spec, plan, sequence)
+
+
+def host_params(params: SweepParams, host: int, hosts: int) -> SweepParams:
+    """The parameters host `host` of `hosts` plans its workers on: its share of the range's
+    end (concurrency), of --max-threads and of --num-of-sequences (request rate)."""
+    if hosts <= 1:
+        return params
+
+    def share(value: float) -> int:
+        return int(split_load("concurrency", value, hosts)[host])
+
+    return replace(
+        params,
+        end=share(params.end) if params.mode == "concurrency" else params.end,
+        max_threads=share(params.max_threads),
+        num_of_sequences=share(params.num_of_sequences),
+    )
+
+
+def host_plan(
+    params: SweepParams, sequence: SequenceSpec | None, host: int = 0, hosts: int = 1
+) -> tuple[str, list[int]]:
+    """(client, paced threads of each worker process) of one host: one entry per worker."""
+    share = host_params(params, host, hosts)
+    client, workers = _client_plan(share)
+    rate_threads = share.max_threads
+    if sequence is not None and share.mode == "request_rate":
+        # perf_analyzer's too: no more threads than sequences, no worker without one.
+        rate_threads = min(rate_threads, share.num_of_sequences)
+        workers = min(workers, share.num_of_sequences)
+    if share.mode == "request_rate" and client == "threads":
+        workers = min(workers, rate_threads)  # no worker without a thread
+    # The paced threads (request-rate mode), shared out like a concurrency.
+    return client, [int(n) for n in split_load("concurrency", rate_threads, workers)]
+
+
+def host_pool(prepared: Prepared, params: SweepParams, host: int, hosts: int) -> _Pool:
+    """Host `host`'s worker processes, numbered after the hosts' before it."""
+    client, threads = host_plan(params, prepared.sequence, host, hosts)
+    base = sum(len(host_plan(params, prepared.sequence, h, hosts)[1]) for h in range(host))
+    return _Pool(replace(prepared.spec, client=client), threads, worker_base=base)
+
+
 async def run_sweep(
     params: SweepParams,
     url: str,
@@ -446,6 +567,7 @@ async def run_sweep(
     should_cancel: Callable[[], Any] | None = None,
     metrics_url: str | None = None,
     levels: Sequence[float] | None = None,
+    hosts: RemoteHosts | None = None,
 ) -> SweepResult:
     """Run the sweep against Triton at `url` (host:port of the protocol's endpoint).
 
@@ -455,80 +577,42 @@ async def run_sweep(
     With `metrics_url` (Triton's /metrics), each window also records GPU utilisation and
     memory where the server has GPUs.
 
+    `hosts`, the load agents of a job (`profiler_app.load_agents`), is needed when
+    `params.load_hosts` > 1: this process is host 0 of them.
+
     Callbacks may be plain functions or coroutines: `on_window(WindowResult)` as each
     window closes, `on_level(LevelResult)` as each level ends, `should_cancel()` polled
     every 100 ms. Raises SweepError when the sweep cannot start (unknown or unloaded
-    model, bad shapes, Triton unreachable).
+    model, bad shapes, Triton unreachable, too few load agents).
     """
     params.validate()
     levels = list(levels) if levels is not None else params.levels()
+    if params.load_hosts > 1 and hosts is None:
+        raise SweepError(
+            f"load from {params.load_hosts} hosts needs load agents: run the sweep as a job "
+            "(the Benchmark page, the API or manage.py perf_sweep)"
+        )
+    count = params.load_hosts if hosts is not None else 1
     control = aio.AioClient(params.protocol, url)
     try:
+        prepared = await prepare(params, url, control)
+        local = host_pool(prepared, params, 0, count)
+        pool: _Pool | CompositePool = local
         try:
-            metadata, config = await control.describe(params.model, params.version)
-        except TritonError as exc:
-            raise SweepError(str(exc)) from None
-        mbs = max_batch_size(config)
-        if mbs and params.batch_size > mbs:
-            raise SweepError(
-                f"batch size {params.batch_size} exceeds the model's max_batch_size {mbs}"
-            )
-        try:  # an ensemble's steps, a BLS model's calls: their statistics are read too
-            plan = await composing.plan(control, params.model, config)
-        except composing.StepError as exc:
-            raise SweepError(str(exc)) from None
-        try:
-            payloads = build_payloads(
-                input_specs(metadata, config),
-                batch_size=params.batch_size,
-                batching=mbs > 0,
-                shapes=params.shapes,
-                data=params.input_data
-                if not isinstance(params.input_data, Path)
-                else str(params.input_data),
-                seed=params.seed,
-            )
-        except InputError as exc:
-            raise SweepError(str(exc)) from None
-        refused = llm.refusals(params, metadata, "builtin")  # the preflight's output check
-        if refused:
-            raise SweepError(next(iter(refused.values())))
-        client, workers = _client_plan(params)
-        kind = kind_of_served(config.get("config", config))  # gRPC's as_json wraps it
-        if kind.sequence and params.streaming:
-            raise SweepError("the built-in engine does not send sequences over gRPC streams")
-        sequence = SequenceSpec.of(params) if kind.sequence else None
-        spec = WorkerSpec(
-            protocol=params.protocol,
-            url=url,
-            model=params.model,
-            version=params.version,
-            payloads=[[(t.name, t.datatype, t.array) for t in p] for p in payloads],
-            client=client,
-            streaming=params.streaming,
-            stream_timeout_s=max(
-                STREAM_TIMEOUT_MIN_S,
-                STREAM_TIMEOUT_WINDOWS * params.measurement_window_ms / 1000,
-            ),
-            sequence=sequence,
-            token_output=params.token_output,
-        )
-        rate_threads = params.max_threads
-        if sequence is not None and params.mode == "request_rate":
-            # perf_analyzer's too: no more threads than sequences, no worker without one.
-            rate_threads = min(rate_threads, params.num_of_sequences)
-            workers = min(workers, params.num_of_sequences)
-        if params.mode == "request_rate" and client == "threads":
-            workers = min(workers, rate_threads)  # no worker without a thread
-        # The paced threads (request-rate mode), shared out like a concurrency.
-        threads = [int(n) for n in split_load("concurrency", rate_threads, workers)]
-        pool = _Pool(spec, threads)
-        try:
-            outputs = await pool.started()
+            outputs = await local.started()
             result = SweepResult(params, [], outputs=outputs)
+            if hosts is not None and count > 1:
+                if not await hosts.join(should_cancel):
+                    result.cancelled, result.stopped_reason = True, "cancelled"
+                    return result
+                await hosts.started()
+                threads = [
+                    sum(host_plan(params, prepared.sequence, h, count)[1]) for h in range(count)
+                ]
+                pool = CompositePool(local, hosts, threads)
             await _measure_levels(
                 params, levels, pool, control, GpuSampler(metrics_url), result,
-                on_window, on_level, should_cancel, plan=plan,
+                on_window, on_level, should_cancel, plan=prepared.plan,
             )  # fmt: skip
             return result
         finally:
@@ -540,7 +624,7 @@ async def run_sweep(
 async def _measure_levels(
     params: SweepParams,
     levels: Sequence[float],
-    pool: _Pool,
+    pool: _Pool | CompositePool,
     control: aio.AioClient,
     gpu_sampler: GpuSampler,
     result: SweepResult,
@@ -556,7 +640,8 @@ async def _measure_levels(
     for level in levels:
         if pool.sequences:
             await pool.start_sequences(params, level)
-        pool.set_level(params.mode, level, params.arrival, params.seed)
+        # A composite pool waits for the hosts' common start.
+        await _call(pool.set_level, params.mode, level, params.arrival, params.seed)
         window_start = time.monotonic_ns()
         await pool.swap(window_start)  # drop what the previous level left behind
         server_start, steps_start = await asyncio.gather(
@@ -586,7 +671,14 @@ async def _measure_levels(
                 gpu_sampler.sample(),
                 composing.read(control, plan),
             )
+            merge_started = time.perf_counter()
             window = _window(level, len(windows), window_start, window_end, replies, batch)
+            if isinstance(pool, CompositePool):
+                window.hosts = pool.last_hosts
+                window.load_cost = {
+                    **pool.last_cost,
+                    "load_merge_ms": (time.perf_counter() - merge_started) * 1000,
+                }
             window.steps = [
                 StepServer(step, _server_diff(a, b))
                 for step, a, b in zip(plan.steps, steps_start, steps_end, strict=True)
@@ -719,7 +811,23 @@ def _merge_level(
         stream_duration_s=duration,
         sequence=_level_sequences(windows, last),
         good=sum(w.good or 0 for w in last) if params.goodput else None,
+        hosts=_level_hosts(last),
     )
+
+
+def _level_hosts(last: Sequence[WindowResult]) -> list[dict[str, Any]] | None:
+    """Each host's share of the level's last windows (those its figures pool), by host."""
+    if not any(w.hosts for w in last):
+        return None
+    totals: dict[str, dict[str, Any]] = {}
+    for window in last:
+        for share in window.hosts or []:
+            total = totals.setdefault(
+                share["host"], {"host": share["host"], "requests": 0, "errors": 0}
+            )
+            total["requests"] += share["requests"]
+            total["errors"] += share["errors"]
+    return list(totals.values())
 
 
 def _merge_steps(level: LevelResult, plan: composing.Plan) -> None:

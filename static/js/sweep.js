@@ -305,6 +305,21 @@ window.SweepPage = (function () {
     return parts.join(" · ");
   }
 
+  function escapeHtml(text) {
+    return String(text).replace(/[&<>"']/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }[c]; });
+  }
+
+  // Load from several hosts: each one's share of the level's requests (its last windows).
+  function hostsCell(extra) {
+    const hosts = extra && extra.load_hosts;
+    if (!hosts || !hosts.length) return "";
+    const total = hosts.reduce(function (sum, h) { return sum + (h.requests || 0); }, 0);
+    return "<div class=\"small muted load-hosts\" title=\"hosts that generated the load: each one's completed requests\">" + hosts.map(function (h) {
+      const share = total ? " (" + Math.round(100 * h.requests / total) + " %)" : "";
+      return escapeHtml(h.host) + ": " + Number(h.requests) + share + (h.errors ? ", " + Number(h.errors) + " errors" : "");
+    }).join(" · ") + "</div>";
+  }
+
   function renderTable(levels) {
     const table = document.getElementById("levels-table");
     const head = table.rows[0].outerHTML;
@@ -320,7 +335,7 @@ window.SweepPage = (function () {
         tput += " ± " + Math.round(100 * p.extra.round_spread) + "% (" + rounds.length + " rounds)";
       }
       const stable = p.stable === false ? "<span class=\"warning\">no" + spreadText(p) + "</span>" : (p.stable ? "yes" : "—");
-      return "<tr data-level=\"" + p.level + "\"" + (p.stable === false ? " class=\"unsettled\"" : "") + "><td>" + p.level + partial + behind + "</td><td>" + tput + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + stable + "</td><td>" + p.errors + "</td></tr>";
+      return "<tr data-level=\"" + p.level + "\"" + (p.stable === false ? " class=\"unsettled\"" : "") + "><td>" + p.level + partial + behind + hostsCell(p.extra) + "</td><td>" + tput + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + stable + "</td><td>" + p.errors + "</td></tr>";
     }).join("");
   }
 

@@ -107,6 +107,11 @@ class Command(BaseCommand):
             help="streaming: the output whose elements per response count tokens "
             "(default: one response is one token)",
         )
+        parser.add_argument(
+            "--load-hosts",
+            help="built-in engine: hosts that generate each level's load, this process and "
+            "N - 1 Celery workers of the default queue (default 1)",
+        )
         parser.add_argument("--name", default="", help="a name for the sweep")
         parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")

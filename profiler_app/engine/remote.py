@@ -1,0 +1,613 @@
+"""Load from several hosts for one sweep: the coordinator's side of its load agents, what
+they say to each other over Redis, and the clocks.
+
+A sweep with `load_hosts` N > 1 generates each level's load from N hosts: the sweep's own
+worker (the coordinator, host 0, with its local `_Pool`) and N - 1 load agents (Celery
+workers of the job's queue: `profiler_app.load_agents`; their loop is `engine.agent`).
+`CompositePool` puts the local pool and the agents behind the local pool's calls
+(`start_sequences`, `set_level`, `swap`, `stop`), so `loadgen._measure_levels` drives one
+pool whatever the number of hosts:
+
+- A level is split across the hosts first (`host_shares`: a concurrency like
+  `split_load`, a request rate by the hosts' paced threads, the sequences like a
+  concurrency), then by each host among its worker processes. Every host starts its share
+  at the same wall-clock time, announced LEVEL_START_LEAD_NS ahead and turned by each host
+  into its own CLOCK_MONOTONIC time; at a constant rate host h's schedule starts h gaps of
+  the whole rate later, so the hosts' sends interleave.
+- A window's boundary is the coordinator's monotonic cut in wall-clock time (`to_wall`);
+  each agent turns it into its own monotonic time (`to_monotonic`), waits for it when its
+  clock is behind, and cuts its records there (later ones stay for the next window, as a
+  local worker's do). It answers with its workers' raw replies (latencies as int64 arrays,
+  errors, messages, CPU, sends; streaming and sequence records), which join the local
+  workers' replies in `loadgen._window`: samples pooled, never percentiles averaged, and
+  throughput the pooled count over the coordinator's window. The hosts' clocks are assumed
+  synchronised (NTP): an offset of d ms moves d ms of records between neighbouring windows.
+- What a host sends is msgpack, numpy arrays of an allow-listed dtype included (`encode`,
+  `decode`): nothing crosses Redis as pickle.
+
+Redis keys (`Keys`), under loadgen:<job>:<session>, each with a TTL and deleted at the end:
+the coordinator's `alive` key (refreshed every BEAT_S; when it is gone the agents stop),
+each agent's `agent:<i>` key (likewise: when it is gone the coordinator fails the sweep
+naming that host), the `seats` counter (an agent's number; one beyond N - 1 leaves), the
+`joins` list, and per agent a command list and a reply list. loadgen:<job>:session names
+the session for agents that take only the job id.
+
+Every wait is bounded: the agents joining (`join_timeout_s`: the sweep fails naming how
+many joined and the queue that needs another worker), their start (START_TIMEOUT_S), each
+window's records (REPLY_TIMEOUT_S) and their stop (STOP_TIMEOUT_S).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import msgpack
+import numpy as np
+import redis
+
+from ..params import SweepError, SweepParams
+from .load_workers import split_load
+
+log = logging.getLogger(__name__)
+
+LEVEL_START_LEAD_NS = 200_000_000  # a level is announced this long before it starts
+BEAT_S = 1.0  # each side refreshes its key this often
+ALIVE_TTL_S = 10  # ... which lives this long after the last refresh
+KEY_TTL_S = 3600  # the lists' safety net: the coordinator deletes them when it ends
+START_TIMEOUT_S = 60.0  # an agent's load workers started (as a local pool's)
+REPLY_TIMEOUT_S = 30.0  # a window's records (as a local worker's)
+STOP_TIMEOUT_S = 15.0
+BOUNDARY_WAIT_MAX_S = 2.0  # an agent whose clock is behind waits this long at most
+POLL_S = 1.0  # blocking reads wake this often to see the other side's key
+HOST_SEED_STRIDE = 1_000_003  # host h draws Poisson gaps from seed + h x this
+
+
+# --- clocks -------------------------------------------------------------------------------------
+
+
+def to_wall(mono_ns: int, *, now_wall_ns: int | None = None, now_mono_ns: int | None = None) -> int:
+    """This host's CLOCK_MONOTONIC time `mono_ns` as wall-clock ns (time.time_ns())."""
+    if now_wall_ns is None or now_mono_ns is None:
+        now_mono_ns, now_wall_ns = time.monotonic_ns(), time.time_ns()
+    return now_wall_ns + (mono_ns - now_mono_ns)
+
+
+def to_monotonic(
+    wall_ns: int, *, now_wall_ns: int | None = None, now_mono_ns: int | None = None
+) -> int:
+    """Wall-clock ns (another host's boundary) as this host's CLOCK_MONOTONIC time."""
+    if now_wall_ns is None or now_mono_ns is None:
+        now_mono_ns, now_wall_ns = time.monotonic_ns(), time.time_ns()
+    return now_mono_ns + (wall_ns - now_wall_ns)
+
+
+# --- messages -----------------------------------------------------------------------------------
+
+_ARRAY = 1  # msgpack extension code: a 1-D numpy array
+_DTYPES: dict[bytes, np.dtype[Any]] = {
+    b"i1": np.dtype("i1"),
+    b"i8": np.dtype("<i8"),
+    b"f8": np.dtype("<f8"),
+}
+_CODES = {dtype: code for code, dtype in _DTYPES.items()}
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        dtype = obj.dtype.newbyteorder("<") if obj.dtype.byteorder == ">" else obj.dtype
+        code = _CODES.get(np.dtype(dtype))
+        if code is None or obj.ndim != 1:
+            raise TypeError(f"cannot send an array of {obj.dtype} with {obj.ndim} dimensions")
+        return msgpack.ExtType(_ARRAY, code + np.ascontiguousarray(obj, dtype).tobytes())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    raise TypeError(f"cannot send {type(obj).__name__}")
+
+
+def _ext(code: int, data: bytes) -> Any:
+    dtype: np.dtype[Any] | None = _DTYPES.get(data[:2]) if code == _ARRAY else None
+    if dtype is None or (len(data) - 2) % dtype.itemsize:
+        raise ValueError("not an array this protocol sends")
+    return np.frombuffer(data[2:], dtype).copy()
+
+
+def encode(message: Any) -> bytes:
+    """A message (tuples, numbers, text, None, dicts, 1-D int8/int64/float64 arrays)."""
+    return msgpack.packb(message, default=_default, use_bin_type=True)
+
+
+def decode(raw: bytes) -> Any:
+    """`encode`'s message; sequences come back as tuples (the workers' replies are)."""
+    return msgpack.unpackb(raw, ext_hook=_ext, use_list=False, raw=False)
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+
+def session_key(job: int) -> str:
+    return f"loadgen:{job}:session"
+
+
+@dataclass(frozen=True)
+class Keys:
+    job: int
+    session: str
+
+    @property
+    def prefix(self) -> str:
+        return f"loadgen:{self.job}:{self.session}"
+
+    @property
+    def alive(self) -> str:
+        return f"{self.prefix}:alive"
+
+    @property
+    def seats(self) -> str:
+        return f"{self.prefix}:seats"
+
+    @property
+    def joins(self) -> str:
+        return f"{self.prefix}:joins"
+
+    def agent(self, index: int) -> str:
+        return f"{self.prefix}:agent:{index}"
+
+    def commands(self, index: int) -> str:
+        return f"{self.prefix}:cmd:{index}"
+
+    def replies(self, index: int) -> str:
+        return f"{self.prefix}:reply:{index}"
+
+    def all(self, agents: int) -> list[str]:
+        per_agent = [
+            f(i) for i in range(1, agents + 1) for f in (self.agent, self.commands, self.replies)
+        ]
+        return [self.alive, self.seats, self.joins, *per_agent]
+
+
+# An agent writes only while the coordinator's key lives, so nothing it writes after the
+# coordinator cleaned up can outlive a TTL.
+_GUARDED_PUSH = """
+if redis.call('exists', KEYS[1]) == 0 then return 0 end
+redis.call('rpush', KEYS[2], ARGV[1])
+redis.call('expire', KEYS[2], ARGV[2])
+return 1
+"""
+_GUARDED_SET = """
+if redis.call('exists', KEYS[1]) == 0 then return 0 end
+redis.call('set', KEYS[2], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+_GUARDED_SEAT = """
+if redis.call('exists', KEYS[1]) == 0 then return 0 end
+local n = redis.call('incr', KEYS[2])
+redis.call('expire', KEYS[2], ARGV[1])
+return n
+"""
+
+
+def _blpop(client: redis.Redis, keys: list[Any], timeout: float) -> tuple[bytes, bytes] | None:
+    return cast("tuple[bytes, bytes] | None", client.blpop(keys, timeout=timeout))
+
+
+def connect(url: str) -> redis.Redis:
+    # Reads block for POLL_S at most, far inside the socket timeout.
+    return redis.Redis.from_url(url, socket_timeout=15, socket_connect_timeout=5)
+
+
+class _Beat(threading.Thread):
+    """Refreshes a key every BEAT_S until stopped (or the process dies: it then expires)."""
+
+    def __init__(self, beat: Callable[[], Any], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.beat = beat
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(BEAT_S):
+            try:
+                self.beat()
+            except redis.RedisError as exc:  # the key expires; the other side notices
+                log.warning("load hosts heartbeat: %s", exc)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(5)
+
+
+# --- the coordinator's side -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agent:
+    index: int  # its host number, 1..N-1
+    host: str  # the name it reports under (its Celery node)
+    task: str = ""  # its Celery task id
+
+
+class RemoteHosts:
+    """The coordinator's end of the load agents of one run of a sweep."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        job: int,
+        hosts: int,
+        *,
+        name: str,
+        queue: str,
+        join_timeout_s: float,
+    ) -> None:
+        self.redis = connect(redis_url)
+        self.keys = Keys(job, secrets.token_hex(8))
+        self.wanted = hosts - 1
+        self.name = name
+        self.queue = queue
+        self.join_timeout_s = join_timeout_s
+        self.agents: list[Agent] = []
+        self._beat: _Beat | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def hosts(self) -> int:
+        return self.wanted + 1
+
+    def open(self) -> None:
+        """Announce the session (before the agents' tasks are sent) and keep it alive."""
+        self._refresh()
+        self._beat = _Beat(self._refresh, f"loadgen-{self.keys.job}-beat")
+        self._beat.start()
+
+    def _refresh(self) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(session_key(self.keys.job), self.keys.session, ex=ALIVE_TTL_S)
+        pipe.set(self.keys.alive, b"1", ex=ALIVE_TTL_S)
+        pipe.execute()
+
+    # --- joining and starting -------------------------------------------------------------------
+
+    async def join(self, should_cancel: Callable[[], Any] | None = None) -> bool:
+        """Wait (join_timeout_s at most) until N - 1 agents joined: True; False when
+        `should_cancel()` (polled every POLL_S, a function or a coroutine function) said
+        so meanwhile; SweepError when too few joined."""
+        deadline = time.monotonic() + self.join_timeout_s
+        names = {self.name}
+        while len(self.agents) < self.wanted and (left := deadline - time.monotonic()) > 0:
+            item = await asyncio.to_thread(
+                self._redis_call, _blpop, self.redis, [self.keys.joins], min(POLL_S, left)
+            )
+            if should_cancel is not None:
+                cancel = should_cancel()
+                if await cancel if inspect.isawaitable(cancel) else cancel:
+                    return False
+            if item is None:
+                continue
+            try:
+                index, node, pid, task = decode(item[1])
+            except (ValueError, TypeError, msgpack.UnpackException):
+                log.warning("load hosts: an unreadable join of sweep #%s", self.keys.job)
+                continue
+            host = str(node) if str(node) not in names else f"{node}/{pid}"
+            names.add(host)
+            self.agents.append(Agent(int(index), host, str(task)))
+        self.agents.sort(key=lambda a: a.index)
+        if len(self.agents) < self.wanted:
+            joined = len(self.agents)
+            raise SweepError(
+                f"only {joined} of the {self.wanted} load agents joined within "
+                f"{self.join_timeout_s:g} s ({joined + 1} of {self.hosts} load hosts): start "
+                f"another worker on queue {self.queue} (one per host), or lower the load hosts"
+            )
+        return True
+
+    async def started(self) -> None:
+        """Every agent's load workers answered their checked call (SweepError naming the
+        host of one that could not start)."""
+        await self.collect("ready", START_TIMEOUT_S)
+
+    # --- messages -------------------------------------------------------------------------------
+
+    async def send(self, messages: Sequence[tuple]) -> None:
+        """One message to each agent, in the agents' order."""
+        await asyncio.to_thread(self._redis_call, self._send, messages)
+
+    def _send(self, messages: Sequence[tuple]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for agent, message in zip(self.agents, messages, strict=True):
+            pipe.rpush(self.keys.commands(agent.index), encode(message))
+            pipe.expire(self.keys.commands(agent.index), KEY_TTL_S)
+        pipe.execute()
+
+    async def collect(self, kind: str, timeout: float) -> list[tuple]:
+        """Each agent's next reply, in the agents' order; SweepError naming the host of one
+        that answered with an error, or did not answer within `timeout`."""
+        return await asyncio.to_thread(self._redis_call, self._collect, kind, timeout)
+
+    def _collect(self, kind: str, timeout: float, *, stopping: bool = False) -> list[tuple]:
+        """`collect`'s work. When `stopping`, replies of another kind are passed over
+        (records of a window the sweep gave up) and an agent whose heartbeat ended has
+        stopped."""
+        pending = {self.keys.replies(a.index).encode(): a for a in self.agents}
+        got: dict[int, tuple] = {}
+        deadline = time.monotonic() + timeout
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                hosts = ", ".join(a.host for a in pending.values())
+                raise SweepError(
+                    f"the load agent on {hosts} stopped answering (no {kind} within {timeout:g} s)"
+                )
+            item = _blpop(self.redis, list(pending), timeout=min(POLL_S, left))
+            if item is None:
+                for key, agent in list(pending.items()):
+                    if self.redis.exists(self.keys.agent(agent.index)):
+                        continue
+                    if not stopping:
+                        raise SweepError(
+                            f"the load agent on {agent.host} stopped answering (its heartbeat "
+                            "ended)"
+                        )
+                    del pending[key]
+                    got[agent.index] = ("stopped",)
+                continue
+            agent = pending[item[0]]
+            try:
+                message = decode(item[1])
+            except (ValueError, TypeError, msgpack.UnpackException):
+                raise SweepError(
+                    f"the load agent on {agent.host} sent an unreadable reply"
+                ) from None
+            if stopping and message[0] != kind:
+                continue
+            del pending[item[0]]
+            if message[0] == "error":
+                raise SweepError(f"the load agent on {agent.host}: {message[1]}")
+            if message[0] != kind:
+                raise SweepError(
+                    f"the load agent on {agent.host} answered {message[0]!r}, not {kind!r}"
+                )
+            got[agent.index] = message
+        return [got[a.index] for a in self.agents]
+
+    def _redis_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except redis.RedisError as exc:
+            raise SweepError(f"the load agents' Redis does not answer: {exc}") from None
+
+    # --- the end --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the agents (waiting STOP_TIMEOUT_S at most for them to stop their workers),
+        then delete every key of the session. Idempotent; never raises."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            if self.agents:
+                self._send([("stop",)] * len(self.agents))
+                self._collect("stopped", STOP_TIMEOUT_S, stopping=True)
+        except (SweepError, redis.RedisError) as exc:
+            log.warning("sweep #%s: stopping the load agents: %s", self.keys.job, exc)
+        finally:
+            if self._beat is not None:
+                self._beat.stop()
+            try:
+                seats = int(cast("bytes | None", self.redis.get(self.keys.seats)) or 0)
+                self.redis.delete(*self.keys.all(max(seats, self.wanted)))
+                # The session key names this session only until a later one replaced it.
+                if self.redis.get(session_key(self.keys.job)) == self.keys.session.encode():
+                    self.redis.delete(session_key(self.keys.job))
+            except redis.RedisError as exc:  # the keys expire on their own
+                log.warning("sweep #%s: deleting the load agents' keys: %s", self.keys.job, exc)
+            self.redis.close()
+
+    def joined_tasks(self) -> set[str]:
+        return {a.task for a in self.agents}
+
+
+# --- the agent's side -------------------------------------------------------------------------
+
+
+class AgentLink:
+    """An agent's end of its session: its seat, its commands and replies, its heartbeat."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, index: int) -> None:
+        self.redis = client
+        self.keys = keys
+        self.index = index
+        self._push = client.register_script(_GUARDED_PUSH)
+        self._set = client.register_script(_GUARDED_SET)
+        self._beat: _Beat | None = None
+        self.stopping = False  # told to stop: it answers "stopped" once its workers are
+
+    @classmethod
+    def take_seat(cls, redis_url: str, job: int, hosts: int) -> AgentLink | None:
+        """A seat in the job's session: None when there is no session (the coordinator
+        ended) or every seat is taken (an extra, or a redelivered, agent)."""
+        client = connect(redis_url)
+        session = cast("bytes | None", client.get(session_key(job)))
+        if session is None:
+            client.close()
+            return None
+        keys = Keys(job, session.decode())
+        index = int(
+            client.register_script(_GUARDED_SEAT)(keys=[keys.alive, keys.seats], args=[KEY_TTL_S])
+        )
+        if not 1 <= index < hosts:
+            client.close()
+            return None
+        return cls(client, keys, index)
+
+    def join(self, host: str, pid: int, task: str) -> bool:
+        self._beat_once()
+        self._beat = _Beat(self._beat_once, f"loadgen-agent-{self.index}-beat")
+        self._beat.start()
+        return self._push_to(self.keys.joins, (self.index, host, pid, task))
+
+    def _beat_once(self) -> None:
+        self._set(keys=[self.keys.alive, self.keys.agent(self.index)], args=[b"1", ALIVE_TTL_S])
+
+    def _push_to(self, key: str, message: tuple) -> bool:
+        return bool(self._push(keys=[self.keys.alive, key], args=[encode(message), KEY_TTL_S]))
+
+    def reply(self, message: tuple) -> bool:
+        """False when the coordinator is gone."""
+        return self._push_to(self.keys.replies(self.index), message)
+
+    def next_command(self, timeout: float = POLL_S) -> tuple | None:
+        item = _blpop(self.redis, [self.keys.commands(self.index)], timeout=timeout)
+        return decode(item[1]) if item is not None else None
+
+    def coordinator_alive(self) -> bool:
+        return bool(self.redis.exists(self.keys.alive))
+
+    def leave(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
+        try:
+            self.redis.delete(self.keys.agent(self.index))
+        except redis.RedisError as exc:  # it expires on its own
+            log.warning("load agent %s: %s", self.index, exc)
+        self.redis.close()
+
+
+# --- the composite pool -----------------------------------------------------------------------
+
+
+class LocalPool(Protocol):
+    """What `CompositePool` needs of the coordinator's own pool (`loadgen._Pool`)."""
+
+    sequences: bool
+
+    def set_level(
+        self, kind: str, value: float, arrival: str, seed: int, offset_ns: int = 0
+    ) -> None: ...
+
+    async def assign_sequences(
+        self, first: int, count: int, total: int, seed: int, level: float
+    ) -> None: ...
+
+    async def swap(self, t_end: int) -> list[tuple]: ...
+
+    def stop(self) -> None: ...
+
+
+def host_shares(kind: str, value: float, host_threads: Sequence[int]) -> list[float]:
+    """A level's value split among the hosts: a concurrency in whole requests (as
+    `split_load`), a request rate in proportion to each host's paced threads (as a host
+    splits its share among its workers)."""
+    if kind == "request_rate":
+        total = sum(host_threads)
+        return [value * n / total for n in host_threads]
+    return split_load(kind, value, len(host_threads))
+
+
+def host_seed(seed: int, host: int) -> int:
+    return seed + host * HOST_SEED_STRIDE
+
+
+def host_requests(host: str, replies: Sequence[tuple]) -> dict[str, Any]:
+    """One host's share of a window: its completed requests and its errors."""
+    return {
+        "host": host,
+        "requests": int(sum(len(r[2]) for r in replies)),
+        "errors": int(sum(r[3] for r in replies)),
+    }
+
+
+class CompositePool:
+    """The local pool and the remote agents behind the local pool's calls."""
+
+    def __init__(self, local: LocalPool, remote: RemoteHosts, host_threads: Sequence[int]) -> None:
+        self.local = local
+        self.remote = remote
+        self.host_threads = list(host_threads)  # each host's paced threads (request rate)
+        self.sequences = local.sequences
+        self.last_hosts: list[dict[str, Any]] = []  # each host's share of the last window
+        # What the last swap took (ms): the local workers' records, and the agents' (their
+        # swap sent until every agent's records are decoded), side by side.
+        self.last_cost: dict[str, float] = {}
+
+    async def start_sequences(self, params: SweepParams, level: float) -> None:
+        """Every host ends its live sequences and takes its share of the level's statuses,
+        numbered across the hosts (then across each host's workers)."""
+        total = int(level if params.mode == "concurrency" else params.num_of_sequences)
+        counts = [int(n) for n in split_load("concurrency", total, self.remote.hosts)]
+        firsts = [sum(counts[:h]) for h in range(len(counts))]
+        await self.remote.send(
+            [
+                ("sequences", firsts[a.index], counts[a.index], total, params.seed, level)
+                for a in self.remote.agents
+            ]
+        )
+        await self.local.assign_sequences(firsts[0], counts[0], total, params.seed, level)
+        await self.remote.collect("ready", START_TIMEOUT_S)
+
+    async def set_level(self, kind: str, value: float, arrival: str, seed: int) -> None:
+        """Every host starts its share at one wall-clock time, LEVEL_START_LEAD_NS ahead."""
+        shares = host_shares(kind, value, self.host_threads)
+        gap = int(1e9 / value) if kind == "request_rate" and value > 0 else 0
+        start = time.time_ns() + LEVEL_START_LEAD_NS
+        await self.remote.send(
+            [
+                (
+                    "level",
+                    kind,
+                    shares[a.index],
+                    arrival,
+                    host_seed(seed, a.index),
+                    start,
+                    a.index * gap,
+                )
+                for a in self.remote.agents
+            ]
+        )
+        await asyncio.sleep(max(0.0, (start - time.time_ns()) / 1e9))
+        self.local.set_level(kind, shares[0], arrival, seed)
+
+    async def swap(self, t_end: int) -> list[tuple]:
+        """The window's replies of every host's workers, the local ones first."""
+        started = time.perf_counter()
+        boundary = to_wall(t_end)
+        cost: dict[str, float] = {}
+
+        def took(name: str) -> None:
+            cost[name] = (time.perf_counter() - started) * 1000
+
+        async def local() -> list[tuple]:
+            replies = await self.local.swap(t_end)
+            took("load_local_ms")
+            return replies
+
+        async def remote() -> list[tuple]:
+            await self.remote.send([("swap", boundary)] * len(self.remote.agents))
+            replies = await self.remote.collect("records", REPLY_TIMEOUT_S)
+            took("load_collect_ms")
+            return replies
+
+        mine, agents = await asyncio.gather(local(), remote())
+        self.last_cost = cost
+        self.last_hosts = [host_requests(self.remote.name, mine)] + [
+            host_requests(a.host, m[1]) for a, m in zip(self.remote.agents, agents, strict=True)
+        ]
+        return [*mine, *(r for m in agents for r in m[1])]
+
+    def stop(self) -> None:
+        try:
+            self.local.stop()
+        finally:
+            self.remote.close()
