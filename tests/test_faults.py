@@ -305,7 +305,7 @@ def test_triton_restarted_mid_stream_ends_the_sweep_clearly_and_leaves_no_worker
         model="stream_tok", streaming=True, mode="request_rate", start=20, end=60, step=20,
         measurement_window_ms=300, stability_percentage=1, max_windows=20, arrival="poisson",
     )  # fmt: skip
-    sweep = sweeps.create_sweep(params, enqueue=False)
+    sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
     assert jobs.claim(sweep.pk)
     runner = threading.Thread(target=jobs.execute, args=(sweep.pk,))
     runner.start()

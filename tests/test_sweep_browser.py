@@ -228,7 +228,13 @@ def test_benchmark_of_an_ensemble_draws_a_chart_per_step(
         assert counts == [["add_sub", 2], ["add_batched", 2]], (counts, console)
         table = page.text_content("#steps-table")
         assert "add_sub" in table and "add_batched" in table
-        assert "of compute at concurrency" in page.text_content("#recommendation")
+        # The step sentence names the knee or the last settled level; a busy machine may
+        # settle none (then the verdict says so): never a condition on speed.
+        settled = page.evaluate(
+            "Array.from(SweepPage.points.values()).some(p => p.window === -1 && p.stable)"
+        )
+        recommendation = page.text_content("#recommendation")
+        assert ("of compute at concurrency" in recommendation) == settled, recommendation
         assert not console, console
     finally:
         context.close()

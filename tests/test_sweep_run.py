@@ -99,10 +99,12 @@ async def test_a_short_sweep_completes_and_streams_windows_levels_and_summary_in
         assert [e["point"]["window"] for e in mine[:-1]] == list(range(len(mine) - 1))
         assert len(mine) - 1 >= 3
     assert received[-1]["state"] == "succeeded"
-    assert "infer/s" in received[-1]["summary"]["recommendation"]
 
     stored = await sync_to_async(Sweep.objects.get)(pk=sweep.pk)
     assert stored.state == "succeeded" and stored.finished_at and stored.error == ""
+    # The summary event carries the stored verdict (whether a level settled is the
+    # machine's business, not this test's).
+    assert received[-1]["summary"] == stored.summary and stored.summary["recommendation"]
     window_events = sum(1 for e in received if e["type"] == "sweep.window")
     count = await sync_to_async(SweepPoint.objects.filter(sweep=stored, window__gte=0).count)()
     assert count == window_events

@@ -100,7 +100,10 @@ def test_the_builtin_engine_breaks_an_ensemble_down_by_step(loaded, redis_db, cl
     assert list(rows[0]) == [*CSV_COLUMNS, *step_columns]
     assert all(float(row[c]) > 0 for row in rows for c in step_columns if "Queue" not in c)
     assert export.to_json(sweep)["points"][0]["extra"]["steps"]
-    assert "% of compute at concurrency" in sweep.summary["recommendation"]
+    # The step sentence names the knee or the last settled level (a busy machine may settle
+    # none, and the verdict then says so).
+    settled = any(level.stable for level in levels)
+    assert ("% of compute at concurrency" in sweep.summary["recommendation"]) == settled
 
 
 def test_the_builtin_engine_counts_a_bls_models_calls(loaded, redis_db, client) -> None:

@@ -2,8 +2,9 @@
 
 An ensemble's steps come from its config (nested ensembles are expanded to their steps, as
 perf_analyzer's model parser does); a BLS model's from its `calls_models` parameter
-(`model_kind`). Only those models' statistics are read, never the whole server's: another
-client's traffic to some other model must not leak into a sweep.
+(`model_kind`). Only those models' figures are kept: another client's traffic to some other
+model must not leak into a sweep (they are read in one statistics call for the server, so
+that the steps' counts and the model's are of one moment, see `read`).
 
 What Triton 2.51 reports for an ensemble itself (checked on this machine): its request,
 inference and execution counts and its request time are its own; its queue is only the
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repository_app.naming import unsafe_name_reason
+from repository_app.triton import statistics
 from repository_app.triton.aio import AioClient
 from repository_app.triton.client import TritonError
 
@@ -184,12 +186,25 @@ async def resolve_versions(control: AioClient, items: Sequence[Composing]) -> li
     return out
 
 
-async def read(control: AioClient, plan: Plan) -> list[dict[str, int] | None]:
-    """Each step's cumulative counters, one statistics call per model, all at once (no
-    call at all without steps)."""
+async def read(
+    control: AioClient, plan: Plan, model: str, version: str
+) -> tuple[dict[str, int] | None, list[dict[str, int] | None]]:
+    """(the model's cumulative counters, each step's), read at one moment. Without steps,
+    the model's own statistics call. With steps, one call for the server's models (Triton
+    answers it from one pass over them), of which only the model's and its steps' entries
+    are kept: separate calls would each be answered a little later on a busy machine, and
+    the steps' counts would drift from the model's by whatever completed in between; in
+    one read they differ only by the requests in flight."""
     if not plan.steps:
-        return []
-    return list(await asyncio.gather(*(control.statistics(s.model, s.version) for s in plan.steps)))
+        return await control.statistics(model, version), []
+    entries = await control.model_stats("", "")
+    if entries is None:
+        return None, [None] * len(plan.steps)
+
+    def of(name: str, wanted: str) -> dict[str, int]:
+        return statistics.totals([e for e in entries if e.get("name") == name], wanted)
+
+    return of(model, version), [of(s.model, s.version) for s in plan.steps]
 
 
 def composed(plan: Plan, own: Any, steps: Sequence[StepServer]) -> Any:

@@ -644,8 +644,8 @@ async def _measure_levels(
         await _call(pool.set_level, params.mode, level, params.arrival, params.seed)
         window_start = time.monotonic_ns()
         await pool.swap(window_start)  # drop what the previous level left behind
-        server_start, steps_start = await asyncio.gather(
-            control.statistics(params.model, params.version), composing.read(control, plan)
+        server_start, steps_start = await composing.read(
+            control, plan, params.model, params.version
         )
         windows: list[WindowResult] = []
         cancelled = over = False
@@ -664,12 +664,11 @@ async def _measure_levels(
             if cancelled:
                 break
             window_end, closed_at = time.monotonic_ns(), time.time()
-            # The steps' statistics at the same boundary as the model's own, all at once.
-            replies, server_end, gpu_now, steps_end = await asyncio.gather(
+            # The steps' statistics in the same read as the model's own (`composing.read`).
+            replies, (server_end, steps_end), gpu_now = await asyncio.gather(
                 pool.swap(window_end),
-                control.statistics(params.model, params.version),
+                composing.read(control, plan, params.model, params.version),
                 gpu_sampler.sample(),
-                composing.read(control, plan),
             )
             merge_started = time.perf_counter()
             window = _window(level, len(windows), window_start, window_end, replies, batch)
