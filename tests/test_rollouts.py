@@ -3,6 +3,7 @@ Triton is asked, the outcome's words, and a rollout whose process is gone."""
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -169,3 +170,40 @@ def test_a_rollout_whose_process_is_gone_ends_interrupted_when_looked_at(
     other = runner.create("load", "m", choose(servers=["default"]), user)
     Rollout.objects.filter(pk=other.pk).update(runner="elsewhere:1:1")
     assert runner.snapshot(other.pk)["state"] == "running"
+
+
+@pytest.mark.django_db
+def test_the_form_lists_where_a_choice_goes_and_starts_nothing_it_did_not_list(
+    fleet, django_user_model, redis_db
+):
+    from django.test import Client
+
+    operator = django_user_model.objects.create_user("ops")
+    set_role(operator, OPERATOR)
+    client = Client()
+    client.force_login(operator)
+    model_page = client.get("/models/m/").content.decode()
+    assert 'id="rollout-link" href="/rollouts/new?model=m"' in model_page
+    # From twin's pages, "every server on the repository" starts as twin's.
+    page = client.get("/rollouts/new", {"model": "m", "server": "twin"}).content.decode()
+    assert re.findall(r'<tr data-server="([^"]+)"', page) == ["default", "twin"]
+    page = client.get(
+        "/rollouts/new", {"model": "m", "action": "reload", "choice": "label", "label": "env=prod"}
+    ).content.decode()
+    assert re.findall(r'<tr data-server="([^"]+)"', page) == ["far", "twin"]
+    assert 'name="expect" value="far,twin"' in page and "label env=prod" in page
+    assert "not in its repository on disk" in page  # far has no m
+    start = {"action": "reload", "model": "m", "choice": "label", "label": "env=prod"}
+    changed = client.post("/rollouts/", {**start, "expect": "far"})
+    assert changed.status_code == 409
+    assert "this choice now means far, twin, not far as listed" in changed.content.decode()
+    bad = client.post("/rollouts/", {**start, "label": "env"})
+    assert bad.status_code == 400 and 'data-field="label"' in bad.content.decode()
+    unknown = client.post("/rollouts/", {**start, "choice": "servers", "servers": ["nope"]})
+    assert unknown.status_code == 404
+    viewer = Client()
+    viewer.force_login(django_user_model.objects.create_user("vi"))
+    refused = viewer.post("/rollouts/", {**start, "expect": "far,twin"})
+    assert refused.status_code == 403
+    assert "your role cannot load or unload models on far, twin" in refused.content.decode()
+    assert not Rollout.objects.exists()
