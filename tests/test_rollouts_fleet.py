@@ -310,3 +310,37 @@ async def test_the_rollout_socket_sends_the_rollout_first_then_each_change(
     )  # fmt: skip
     missing.scope["user"] = user
     assert (await missing.connect())[1] == 4404
+
+
+@pytest.mark.browser
+def test_the_rollout_page_follows_each_server_live(
+    browser, web_server, admin_credentials, triton, triton_shared, shared_server
+):
+    from django.contrib.auth import get_user_model
+
+    from .conftest import login, wait_js
+
+    page = browser.new_page()
+    login(page, web_server.url, *admin_credentials)
+    # The form, as a person uses it: pick the servers, see them listed, start.
+    page.goto(f"{web_server.url}/rollouts/new?model=add_sub&action=unload&choice=servers")
+    page.check("#pick-servers input[value=shared]")  # picking submits the form again
+    wait_js(page, "document.querySelectorAll('#rollout-servers tr[data-server]').length === 2")
+    with page.expect_navigation():
+        page.click("#rollout-start button[type=submit]")
+    assert re.fullmatch(rf"{web_server.url}/rollouts/\d+/", page.url), page.url
+    wait_js(page, "document.getElementById('rollout-state').textContent === 'succeeded'")
+    # A rollout the page sees pending, then run (by this process): it changes live.
+    user = get_user_model().objects.get(username=admin_credentials[0])
+    rollout = runner.create("unload", "add_sub", hand_picked(["default", "shared"]), user)
+    page.goto(f"{web_server.url}/rollouts/{rollout.pk}/")
+    wait_js(page, "document.getElementById('live-status').textContent === 'live'")
+    cells = (
+        "[...document.querySelectorAll('#rollout-targets [data-k=state]')].map(c => c.textContent)"
+    )
+    assert page.evaluate(f"() => {cells}") == ["pending", "pending"]
+    runner.launch(rollout, wait=True)
+    wait_js(page, f"{cells}.join() === 'succeeded,succeeded'")
+    wait_js(
+        page, "document.getElementById('rollout-summary').textContent === 'succeeded: 2 unloaded'"
+    )
