@@ -199,6 +199,8 @@ def test_the_form_lists_where_a_choice_goes_and_starts_nothing_it_did_not_list(
     assert "this choice now means far, twin, not far as listed" in changed.content.decode()
     bad = client.post("/rollouts/", {**start, "label": "env"})
     assert bad.status_code == 400 and 'data-field="label"' in bad.content.decode()
+    bad = client.post("/rollouts/", {**start, "model": "a b"})
+    assert bad.status_code == 400 and "invalid model name" in bad.content.decode()
     unknown = client.post("/rollouts/", {**start, "choice": "servers", "servers": ["nope"]})
     assert unknown.status_code == 404
     viewer = Client()

@@ -58,6 +58,8 @@ def _form_page(
 ) -> HttpResponse:
     model = str(data.get("model", ""))
     if unsafe_name_reason(model):
+        if error:  # a start refused for its model: say so, nothing to show a form for
+            return render(request, "request_error.html", {"message": error}, status=status)
         raise Http404(f"no model {model!r}: {unsafe_name_reason(model)}")
     current = server_of(request)
     kind = data.get("choice") or "repository"
