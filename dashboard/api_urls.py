@@ -7,6 +7,7 @@ from profiler_app import api as sweep_api
 from profiler_app.search import api as search_api
 from repository_app import api as repository_api
 from repository_app.editor import api as config_api
+from repository_app.rollouts import api as rollout_api
 from repository_app.uploads import api as upload_api
 from team.api import AuditListView, OwnTokenView
 
@@ -77,6 +78,8 @@ urlpatterns = [
         name="api_search_resume",
     ),
     path("searches/<int:pk>/apply", search_api.SearchApplyView.as_view(), name="api_search_apply"),
+    path("rollouts/", rollout_api.RolloutListView.as_view(), name="api_rollouts"),
+    path("rollouts/<int:pk>/", rollout_api.RolloutDetailView.as_view(), name="api_rollout"),
     path("audit/", AuditListView.as_view(), name="api_audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),

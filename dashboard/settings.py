@@ -277,6 +277,9 @@ SPECTACULAR_SETTINGS = {
         "JobKindEnum": "profiler_app.models.Sweep.Kind",
         "EngineEnum": "profiler_app.models.Sweep.Engine",
         "InstanceKindEnum": ["KIND_CPU", "KIND_GPU"],
+        "StateEnum": "profiler_app.models.Sweep.State",  # its name before rollouts had states
+        "RolloutStateEnum": "repository_app.models.Rollout.State",
+        "RolloutTargetStateEnum": "repository_app.models.RolloutTarget.State",
     },
 }
 

@@ -46,13 +46,20 @@ class ActionOutcome:
     message: str
     states: dict[str, Any] = field(default_factory=dict)
     previous_serving: bool = False
+    # Triton did not answer (rather than refusing): a rollout reports "unreachable".
+    unreachable: bool = False
 
     def as_event(self, username: str) -> dict[str, Any]:
         return {**asdict(self), "phase": "succeeded" if self.ok else "failed", "by": username}
 
 
 class ActionRefused(Exception):
-    """The action was not started; the message says why."""
+    """The action was not started; the message says why, ``reason`` in a word (a
+    rollout's target shows it): "unreachable", "not explicit", "busy" or "refused"."""
+
+    def __init__(self, message: str, *, reason: str = "refused") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def check_can_control(server: Server) -> None:
@@ -60,30 +67,47 @@ def check_can_control(server: Server) -> None:
     try:
         mode = get_client(server).control_mode()
     except TritonError as exc:
-        raise ActionRefused(exc.message) from exc
+        raise ActionRefused(
+            exc.message, reason="unreachable" if exc.unreachable else "refused"
+        ) from exc
     if mode != "explicit":
-        raise ActionRefused(NOT_EXPLICIT)
+        raise ActionRefused(NOT_EXPLICIT, reason="not explicit")
 
 
-def start_action(
-    server: Server, action: str, name: str, username: str, *, user_id: int | None = None
-) -> None:
-    """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
+def claim(server: Server, action: str, name: str, username: str) -> None:
+    """The checks before an action runs (name, explicit mode, not busy, not already
+    running), then (server, model) is marked in flight and every page on the server hears
+    "started"; raises ActionRefused. The caller runs ``run_action``, then ``release``."""
     if action not in ACTIONS:
         raise ActionRefused(f"unknown action {action!r}")
     _check_name(name)
     check_can_control(server)
     if any(s.state in ("LOADING", "UNLOADING") for s in _states(server, name)):
-        raise ActionRefused(f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it")
+        raise ActionRefused(
+            f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it", reason="busy"
+        )
     with _inflight_lock:
         if (server.name, name) in _inflight:
-            raise ActionRefused(f"an action on model '{name}' is already running")
+            raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
         _inflight.add((server.name, name))
     events.publish(
         events.repository_group(server.name),
         "model.action",
         {"model": name, "action": action, "phase": "started", "by": username},
     )
+
+
+def release(server: Server, name: str) -> None:
+    """The end of what ``claim`` began (whatever the outcome)."""
+    with _inflight_lock:
+        _inflight.discard((server.name, name))
+
+
+def start_action(
+    server: Server, action: str, name: str, username: str, *, user_id: int | None = None
+) -> None:
+    """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
+    claim(server, action, name, username)
     _executor.submit(_run_in_thread, server, action, name, username, user_id)
 
 
@@ -126,8 +150,7 @@ def _run_in_thread(
     except Exception:  # never let a thread die silently
         log.exception("%s of %s on %s failed unexpectedly", action, name, server.name)
     finally:
-        with _inflight_lock:
-            _inflight.discard((server.name, name))
+        release(server, name)
         close_old_connections()
 
 
@@ -139,8 +162,10 @@ def run_action(
     *,
     user_id: int | None = None,
     config: dict[str, Any] | None = None,
+    audit_target: str = "",
 ) -> ActionOutcome:
-    """Run one action on the server now, publish its outcome and record the desired state."""
+    """Run one action on the server now, publish its outcome and record the desired state
+    (``audit_target``: what it is part of, e.g. "rollout #3", for the audit log)."""
     _check_name(name)
     client = get_client(server)
     before = _states(server, name)
@@ -159,9 +184,11 @@ def run_action(
         message = exc.message if action == "unload" else explain_load_failure(exc.message)
         if was_ready and still_ready and action != "unload":
             message += " — the previous version keeps serving."
-        outcome = ActionOutcome(name, action, False, message, previous_serving=still_ready)
+        outcome = ActionOutcome(
+            name, action, False, message, previous_serving=still_ready, unreachable=exc.unreachable
+        )
     outcome.states = state_json(states)
-    _audit(server, action, name, username, user_id, outcome)
+    _audit(server, action, name, username, user_id, outcome, audit_target)
     if outcome.ok:
         ModelIntent.objects.update_or_create(
             server=server.name,
@@ -181,6 +208,7 @@ def _audit(
     username: str,
     user_id: int | None,
     outcome: ActionOutcome,
+    target: str = "",
 ) -> None:
     from django.contrib.auth import get_user_model
 
@@ -192,6 +220,7 @@ def _audit(
         action,
         model_name=name,
         server=server.name,
+        target=target,
         outcome="ok" if outcome.ok else "failed",
         detail=outcome.message,
     )

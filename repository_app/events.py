@@ -57,6 +57,9 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "sweep.summary": frozenset({"sweep", "state", "error", "summary"}),
     "search.candidate": frozenset({"search", "candidate"}),
     "search.result": frozenset({"search", "state", "result"}),
+    # rollout groups (rollout_group): one load/unload/reload on several servers
+    "rollout.target": frozenset({"rollout", "server", "state", "reason", "message"}),
+    "rollout.state": frozenset({"rollout", "state", "summary"}),
 }
 
 
@@ -177,6 +180,11 @@ def current_seq(group: str) -> int:
 def sweep_group(sweep_id: int) -> str:
     """A sweep's (or a config search's) windows, levels and state."""
     return f"sweep.{int(sweep_id)}"
+
+
+def rollout_group(rollout_id: int) -> str:
+    """A rollout's targets as each changes state, and its outcome."""
+    return f"rollout.{int(rollout_id)}"
 
 
 def user_group(user_id: int) -> str:

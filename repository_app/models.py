@@ -300,3 +300,71 @@ class GpuMetricPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server}/{self.gpu} @{self.ts} ({self.resolution_s} s)"
+
+
+# --- Rollouts (repository_app/rollouts/) ----------------------------------------------------
+
+
+class Rollout(models.Model):
+    """One load, unload or reload of a model on a set of servers, chosen in one of three
+    ways (``chosen`` says which, in words); one RolloutTarget per server, run at once.
+    Ends "succeeded", "partial" or "failed" (``summary``: "partial: 3 loaded, 1 failed");
+    nothing is retried."""
+
+    class State(models.TextChoices):
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        PARTIAL = "partial", "partial"
+        FAILED = "failed", "failed"
+
+    action = models.CharField(max_length=10)  # control.ACTIONS
+    model = models.CharField(max_length=255)
+    # How the servers were chosen: "every server on repository /models", "label env=prod",
+    # "hand-picked: a, b".
+    chosen = models.CharField(max_length=500)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    username = models.CharField(max_length=150)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.RUNNING)
+    summary = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Which process runs the targets ("host:pid"): one that is gone leaves them unfinished,
+    # and they are then shown as interrupted (rollouts.runner.reap).
+    runner = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"rollout #{self.pk} {self.action} {self.model}: {self.state}"
+
+
+class RolloutTarget(models.Model):
+    """One server of a rollout: its state, and why it failed (``reason`` in a word:
+    "unreachable", "not permitted", "no model", "not explicit", "busy", "refused",
+    "failed", "interrupted"; ``message``: Triton's or the dashboard's text)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="targets")
+    server = models.CharField(max_length=40)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    reason = models.CharField(max_length=40, blank=True)
+    message = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rollout", "server"]
+        constraints = [
+            models.UniqueConstraint(fields=["rollout", "server"], name="rollouttarget_server")
+        ]
+
+    def __str__(self) -> str:
+        return f"rollout #{self.rollout_id} on {self.server}: {self.state}"

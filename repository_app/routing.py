@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 
 from .consumers import LiveConsumer
+from .rollouts.consumers import RolloutConsumer
 
 websocket_urlpatterns = [
     path("ws/repository/", LiveConsumer.as_asgi(), {"topic": "repository"}),
@@ -9,4 +10,5 @@ websocket_urlpatterns = [
     path("ws/notifications/", LiveConsumer.as_asgi(), {"topic": "notifications"}),
     re_path(r"^ws/editor/(?P<name>[^/]+)/$", LiveConsumer.as_asgi(), {"topic": "editor"}),
     re_path(r"^ws/models/(?P<name>[^/]+)/$", LiveConsumer.as_asgi(), {"topic": "model"}),
+    path("ws/rollouts/<int:pk>/", RolloutConsumer.as_asgi()),
 ]

@@ -17,6 +17,8 @@ urlpatterns = [
         views.model_action,
         name="model_action",
     ),
+    # Load, unload or reload on several servers: repository_app/rollouts/.
+    path("", include("repository_app.rollouts.urls")),
     path("server/", views.server, name="server"),
     path("server/history.json", views.server_history_json, name="server_history_json"),
 ]

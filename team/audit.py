@@ -37,6 +37,7 @@ ACTIONS = (
     "load",
     "unload",
     "reload",
+    "rollout",
     "config.save",
     "config.restore",
     "config.try",

@@ -36,7 +36,7 @@ def test_every_type_a_page_handles_and_every_type_the_code_sends_is_declared():
         sent |= set(re.findall(r'publish\)?\(\s*[^,()]+(?:\([^()]*\))?,\s*"([a-z.]+)"', text))
         sent |= set(re.findall(r'self\.publish\(\s*"([a-z.]+)"', text))
     declared = set(events.EVENT_FIELDS)
-    snapshots = {"sweep.snapshot", "search.snapshot", "models.snapshot"}
+    snapshots = {"sweep.snapshot", "search.snapshot", "models.snapshot", "rollout.snapshot"}
     assert sent and handled
     assert sent <= declared, sent - declared
     assert handled - snapshots <= declared, handled - snapshots - declared

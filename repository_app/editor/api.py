@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from ..modelconfig.findings import Finding
 from ..models import ConfigRevision
 from ..repository import RepositoryError
+from ..rollouts.offer import reload_offer
 from ..server_context import SERVER_PARAMETER, server_of
 from ..servers import Server
 from ..views import CONTROL_PERMISSION
@@ -29,6 +30,23 @@ ConfigSerializer = inline_serializer(
         "model": serializers.CharField(),
         "sha256": serializers.CharField(),
         "text": serializers.CharField(),
+    },
+)
+ConfigSavedSerializer = inline_serializer(
+    "ConfigSaved",
+    {
+        "model": serializers.CharField(),
+        "sha256": serializers.CharField(),
+        "text": serializers.CharField(),
+        "changed": serializers.BooleanField(),
+        "revision": serializers.IntegerField(allow_null=True),
+        "findings": serializers.ListField(child=serializers.DictField()),
+        "reload_where_loaded": serializers.JSONField(
+            allow_null=True,
+            help_text="null unless other servers share this repository: the servers where "
+            "the model is loaded (servers), the others with why (not_offered), and the body "
+            "of POST /api/v1/rollouts/ that reloads it there (rollout; null when none)",
+        ),
     },
 )
 ConfigWriteSerializer = inline_serializer(
@@ -109,7 +127,7 @@ class ConfigView(APIView):
 
     @extend_schema(
         request=ConfigWriteSerializer,
-        responses={200: ConfigSerializer},
+        responses={200: ConfigSavedSerializer},
         parameters=[
             OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=True),
             SERVER_PARAMETER,
@@ -156,11 +174,15 @@ class ConfigView(APIView):
         except saving.SaveError as exc:
             return Response({"message": exc.message, "field": None}, status=507)
         sha = saving.sha256_hex(as_text.encode("utf-8"))
+        # Several servers on this repository: where it is loaded, and the rollout that
+        # reloads it there (offered, never run).
+        offer = reload_offer(server, name, request.user) if result.changed else None
         return Response(
             {"model": name, "sha256": sha, "text": as_text, "changed": result.changed,
              # The per-model number the pages show ("revision #3"), not the primary key.
              "revision": result.revision.number if result.revision else None,
-             "findings": _findings(result.findings)},
+             "findings": _findings(result.findings),
+             "reload_where_loaded": offer.as_json() if offer else None},
             headers={"ETag": f'"{sha}"'},
         )  # fmt: skip
 

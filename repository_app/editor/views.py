@@ -29,9 +29,11 @@ from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import RepositoryError
 from ..server_context import server_of
-from ..servers import Server
+from ..servers import Server, sharing
 from ..views import CONTROL_PERMISSION
 from . import diffing, fill, form_mapping, page, saving, triton_actions
+
+OFFER_KEY = "editor.reload_offer"  # in the session: a save's "reload where it is loaded"
 
 WRITE_ACTIONS = ("save", "save_reload", "try")
 ACTIONS = ("check", "to_text", "to_form", "fill", "fill_template", *WRITE_ACTIONS)
@@ -92,6 +94,7 @@ def _page(
     rewrite_reason: str = "",
     status: int = 200,
     config: Any = None,
+    reload_offer: Any = None,
 ) -> HttpResponse:
     """The editor page; in form mode ``config`` is what the forms show (the posted changes
     applied), when it differs from ``text``."""
@@ -138,6 +141,7 @@ def _page(
             "max_bytes": MAX_CONFIG_BYTES,
             "placeholders": page.placeholders(text),
             "template_field": page.TEMPLATE_FIELD,
+            "reload_offer": reload_offer,
             **extra,
         },
         status=status,
@@ -181,7 +185,25 @@ def _open_page(
         outcome=outcome,
         status=status,
         editor=editor,
+        reload_offer=_take_offer(request, name, server) if outcome is None else None,
     )
+
+
+def _keep_offer(request: HttpRequest, server: Server, name: str, done: tuple[str, ...]) -> None:
+    """After a save on a repository other servers share: the page it redirects to offers
+    to reload the model where it is loaded (never automatic)."""
+    if len(sharing(server)) > 1:
+        request.session[OFFER_KEY] = {"model": name, "server": server.name, "done": list(done)}
+
+
+def _take_offer(request: HttpRequest, name: str, server: Server) -> Any:
+    from ..rollouts.offer import reload_offer
+
+    kept = request.session.get(OFFER_KEY)
+    if not kept or kept.get("model") != name or kept.get("server") != server.name:
+        return None
+    del request.session[OFFER_KEY]
+    return reload_offer(server, name, request.user, done=tuple(kept.get("done", ())))
 
 
 @login_required
@@ -467,12 +489,14 @@ def _save(
     saved = f"Saved config.pbtxt as revision #{result.revision.number}."
     if action != "save_reload":
         messages.success(request, saved)
+        _keep_offer(request, server, name, done=())
         return redirect(back)
     verdict = triton_actions.reload_saved(
         server, name, request.user.get_username(), request.user.pk
     )
     if verdict.ok:
         messages.success(request, f"{saved} {verdict.message}")
+        _keep_offer(request, server, name, done=(server.name,))
         return redirect(back)
     outcome = {
         "kind": "reload_failed",

@@ -1,5 +1,8 @@
-"""`manage.py triton status|load|unload [--server NAME ...]`: scriptable Triton control (exit 0
-on success). ``--server`` names the server (repeatable: each in turn); default ``default``."""
+"""`manage.py triton status|load|unload|reload [--server NAME ...]`: scriptable Triton control
+(exit 0 on success). ``--server`` names the server; default ``default``. Several servers:
+``status`` shows each in turn, and a load, unload or reload runs as one rollout
+(``repository_app.rollouts``): every server at once, one line per server with its outcome,
+exit 0 only when every one succeeded."""
 
 from __future__ import annotations
 
@@ -11,10 +14,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from repository_app import control, repository, servers
+from repository_app.rollouts import runner
+from repository_app.rollouts.choose import hand_picked
 from repository_app.servers import Server, UnknownServer
 from repository_app.status import group_index, overall_state
 from repository_app.triton.client import TritonError, get_client
-from team.cli import acting_user
+from team.cli import acting_user, active_user
+from team.roles import role_of
 
 
 class Command(BaseCommand):
@@ -32,15 +38,18 @@ class Command(BaseCommand):
         )
         unload = sub.add_parser("unload", help="unload a model")
         unload.add_argument("model")
+        reload = sub.add_parser("reload", help="load a model again (its config and files)")
+        reload.add_argument("model")
         for p in sub.choices.values():
             p.add_argument(
                 "--server",
                 action="append",
                 dest="servers",
                 metavar="NAME",
-                help="the Triton server (repeat for several, each in turn); default: default",
+                help="the Triton server (repeat for several: a rollout to all of them at once, "
+                "or each one's status); default: default",
             )
-        for p in (load, unload):
+        for p in (load, unload, reload):
             p.add_argument(
                 "--as-user",
                 default=os.environ.get("DASHBOARD_CLI_USER", "admin"),
@@ -53,6 +62,9 @@ class Command(BaseCommand):
             chosen = [servers.get(n) for n in dict.fromkeys(options["servers"] or ["default"])]
         except UnknownServer as exc:
             raise CommandError(f"--server: {exc.message}") from None
+        if options["action"] != "status" and len(chosen) > 1:
+            self._rollout(chosen, options)
+            return
         failed = []
         for server in chosen:
             # Several servers: each line says which one; one: the output is as it always was.
@@ -92,6 +104,31 @@ class Command(BaseCommand):
         if not outcome.ok:
             raise CommandError(outcome.message)
         self.stdout.write(prefix + outcome.message)
+
+    def _rollout(self, chosen: list[Server], options: dict[str, Any]) -> None:
+        if options.get("config_file") is not None:
+            raise CommandError("--config-file loads a model on one server: name one --server")
+        user = active_user(options["as_user"])
+        choice = hand_picked([s.name for s in chosen])
+        try:
+            rollout = runner.create(options["action"], options["model"], choice, user)
+        except runner.RolloutRefused as exc:
+            if exc.status == 403:
+                raise CommandError(
+                    f"user {user.get_username()!r} (role {role_of(user)}) is not allowed to do "
+                    f"this on {', '.join(choice.names)} (needs {runner.CONTROL_PERMISSION})"
+                ) from None
+            raise CommandError(exc.message) from None
+        runner.launch(rollout, wait=True)
+        for target in rollout.targets.all():
+            if target.state == "succeeded":
+                self.stdout.write(f"[{target.server}] {target.message}")
+            else:
+                self.stdout.write(f"[{target.server}] failed ({target.reason}): {target.message}")
+        summary = f"rollout #{rollout.pk} {rollout.summary}"
+        if rollout.state != "succeeded":
+            raise CommandError(summary)
+        self.stdout.write(summary)
 
     def _status(self, server: Server, prefix: str) -> None:
         client = get_client(server)

@@ -1,0 +1,170 @@
+"""Rollout pages: the form (which servers the choice resolves to, before anything starts),
+the start, one rollout live, and the list. Thin: ``choose`` resolves, ``runner`` runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from .. import control, repository, servers
+from ..models import Rollout
+from ..naming import unsafe_name_reason
+from ..server_context import server_of
+from . import runner
+from .choose import KINDS, Choice, ChoiceError, by_label, by_repository, hand_picked
+
+CHOOSE_ONE = "choose the servers: every server on a repository, a label, or a hand-picked list"
+
+
+def choice_from(data: Any) -> Choice:
+    """The form's choice (``choice`` says which of its fields counts)."""
+    kind = data.get("choice", "")
+    if kind == "repository":
+        return by_repository(data.get("repository_of", ""))
+    if kind == "label":
+        return by_label(data.get("label", ""))
+    if kind == "servers":
+        return hand_picked(data.getlist("servers"))
+    raise ChoiceError("choice", CHOOSE_ONE)
+
+
+def _on_disk(server: servers.Server, model: str) -> bool:
+    try:
+        repository.model_folder(model, server.repository)
+        return True
+    except repository.RepositoryError:
+        return False
+
+
+def _preview(request: HttpRequest, model: str, choice: Choice) -> list[dict[str, Any]]:
+    """Each server the choice resolves to, with what is already known to stop it (from the
+    disk and the roles: no Triton call, so the preview is quick)."""
+    return [
+        {
+            "server": s,
+            "permitted": request.user.has_perm(runner.CONTROL_PERMISSION, s),
+            "on_disk": _on_disk(s, model),
+        }
+        for s in choice.servers
+    ]
+
+
+def _form_page(
+    request: HttpRequest, data: Any, *, error: str = "", field: str | None = None, status: int = 200
+) -> HttpResponse:
+    model = str(data.get("model", ""))
+    if unsafe_name_reason(model):
+        if error:  # a start refused for its model: say so, nothing to show a form for
+            return render(request, "request_error.html", {"message": error}, status=status)
+        raise Http404(f"no model {model!r}: {unsafe_name_reason(model)}")
+    current = server_of(request)
+    kind = data.get("choice") or "repository"
+    values = {
+        "action": data.get("action") if data.get("action") in control.ACTIONS else "load",
+        "choice": kind if kind in KINDS else "repository",
+        "repository_of": data.get("repository_of") or current.name,
+        "label": data.get("label", ""),
+        "servers": data.getlist("servers") or [current.name],
+        "note": data.get("note", ""),
+    }
+    choice, rows = None, []
+    try:
+        choice = choice_from(_Values(values))
+        rows = _preview(request, model, choice)
+    except ChoiceError as exc:
+        if not error:
+            error, field = exc.message, exc.field
+    every = servers.all()
+    labels = sorted({f"{k}={v}" for s in every for k, v in s.labels.items()})
+    return render(
+        request,
+        "repository/rollout_new.html",
+        {
+            "model": model,
+            "values": values,
+            "actions": control.ACTIONS,
+            "every_server": every,
+            "labels": labels,
+            "choice": choice,
+            "rows": rows,
+            "permitted_count": sum(1 for r in rows if r["permitted"]),
+            "error": error,
+            "error_field": field,
+        },
+        status=status,
+    )
+
+
+class _Values:
+    """The form's values as the choice reads them (``get`` and ``getlist``)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def getlist(self, key: str) -> list[str]:
+        value = self.values.get(key)
+        return list(value) if isinstance(value, list) else []
+
+
+@login_required
+@require_GET
+def rollout_new(request: HttpRequest) -> HttpResponse:
+    return _form_page(request, request.GET)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rollouts(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        listed = Rollout.objects.all()
+        model = request.GET.get("model", "")
+        if model:
+            listed = listed.filter(model=model)
+        return render(
+            request, "repository/rollout_list.html", {"rollouts": listed[:100], "model": model}
+        )
+    data = request.POST
+    try:
+        runner.check_request(data.get("action"), data.get("model"))
+        choice = choice_from(data)
+    except runner.RolloutRefused as exc:
+        return _form_page(request, data, error=exc.message, field=exc.field, status=400)
+    except ChoiceError as exc:
+        code = 404 if exc.unknown else 400
+        return _form_page(request, data, error=exc.message, field=exc.field, status=code)
+    expected = [n for n in data.get("expect", "").split(",") if n]
+    if expected and expected != choice.names:
+        # The page listed other servers than the choice names now (one added, relabelled):
+        # start nothing the user did not see.
+        return _form_page(
+            request,
+            data,
+            error=f"this choice now means {', '.join(choice.names)}, not "
+            f"{', '.join(expected)} as listed: look at the list again, then start",
+            status=409,
+        )
+    try:
+        rollout = runner.create(
+            data.get("action"), data.get("model"), choice, request.user, note=data.get("note", "")
+        )
+    except runner.RolloutRefused as exc:
+        return _form_page(request, data, error=exc.message, field=exc.field, status=exc.status)
+    runner.launch(rollout)
+    return redirect("rollout_detail", pk=rollout.pk)
+
+
+@login_required
+@require_GET
+def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    data = runner.snapshot(pk)
+    if data is None:
+        raise Http404(f"no rollout #{pk}")
+    record = Rollout.objects.get(pk=pk)
+    return render(request, "repository/rollout_detail.html", {"rollout": data, "record": record})
