@@ -57,6 +57,8 @@ ACTIONS = (
     "user.deactivate",
     "user.password",
     "user.delete",
+    "user.narrow",
+    "user.unnarrow",
     "login",
     "login.failed",
     "token.create",
