@@ -58,9 +58,16 @@ def _resolve(request: Any) -> None:
 
 
 def _check_visible(request: Any) -> None:
-    """The user the view sees (a DRF request's, once authenticated) may see the server."""
-    server, user = request.triton_server, request.user
-    if server is not None and user.is_authenticated and not server_access.visible(user, server):
+    """The user the view sees (a DRF request's, once authenticated) may see the server:
+    else it is unknown to them. Checked once per request and user."""
+    server, user = request.triton_server, getattr(request, "user", None)
+    if server is None or user is None or not user.is_authenticated:
+        return
+    if getattr(request, "triton_server_seen_by", None) == user.pk:
+        return
+    if server_access.visible(user, server):
+        request.triton_server_seen_by = user.pk
+    else:
         request.triton_server = None
         request.triton_server_error = UnknownServer(server.name).message
 
