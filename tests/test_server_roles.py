@@ -273,16 +273,48 @@ def test_a_server_narrowed_to_none_is_an_unknown_server_everywhere(hidden):
     assert "secret_model" in listing and '<option value="far"' in listing
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_a_sweep_socket_of_a_hidden_server_is_refused_at_the_handshake(hidden, redis_db):
+def _socket(path: str, user: User) -> WebsocketCommunicator:
     from dashboard.asgi import application
 
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator.scope["user"] = user
+    return communicator
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_sweep_socket_of_a_hidden_server_is_refused_at_the_handshake(hidden, redis_db):
     vera, sweep = hidden
     for path in (f"/ws/sweeps/{sweep.pk}/", "/ws/repository/?server=far",
                  "/ws/models/add_sub/?server=far"):  # fmt: skip
-        communicator = WebsocketCommunicator(
-            application, path, headers=[(b"origin", b"http://testserver"), (b"host", b"testserver")]
-        )
-        communicator.scope["user"] = vera
-        connected, code = await communicator.connect()
+        connected, code = await _socket(path, vera).connect()
         assert not connected and code == 4404, path
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_activity_feed_relays_a_hidden_servers_events_as_their_seq_alone(
+    hidden, redis_db
+):
+    from asgiref.sync import sync_to_async
+
+    from repository_app import events
+
+    from .conftest import ACTIVITY
+
+    vera, _ = hidden
+    feed = _socket("/ws/activity/", vera)
+    assert (await feed.connect())[0]
+    publish = sync_to_async(events.publish)
+    await publish(events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "server": "far", "model": "m"})
+    await publish(events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "server": "default"})
+    received = []
+    while len(received) < 2:  # a snapshot of default's repository may come first
+        event = await feed.receive_json_from(5)
+        if event.get("group") == events.ACTIVITY_GROUP:
+            received.append(event)
+    hidden_event, shown = received
+    assert (
+        set(hidden_event) == {"type", "group", "seq"} and hidden_event["type"] == "activity.hidden"
+    )
+    assert shown["server"] == "default" and shown["seq"] == hidden_event["seq"] + 1
+    await feed.disconnect()

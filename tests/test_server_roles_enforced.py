@@ -148,8 +148,13 @@ def test_an_upload_to_solo_is_refused_at_its_next_chunk_once_the_narrowing_is_ad
     status = api.get(f"/api/v1/uploads/{upload_id}/").json()
     assert (status["offset"], status["state"]) == (1000, Upload.State.RECEIVING)
     assert not (triton_solo.repository / "narrowed_new").exists()
-    # Completing is refused too; without the narrowing the same upload goes on.
+    # Completing is refused too; narrowed to none, the upload is not there at all; without
+    # the narrowing the same upload goes on.
     assert api.post(f"/api/v1/uploads/{upload_id}/complete").status_code == 403
+    server_access.narrow(ada, olga, label="role=solo", role="none")
+    assert send(1000, len(data)).status_code == 404
+    assert api.get(f"/api/v1/uploads/{upload_id}/").status_code == 404
+    assert upload_id not in {u["id"] for u in api.get("/api/v1/uploads/").json()}
     ServerRole.objects.filter(user=olga).delete()
     assert send(1000, len(data)).status_code == 200
     api.delete(f"/api/v1/uploads/{upload_id}/")

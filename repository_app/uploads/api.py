@@ -86,10 +86,13 @@ def error(exc: UploadError) -> Response:
 
 
 def get_owned(request: Any, upload_id: Any) -> Upload:
-    """The caller's upload (admins see all); 404 otherwise, so ids cannot be probed."""
+    """The caller's upload (admins see all); 404 otherwise, so ids cannot be probed, and
+    for one to a server hidden from the caller (narrowed to none)."""
     upload = Upload.objects.filter(pk=upload_id).first()
     user = request.user
     if upload is None or not (user.is_superuser or upload.user_id == user.pk):
+        raise UploadError("no such upload", 404)
+    if upload.server in server_access.hidden_names(user):
         raise UploadError("no such upload", 404)
     return upload
 
@@ -170,7 +173,7 @@ class UploadListView(APIView):
             Upload.objects.all()
             if request.user.is_superuser
             else Upload.objects.filter(user=request.user)
-        )
+        ).exclude(server__in=server_access.hidden_names(request.user))
         return Response([upload_json(u) for u in uploads.order_by("-created_at")[:50]])
 
 
