@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from repository_app import servers
+from repository_app import server_access, servers
 from repository_app.server_context import server_of
 from repository_app.triton.client import TritonError, get_client
 
@@ -50,6 +50,9 @@ def overview(request: HttpRequest) -> HttpResponse:
             "components": components,
             "triton": triton,
             "models": models,
-            "activity": AuditEvent.objects.all()[:15],
+            # Servers hidden from the user (narrowed to none) are left out, as everywhere.
+            "activity": AuditEvent.objects.exclude(
+                server__in=server_access.hidden_names(request.user)
+            )[:15],
         },
     )

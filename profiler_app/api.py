@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import errors_response
-from repository_app import servers
+from repository_app import server_access, servers
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from repository_app.server_context import server_of
 from repository_app.servers import Server
@@ -26,7 +26,14 @@ from .forms import SweepForm, SweepLabelForm
 from .measure_api import SweepPointSerializer
 from .models import Sweep
 from .params import ParamsError, SweepError, SweepParams, from_flags, refusal
-from .permissions import RUN_PERMISSION, management_refusal
+from .permissions import (
+    CANNOT_RUN,
+    hidden_servers,
+    management_refusal,
+    run_refusal,
+    sweep_server,
+    visible_or_404,
+)
 
 # The measurement's flags, for the sweep's and the search's schema alike.
 MEASUREMENT_FIELDS: dict[str, serializers.Field] = {
@@ -149,9 +156,16 @@ class SweepCreatedSerializer(SweepSerializer):
     )
 
 
-def _require_run(request: Request) -> None:
-    if not request.user.has_perm(RUN_PERMISSION):
-        raise PermissionDenied("your role cannot run or cancel sweeps")
+def _require_run(request: Request, server: Server) -> None:
+    """The run permission on the server of the sweep at hand (a narrowing there refuses)."""
+    if refused := run_refusal(request.user, server, CANNOT_RUN):
+        raise PermissionDenied(refused)
+
+
+def _sweep_or_404(request: Request, pk: int, **fields: Any) -> Sweep:
+    """The sweep, unless there is none or its server is hidden from the caller."""
+    rows = Sweep.objects.select_related("created_by")
+    return visible_or_404(request.user, get_object_or_404(rows, pk=pk, **fields))
 
 
 class SweepListView(APIView):
@@ -164,7 +178,11 @@ class SweepListView(APIView):
         summary="Sweeps, newest first",
     )
     def get(self, request: Request) -> Response:
-        rows = Sweep.objects.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
+        rows = (
+            Sweep.objects.filter(kind=Sweep.Kind.SWEEP)
+            .exclude(server__in=hidden_servers(request.user))
+            .select_related("created_by")
+        )
         if request.query_params.get("model"):
             rows = rows.filter(model=request.query_params["model"])
         if request.query_params.get("server"):
@@ -177,15 +195,15 @@ class SweepListView(APIView):
         summary="Queue a sweep",
     )
     def post(self, request: Request) -> Response:
-        _require_run(request)
         data = request.data if isinstance(request.data, dict) else {}
+        body = dict(data.items())  # a QueryDict gives its last values, as a form reads them
+        server = _server(request, body.pop("server", None))
+        _require_run(request, server)
         model = data.get("model")
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to benchmark"})
         if not is_safe_model_name(model):
             raise serializers.ValidationError({"model": unsafe_name_message(model)})
-        body = dict(data.items())  # a QueryDict gives its last values, as a form reads them
-        server = _server(request, body.pop("server", None))
         try:
             params, create_kwargs = _sweep_request(server, body)
         except ParamsError as exc:
@@ -223,7 +241,7 @@ def _server(request: Request, named: object) -> Server:
             {"server": f"the body names {named!r}, ?server= {request.query_params['server']!r}"}
         )
     try:
-        return servers.get(named)
+        return server_access.check_visible(request.user, servers.get(named))
     except servers.UnknownServer as exc:
         raise NotFound({"server": exc.message}) from None
 
@@ -257,7 +275,7 @@ def _sweep_request(server: Server, body: dict[str, Any]) -> tuple[SweepParams, d
 class SweepDetailView(APIView):
     @extend_schema(responses=SweepSerializer, summary="One sweep")
     def get(self, request: Request, pk: int) -> Response:
-        return Response(sweeps.sweep_json(get_object_or_404(Sweep, pk=pk, kind=Sweep.Kind.SWEEP)))
+        return Response(sweeps.sweep_json(_sweep_or_404(request, pk, kind=Sweep.Kind.SWEEP)))
 
 
 class SweepPointsView(APIView):
@@ -272,6 +290,7 @@ class SweepPointsView(APIView):
         summary="Every stored window and level summary (window -1) of a sweep",
     )
     def get(self, request: Request, pk: int) -> Response:
+        _sweep_or_404(request, pk)
         data = sweeps.snapshot(pk)
         if data is None:
             get_object_or_404(Sweep, pk=pk)
@@ -283,8 +302,8 @@ class SweepCancelView(APIView):
         request=None, responses=inline_serializer("Message", {"message": serializers.CharField()})
     )
     def post(self, request: Request, pk: int) -> Response:
-        _require_run(request)
-        sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+        sweep = _sweep_or_404(request, pk)
+        _require_run(request, sweep_server(sweep))
         if message := management_refusal(
             request.user, sweep, "sweep.cancel", target=f"sweep #{pk}"
         ):
@@ -308,7 +327,7 @@ class SweepExportView(APIView):
 
     @extend_schema(responses={(200, "text/csv"): str, (200, "application/json"): dict})
     def get(self, request: Request, pk: int) -> HttpResponse | Response:
-        sweep = get_object_or_404(Sweep, pk=pk)
+        sweep = _sweep_or_404(request, pk)
         if self.fmt == "csv":
             return HttpResponse(export.to_csv(sweep), content_type="text/csv")
         return Response(export.to_json(sweep))

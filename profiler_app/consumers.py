@@ -1,4 +1,5 @@
-"""`/ws/sweeps/<id>/`: all points so far first, then every event of the sweep's group."""
+"""`/ws/sweeps/<id>/`: all points so far first, then every event of the sweep's group (a
+sweep on a server hidden from the user is refused at the handshake, 4404)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from repository_app import events
 from repository_app.relay import NotFound, RelayConsumer
 
 from . import sweeps
+from .models import Sweep
 
 
 class SweepConsumer(RelayConsumer):
@@ -17,7 +19,16 @@ class SweepConsumer(RelayConsumer):
     def pk(self) -> int:
         return int(self.scope["url_route"]["kwargs"]["pk"])
 
+    def server_scoped(self) -> bool:
+        return False  # about the sweep's own server, checked below whatever ?server= says
+
     async def groups_for(self, user: Any) -> list[str]:
+        # A sweep on a server narrowed to none for the user does not exist for them.
+        server = await database_sync_to_async(
+            lambda: Sweep.objects.filter(pk=self.pk).values_list("server", flat=True).first()
+        )()
+        if server is not None and not await self.may_see(user, server):
+            raise NotFound(self.pk)
         return [events.sweep_group(self.pk)]
 
     async def first_message(self, user: Any) -> dict[str, Any] | None:

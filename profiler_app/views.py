@@ -21,11 +21,23 @@ from .engine.loadgen import SweepError
 from .engine.perf_analyzer import step_columns
 from .forms import SweepForm, SweepLabelForm
 from .models import Search, Sweep
-from .permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
+from .permissions import (
+    CANNOT_RUN,
+    can_manage_sweep,
+    can_run,
+    hidden_servers,
+    management_refusal,
+    owner_note,
+    run_refusal,
+    sweep_server,
+    visible_or_404,
+)
 
 
-def _can_run(request: HttpRequest) -> bool:
-    return request.user.has_perm(RUN_PERMISSION)
+def _sweep_or_404(request: HttpRequest, pk: int, rows: Any = None) -> Sweep:
+    """The sweep, unless there is none or its server is hidden from the user."""
+    sweep = get_object_or_404(Sweep.objects.all() if rows is None else rows, pk=pk)
+    return visible_or_404(request.user, sweep)
 
 
 def download(content: str, content_type: str, filename: str) -> HttpResponse:
@@ -45,15 +57,19 @@ def _wants_json(request: HttpRequest) -> bool:
 def sweep_list(request: HttpRequest) -> HttpResponse:
     """Every server's sweeps and queues (each row says its server when there are several)."""
     model = request.GET.get("model", "")
-    rows = Sweep.objects.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
+    hidden = hidden_servers(request.user)  # servers narrowed to none: as if they were not
+    jobs_seen = Sweep.objects.exclude(server__in=hidden)
+    rows = jobs_seen.filter(kind=Sweep.Kind.SWEEP).select_related("created_by")
     if model:
         rows = rows.filter(model=model)
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
-    queue = list(Sweep.objects.filter(state=Sweep.State.QUEUED).order_by("queued_at", "id"))
+    queue = list(jobs_seen.filter(state=Sweep.State.QUEUED).order_by("queued_at", "id"))
     for item in queue:  # one queue per server, whatever the kind of job
         item.position = jobs.queue_position(item)
-    running = Sweep.objects.filter(state=Sweep.State.RUNNING)
-    searches = Search.objects.select_related("sweep", "sweep__created_by")
+    running = jobs_seen.filter(state=Sweep.State.RUNNING)
+    searches = Search.objects.exclude(sweep__server__in=hidden).select_related(
+        "sweep", "sweep__created_by"
+    )
     if model:
         searches = searches.filter(model=model)
     return render(
@@ -72,13 +88,11 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
-    can_run = _can_run(request)
-    status = 200
-    if request.method == "POST" and not can_run:
-        return render(
-            request, "403.html", {"exception": "Your role cannot run sweeps."}, status=403
-        )
     server = server_of(request)
+    refused = run_refusal(request.user, server, "Your role cannot run sweeps")
+    status = 200
+    if request.method == "POST" and refused:
+        return render(request, "403.html", {"exception": f"{refused}."}, status=403)
     kind, kind_source = kind_presets.model_kind(server, name)
     if request.method == "POST":
         form = SweepForm(request.POST, request.FILES, model=name, server=server, kind=kind)
@@ -107,7 +121,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         {
             "form": form,
             "name": name,
-            "can_run": can_run,
+            "can_run": not refused,
             "presets": kind_presets.presets_for(kind),
             "preset": request.GET.get("preset", "default"),
             "input_presets": {k: label for k, (label, _) in llm.INPUT_PRESETS.items()},
@@ -122,7 +136,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    sweep = get_object_or_404(Sweep.objects.select_related("created_by", "search"), pk=pk)
+    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by", "search"))
     if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its page is the search's
         return redirect("search_detail", pk=sweep.search.pk)
     data = sweeps.snapshot(pk)
@@ -137,13 +151,13 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # The built-in engine measures a sequence model's requests by position.
             "position_charts": sweep.sequence and sweep.engine == Sweep.Engine.BUILTIN,
             "data": data,
-            "can_run": _can_run(request),
+            "can_run": can_run(request.user, sweep_server(sweep)),
             "can_manage": can_manage_sweep(request.user, sweep),
             "owner_note": owner_note(sweep),
             "position": jobs.queue_position(sweep),
-            "history": Sweep.objects.filter(model=sweep.model, kind=Sweep.Kind.SWEEP).exclude(
-                pk=pk
-            )[:10],
+            "history": Sweep.objects.filter(model=sweep.model, kind=Sweep.Kind.SWEEP)
+            .exclude(pk=pk)
+            .exclude(server__in=hidden_servers(request.user))[:10],
             # An ensemble's or a BLS model's steps so far: their charts (sweep_steps.js)
             "step_labels": [label for label, _ in step_columns(_level_rows(data))],
             # The bins of the windows' inter-response histograms (counts only are stored).
@@ -161,6 +175,7 @@ def _level_rows(data: dict[str, Any] | None) -> list[dict[str, Any]]:
 @require_GET
 def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
     """All points so far, the sweep and the group's seq: what a client resyncs from."""
+    _sweep_or_404(request, pk)
     data = sweeps.snapshot(pk)
     if data is None:
         raise Http404("no such sweep")
@@ -169,10 +184,10 @@ def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
 
 def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpResponse:  # type: ignore[no-untyped-def]
     """Run one user action; `action` (cancel, resume) also needs the sweep's owner or an
-    admin, and is audited, refusals included."""
-    if not _can_run(request):
-        return JsonResponse({"message": "your role cannot run or cancel sweeps"}, status=403)
-    sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+    admin, and is audited, refusals included. The role is checked on the sweep's server."""
+    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by"))
+    if refused := run_refusal(request.user, sweep_server(sweep), CANNOT_RUN):
+        return JsonResponse({"message": refused}, status=403)
     if action and (
         message := management_refusal(request.user, sweep, action, target=f"sweep #{pk}")
     ):
@@ -229,7 +244,7 @@ def sweep_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 def sweep_label(request: HttpRequest, pk: int) -> HttpResponse:
     """Set a sweep's name and note: its owner or an admin (a label changes no measurement,
     so it is not audited)."""
-    sweep = get_object_or_404(Sweep.objects.select_related("created_by"), pk=pk)
+    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by"))
     if not can_manage_sweep(request.user, sweep):
         return JsonResponse({"message": "only the sweep's owner or an admin can"}, status=403)
     form = SweepLabelForm(request.POST)
@@ -249,14 +264,14 @@ def sweep_label(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def sweep_csv(request: HttpRequest, pk: int) -> HttpResponse:
-    sweep = get_object_or_404(Sweep, pk=pk)
+    sweep = _sweep_or_404(request, pk)
     return download(export.to_csv(sweep), "text/csv", f"sweep-{pk}-{sweep.model}.csv")
 
 
 @login_required
 @require_GET
 def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
-    sweep = get_object_or_404(Sweep, pk=pk)
+    sweep = _sweep_or_404(request, pk)
     document = json.dumps(export.to_json(sweep), indent=2)
     return download(document, "application/json", f"sweep-{pk}-{sweep.model}.json")
 
@@ -265,7 +280,8 @@ def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def sweep_compare(request: HttpRequest) -> HttpResponse:
     ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
-    found = {s.pk: s for s in Sweep.objects.filter(pk__in=ids)}
+    seen = Sweep.objects.exclude(server__in=hidden_servers(request.user))
+    found = {s.pk: s for s in seen.filter(pk__in=ids)}
     chosen = [found[i] for i in dict.fromkeys(ids) if i in found]
     if len(chosen) < 2:
         messages.error(request, "Pick two or more sweeps to compare.")

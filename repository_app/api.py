@@ -12,13 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import control, repository
+from . import control, repository, server_access
 from .server_context import SERVER_PARAMETER, server_of
 from .servers import Server
 from .status import group_index, merge, state_json
 from .triton.client import TritonError, get_client
 from .triton.statistics import summarize_all
-from .views import CONTROL_PERMISSION
+from .views import CANNOT_CONTROL, CONTROL_PERMISSION
 
 
 class VersionStateSerializer(serializers.Serializer):
@@ -169,7 +169,8 @@ class ModelActionView(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         server = server_of(request)
-        if not request.user.has_perm(CONTROL_PERMISSION):
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CONTROL)
+        if refused:
             from team import audit
 
             audit.record(
@@ -178,8 +179,9 @@ class ModelActionView(APIView):
                 model_name=name,
                 server=server.name,
                 outcome="denied",
+                detail=refused,
             )
-            raise PermissionDenied("your role cannot load or unload models")
+            raise PermissionDenied(refused)
         try:
             repository.check_model_name(name)
             if not control.model_exists(server, name):

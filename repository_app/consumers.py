@@ -10,7 +10,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from . import events
+from . import events, server_access
 from .naming import is_safe_model_name
 from .relay import NotFound, RelayConsumer
 from .servers import repository_key
@@ -22,6 +22,12 @@ class LiveConsumer(RelayConsumer):
     URL names (``?server=``; relay.RelayConsumer)."""
 
     presence_group = ""
+    # The activity feed is every server's: events of servers hidden from this user (a
+    # narrowing to none, as of the handshake) are relayed as their sequence number alone.
+    hidden: frozenset[str] = frozenset()
+
+    def server_scoped(self) -> bool:
+        return self.topic != "notifications"
 
     @property
     def topic(self) -> str:
@@ -43,6 +49,7 @@ class LiveConsumer(RelayConsumer):
             groups.append(events.server_group(server))
         if self.topic == "activity":
             groups.append(events.ACTIVITY_GROUP)
+            self.hidden = frozenset(await sync_to_async(server_access.hidden_names)(user))
         if name:
             groups.append(events.model_group(server, name))
             # Saves and editor presence belong to the repository: whoever looks at the model
@@ -69,6 +76,15 @@ class LiveConsumer(RelayConsumer):
             await sync_to_async(events.publish)(
                 self.presence_group, "presence", {"model": name, "users": users}
             )
+
+    async def relay(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if self.hidden and event.get("type") == "activity" and event.get("server") in self.hidden:
+            # Its seq keeps the client's sequence whole (no resync); nothing else is said.
+            gap = {"type": "activity.hidden", "group": event.get("group"), "seq": event.get("seq")}
+            await self.send_json(gap)
+            return
+        await super().relay(message)
 
     async def disconnect(self, code: int) -> None:
         if self.presence_group:

@@ -3,7 +3,8 @@
 Clients only listen. A consumer says which groups it joins (``groups_for``) and what a late
 joiner gets first (``first_message``); the base checks the user (4401), resolves the
 Triton server the socket is about (``?server=NAME`` in its URL, the default server when
-absent; an unknown one is refused with 4404 like an unknown model), joins before it
+absent; an unknown one, or one narrowed to none for this user, is refused with 4404 like an
+unknown model: ``server_access.visible``), joins before it
 reads (an event published meanwhile is in the snapshot or relayed after it), closes with
 4404 for what does not exist, relays each group event as it is, and never decodes what a
 client sends. The websocket Origin is checked before any consumer (dashboard.origin).
@@ -17,7 +18,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import servers
+from . import server_access, servers
 from .servers import Server, UnknownServer
 
 
@@ -29,15 +30,29 @@ class RelayConsumer(AsyncJsonWebsocketConsumer):
     groups_joined: list[str]
     server: Server
 
-    async def resolve_server(self) -> Server:
+    async def resolve_server(self, user: Any) -> Server:
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         name = query.get("server", [""])[-1]
-        if not name:
-            return servers.default()
         try:
-            return await database_sync_to_async(servers.get)(name)
+            server = await database_sync_to_async(servers.get)(name) if name else None
         except UnknownServer:
             raise NotFound(name) from None
+        server = server or servers.default()
+        if self.server_scoped() and not await self.may_see(user, server.name):
+            raise NotFound(server.name)
+        return server
+
+    def server_scoped(self) -> bool:
+        """False for a socket about the user alone (notifications): no server's events."""
+        return True
+
+    async def may_see(self, user: Any, server_name: str) -> bool:
+        """May ``user`` see the server called ``server_name`` (a removed one: by its name)?"""
+
+        def check() -> bool:
+            return server_access.visible(user, server_access.server_named(server_name))
+
+        return await database_sync_to_async(check)()
 
     async def groups_for(self, user: Any) -> list[str]:
         """The groups this socket joins; NotFound closes it with 4404."""
@@ -55,7 +70,7 @@ class RelayConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         try:
-            self.server = await self.resolve_server()
+            self.server = await self.resolve_server(user)
             self.groups_joined = await self.groups_for(user)
             for group in self.groups_joined:
                 await self.channel_layer.group_add(group, self.channel_name)

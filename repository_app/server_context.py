@@ -7,7 +7,13 @@
   keep ``server=``, so a POST that redirects back stays on its server.
 - ``server_of(request)`` is how views read it (typed; a 404 if it was unknown).
 - ``server_context`` gives templates ``current_server`` and ``servers`` (the switcher in
-  base.html); static/js/servers.js keeps ``server=`` on the page's links, forms and fetches.
+  base.html), ``server_perms`` (``perms`` on the page's server: ``server_perms.team.
+  upload_models``) and ``server_role_note`` (the role narrowed here, if it is);
+  static/js/servers.js keeps ``server=`` on the page's links, forms and fetches.
+
+A server narrowed to none for the user (``server_access.visible``) is refused exactly as an
+unknown name is, everywhere: the middleware for pages, ``KnownServer`` for the API (after
+DRF has authenticated a token), ``server_of`` for both; the switcher leaves it out.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import BasePermission
 
-from . import servers
+from . import server_access, servers
 from .servers import Server, UnknownServer
 
 PARAM = "server"
@@ -41,10 +47,29 @@ def _resolve(request: Any) -> None:
         request.triton_server = servers.default()  # type: ignore[attr-defined]
         return
     try:
-        request.triton_server = servers.get(name)  # type: ignore[attr-defined]
+        server = servers.get(name)
+        user = getattr(request, "user", None)  # a session's; a token's is checked later
+        if user is not None and user.is_authenticated:
+            server_access.check_visible(user, server)
+        request.triton_server = server  # type: ignore[attr-defined]
     except UnknownServer as exc:
         request.triton_server = None  # type: ignore[attr-defined]
         request.triton_server_error = exc.message  # type: ignore[attr-defined]
+
+
+def _check_visible(request: Any) -> None:
+    """The user the view sees (a DRF request's, once authenticated) may see the server:
+    else it is unknown to them. Checked once per request and user."""
+    server, user = request.triton_server, getattr(request, "user", None)
+    if server is None or user is None or not user.is_authenticated:
+        return
+    if getattr(request, "triton_server_seen_by", None) == user.pk:
+        return
+    if server_access.visible(user, server):
+        request.triton_server_seen_by = user.pk
+    else:
+        request.triton_server = None
+        request.triton_server_error = UnknownServer(server.name).message
 
 
 class ServerMiddleware:
@@ -79,6 +104,7 @@ def server_of(request: Any) -> Server:
     """The server a request names (a Django or a DRF request); Http404 for an unknown one."""
     if not hasattr(request, "triton_server"):  # built without the middleware (tests)
         _resolve(request)
+    _check_visible(request)
     server = request.triton_server
     if server is None:
         raise Http404(request.triton_server_error)
@@ -89,17 +115,43 @@ class KnownServer(BasePermission):
     """The API's check of ``?server=``: after authentication, an unknown name is a 404."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
+        if hasattr(request, "triton_server"):
+            _check_visible(request)
         error = getattr(request, "triton_server_error", "")
         if error:
             raise NotFound(error)
         return True
 
 
+class _ServerPermLookup:
+    def __init__(self, user: Any, server: Server, app_label: str) -> None:
+        self.user, self.server, self.app_label = user, server, app_label
+
+    def __getitem__(self, codename: str) -> bool:
+        return bool(self.user.has_perm(f"{self.app_label}.{codename}", self.server))
+
+
+class ServerPerms:
+    """Django's ``perms``, on one server: ``{% if server_perms.team.upload_models %}``."""
+
+    def __init__(self, user: Any, server: Server) -> None:
+        self.user, self.server = user, server
+
+    def __getitem__(self, app_label: str) -> _ServerPermLookup:
+        return _ServerPermLookup(self.user, self.server, app_label)
+
+
 def server_context(request: HttpRequest) -> dict[str, Any]:
-    """Template context: the page's server and every server (read only when a template
-    uses it: the header's switcher)."""
+    """Template context: the page's server, the servers the user may see (read only when
+    a template uses them: the header's switcher), permissions on the page's server and the
+    sentence saying when the role is narrowed there."""
     current = getattr(request, "triton_server", None) or servers.default()
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"current_server": current, "servers": SimpleLazyObject(servers.all)}
     return {
         "current_server": current,
-        "servers": SimpleLazyObject(servers.all),
+        "servers": SimpleLazyObject(lambda: server_access.visible_servers(user)),
+        "server_perms": ServerPerms(user, current),
+        "server_role_note": SimpleLazyObject(lambda: server_access.note(user, current)),
     }

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from . import control, events, history, reachability, repository
+from . import control, events, history, reachability, repository, server_access
 from .served import served_config, version_notes
 from .server_context import server_of
 from .servers import Server
@@ -24,6 +24,8 @@ from .triton.statistics import derive_server_metrics, summarize_all
 
 CONTROL_PERMISSION = "repository_app.control_models"
 RUN_PERMISSION = "profiler_app.run_sweeps"
+CANNOT_CONTROL = "your role cannot load or unload models"
+CANNOT_RUN = "your role cannot run sweeps or searches (Operators and Admins can)"
 
 
 def _triton_index(server: Server) -> tuple[list[ModelState] | None, str]:
@@ -45,9 +47,12 @@ def _server_info(server: Server) -> tuple[ServerInfo | None, str]:
         return None, exc.message
 
 
-def _control_disabled_reason(request: HttpRequest, info: ServerInfo | None, error: str) -> str:
-    if not request.user.has_perm(CONTROL_PERMISSION):
-        return "your role cannot load or unload models"
+def _control_disabled_reason(
+    request: HttpRequest, server: Server, info: ServerInfo | None, error: str
+) -> str:
+    refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CONTROL)
+    if refused:
+        return refused
     if info is None:
         return error
     if not info.explicit:
@@ -87,7 +92,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
             "triton_error": triton_error,
             "triton_url": server.grpc_url,
             "restore": restore,
-            "can_control": request.user.has_perm(CONTROL_PERMISSION),
+            "can_control": request.user.has_perm(CONTROL_PERMISSION, server),
         },
     )
 
@@ -159,10 +164,8 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
             "last": control.last_outcomes(server, [name]).get(name),
             "stats": stats,
             "triton_error": triton_error,
-            "control_disabled": _control_disabled_reason(request, info, info_error),
-            "run_disabled": ""
-            if request.user.has_perm(RUN_PERMISSION)
-            else "your role cannot run sweeps or searches (Operators and Admins can)",
+            "control_disabled": _control_disabled_reason(request, server, info, info_error),
+            "run_disabled": server_access.refusal(request.user, RUN_PERMISSION, server, CANNOT_RUN),
         },
     )
 
@@ -186,8 +189,9 @@ def _wants_json(request: HttpRequest) -> bool:
 @require_POST
 def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
     server = server_of(request)
-    if not request.user.has_perm(CONTROL_PERMISSION):
-        message, status = "your role cannot load or unload models", 403
+    refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CONTROL)
+    if refused:
+        message, status = refused, 403
     else:
         try:
             repository.check_model_name(name)
@@ -211,10 +215,11 @@ def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
 @login_required
 @require_POST
 def restore_loads(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm(CONTROL_PERMISSION):
-        messages.error(request, "your role cannot load or unload models")
-        return redirect("model_list")
     server = server_of(request)
+    denied = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CONTROL)
+    if denied:
+        messages.error(request, denied)
+        return redirect("model_list")
     index, error = _triton_index(server)
     if index is None:
         messages.error(request, error)

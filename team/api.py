@@ -27,7 +27,7 @@ class AuditListView(generics.ListAPIView):
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         request: Request = self.request  # type: ignore[assignment]
-        return filtered_events(request.query_params)[1]
+        return filtered_events(request.query_params, request.user)[1]
 
 
 class OwnTokenView(APIView):

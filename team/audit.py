@@ -58,6 +58,8 @@ ACTIONS = (
     "user.deactivate",
     "user.password",
     "user.delete",
+    "user.narrow",
+    "user.unnarrow",
     "login",
     "login.failed",
     "token.create",

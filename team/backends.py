@@ -2,9 +2,11 @@
 
 Django's ModelBackend answers no permission for an object (it has no object-level rules),
 so a check that names a `repository_app.servers.Server` comes here: the user's permission
-as its role grants it. This is the one place where a role can be narrowed per server or
-label; every check of an action on a server passes the server, so that narrowing holds on
-pages, the API, websockets and the CLI alike.
+as its role grants it, narrowed on that server (`narrowing.permissions_on`: a narrowing to
+Viewer or none on the server's name or one of its labels keeps only what that role grants).
+This is the one place where a role is narrowed per server or label; every check of an
+action on a server passes the server, so that narrowing holds on pages, the API, websockets
+and the CLI alike. Superusers never get here (Django grants them everything first).
 
 (`team` imports no other project package: the server is recognised by its shape, a
 registry entry with a `name` and `labels`, not by importing the registry.)
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.backends import ModelBackend
+
+from .narrowing import permissions_on
 
 
 def is_server(obj: Any) -> bool:
@@ -35,4 +39,4 @@ class ServerPermissionBackend(ModelBackend):
     def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
         if obj is None or not is_server(obj):
             return set()  # ModelBackend's answer stands
-        return ModelBackend.get_all_permissions(self, user_obj)
+        return permissions_on(user_obj, obj, ModelBackend.get_all_permissions(self, user_obj))

@@ -1,4 +1,8 @@
-"""Management commands act as a named dashboard user: checked like a web request, audited."""
+"""Management commands act as a named dashboard user: checked like a web request, audited.
+
+A command about one Triton server (``--server``) passes it: the user's role narrowed there
+applies (``narrowing``), and a server narrowed to none is refused as if it did not exist.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
+from .narrowing import effective
 from .roles import role_of
 
 
@@ -21,11 +26,15 @@ def active_user(username: str) -> Any:
     return user
 
 
-def acting_user(username: str, permission: str) -> Any:
+def acting_user(username: str, permission: str, server: Any = None) -> Any:
     user = active_user(username)
-    if not user.has_perm(permission):
+    found = effective(user, server) if server is not None else None
+    if found is not None and not found.visible:
+        raise CommandError(f"--server: no Triton server named {server.name!r}")
+    if not user.has_perm(permission, server):
+        narrowed = f": {found.sentence(server.name)}" if found and found.narrowed else ""
         raise CommandError(
             f"user {username!r} (role {role_of(user)}) is not allowed to do this "
-            f"(needs {permission})"
+            f"(needs {permission}){narrowed}"
         )
     return user

@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.password_validation import validate_password
 
+from .narrowing import NARROWED_ROLES
 from .roles import ROLES
 
 
@@ -42,3 +43,17 @@ class AuditFilterForm(forms.Form):
     user = forms.CharField(required=False)
     model = forms.CharField(required=False)
     action = forms.CharField(required=False)
+
+
+class NarrowingForm(forms.Form):
+    """One narrowing as the Users page takes it: a server's name or a label key=value."""
+
+    selector = forms.CharField(
+        max_length=130, help_text="a server's name, or a label key=value (e.g. env=prod)"
+    )
+    role = forms.ChoiceField(choices=[(r, r.lower()) for r in NARROWED_ROLES])
+
+    def selector_fields(self) -> dict[str, str]:
+        """``server=`` or ``label=`` for server_access.narrow."""
+        text = self.cleaned_data["selector"].strip()
+        return {"label": text} if "=" in text else {"server": text}

@@ -1,4 +1,5 @@
-"""The audit trail, and the permissions that make up the roles."""
+"""The audit trail, the permissions that make up the roles, and the roles narrowed per
+Triton server or label (ServerRole; the rule is team.narrowing)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,43 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("audit events are append-only")
+
+
+class ServerRole(models.Model):
+    """A user's role narrowed on one Triton server (by name) or on every server with a label
+    (``key=value``): to Viewer (reads only) or to none (the server does not exist for the
+    user). It never widens a role: ``team.narrowing.effective`` takes the lowest."""
+
+    class Kind(models.TextChoices):
+        SERVER = "server", "server"
+        LABEL = "label", "label"
+
+    class Role(models.TextChoices):
+        VIEWER = "Viewer", "viewer"
+        NONE = "none", "none"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="server_roles"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    # The server's name, or "key=value" of a label (checked by repository_app.server_rules).
+    value = models.CharField(max_length=130)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["user_id", "kind", "value"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "kind", "value"], name="team_serverrole_one_per_selector"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.selector} → {self.role}"
+
+    @property
+    def selector(self) -> str:
+        """As people write it: a server's name, or ``key=value``."""
+        return self.value

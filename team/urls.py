@@ -15,6 +15,12 @@ urlpatterns = [
         name="team_user_password",
     ),
     path("team/users/<int:user_id>/delete/", views.delete_user, name="team_user_delete"),
+    path("team/users/<int:user_id>/narrow", views.narrow_user, name="team_user_narrow"),
+    path(
+        "team/users/<int:user_id>/narrowings/<int:narrowing_id>/remove",
+        views.unnarrow_user,
+        name="team_user_unnarrow",
+    ),
     path(
         "team/users/<int:user_id>/token/revoke",
         views.revoke_user_token,

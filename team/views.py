@@ -1,5 +1,6 @@
-"""Users and roles (admins), the audit trail (everyone signed in), its CSV export, and
-API tokens (your own; admins revoke anyone's)."""
+"""Users and roles (admins) with their roles narrowed per Triton server or label, the audit
+trail (everyone signed in; rows about servers hidden from the reader are left out), its CSV
+export, and API tokens (your own; admins revoke anyone's)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,19 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard.csv_cells import csv_cell
+from repository_app import server_access, servers
 
 from . import accounts, audit, tokens
-from .forms import ActiveForm, AdminSetPasswordForm, AuditFilterForm, NewUserForm, RoleForm
-from .models import AuditEvent
+from .forms import (
+    ActiveForm,
+    AdminSetPasswordForm,
+    AuditFilterForm,
+    NarrowingForm,
+    NewUserForm,
+    RoleForm,
+)
+from .models import AuditEvent, ServerRole
+from .narrowing import LABEL, NARROWED_ROLES
 from .roles import ROLES, role_of
 
 MANAGE_USERS = "team.manage_users"
@@ -49,9 +59,10 @@ def manages_users(action: str | None = None) -> Callable[..., Any]:
     return decorate
 
 
-def filtered_events(params) -> tuple[AuditFilterForm, QuerySet[AuditEvent]]:  # type: ignore[no-untyped-def]
+def filtered_events(params, reader) -> tuple[AuditFilterForm, QuerySet[AuditEvent]]:  # type: ignore[no-untyped-def]
+    """The events ``params`` filter for, without those about servers hidden from ``reader``."""
     form = AuditFilterForm(params)
-    events = AuditEvent.objects.all()
+    events = AuditEvent.objects.exclude(server__in=server_access.hidden_names(reader))
     if form.is_valid():
         if form.cleaned_data["user"]:
             events = events.filter(username=form.cleaned_data["user"])
@@ -65,7 +76,7 @@ def filtered_events(params) -> tuple[AuditFilterForm, QuerySet[AuditEvent]]:  # 
 @login_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
-    form, events = filtered_events(request.GET)
+    form, events = filtered_events(request.GET, request.user)
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     return render(
         request,
@@ -104,7 +115,7 @@ CSV_COLUMNS = [
 @login_required
 @require_GET
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
-    _, events = filtered_events(request.GET)
+    _, events = filtered_events(request.GET, request.user)
     writer = csv.writer(_Echo())
 
     def rows():  # type: ignore[no-untyped-def]
@@ -129,16 +140,80 @@ def users(request: HttpRequest) -> HttpResponse:
         return redirect("team_users")
     people = get_user_model().objects.order_by("username").prefetch_related("groups")
     token_since = tokens.created_by_user()
+    narrowed = _narrowings_by_user()
     return render(
         request,
         "team/users.html",
         {
             "form": form,
-            "people": [(u, role_of(u), token_since.get(u.pk)) for u in people],
+            "people": [
+                (u, role_of(u), token_since.get(u.pk), narrowed.get(u.pk, [])) for u in people
+            ],
             "roles": ROLES,
+            "narrowed_roles": NARROWED_ROLES,
+            "selectors": _selectors(),
         },
         status=400 if request.method == "POST" else 200,
     )
+
+
+def _narrowings_by_user() -> dict[int, list[tuple[ServerRole, list[str]]]]:
+    """Each user's narrowings, with the servers each matches now."""
+    found: dict[int, list[tuple[ServerRole, list[str]]]] = {}
+    for row in ServerRole.objects.order_by("kind", "value"):
+        found.setdefault(row.user_id, []).append((row, server_access.matched(row)))
+    return found
+
+
+def _selectors() -> list[str]:
+    """What the selector field suggests: every server's name and label."""
+    names, labels = [], set()
+    for server in servers.all():
+        names.append(server.name)
+        labels |= {f"{k}={v}" for k, v in server.labels.items()}
+    return [*names, *sorted(labels)]
+
+
+@manages_users("user.narrow")
+@require_POST
+def narrow_user(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Narrow a user's role on one server or label (to viewer or none); audited."""
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    form = NarrowingForm(request.POST)
+    if not form.is_valid():
+        field, errors = next(iter(form.errors.items()))
+        messages.error(request, f"{field}: {errors[0]}")
+        return redirect("team_users")
+    try:
+        row = server_access.narrow(
+            request.user, user, **form.selector_fields(), role=form.cleaned_data["role"]
+        )
+    except server_access.NarrowingRefused as exc:
+        messages.error(request, exc.message)
+    else:
+        where = ", ".join(server_access.matched(row)) or "no server now"
+        messages.info(
+            request,
+            f"{user.username} is narrowed to {row.role.lower()} on {row.selector} (matches: "
+            f"{where}).",
+        )
+    return redirect("team_users")
+
+
+@manages_users("user.unnarrow")
+@require_POST
+def unnarrow_user(request: HttpRequest, user_id: int, narrowing_id: int) -> HttpResponse:
+    """Remove one narrowing; audited."""
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    row = get_object_or_404(ServerRole, pk=narrowing_id, user=user)
+    selector = {"label" if row.kind == LABEL else "server": row.value}
+    try:
+        server_access.unnarrow(request.user, user, **selector)
+    except server_access.NarrowingRefused as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.info(request, f"{user.username}: the narrowing on {row.selector} is removed.")
+    return redirect("team_users")
 
 
 def _done(request: HttpRequest, act: Callable[[], str]) -> HttpResponse:

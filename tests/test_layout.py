@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -55,3 +56,110 @@ def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():
     for path, text in _sources().items():
         if path.name in ("views.py", "api.py"):
             assert "watchdog" not in text and "restore_pending" not in text, path
+
+
+# --- permissions on a Triton server name the server (team.narrowing) -------------------------
+
+_NOT_SERVER_SCOPED = {"team.manage_users", "auth.view_user", "auth.add_user", "auth.change_user",
+                      "auth.view_group"}  # fmt: skip
+
+
+def _permission_constants(trees: dict[Path, ast.Module]) -> dict[str, set[str]]:
+    """NAME -> the strings module-level ``NAME = "app.codename"`` assigns, in any module
+    (``staging.UPLOAD_PERMISSION`` is looked up by its last name)."""
+    found: dict[str, set[str]] = {}
+    for tree in trees.values():
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        found.setdefault(target.id, set()).add(node.value.value)
+    return found
+
+
+def _permissions_named(node: ast.expr, constants: dict[str, set[str]]) -> set[str] | None:
+    """The permissions an argument may be; None when the code alone does not say."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    if isinstance(node, ast.Attribute):
+        return constants.get(node.attr)
+    return None
+
+
+def _server_scoped_checks_without_a_server(trees: dict[Path, ast.Module]) -> list[str]:
+    from team.narrowing import SERVER_PERMISSIONS
+
+    constants = _permission_constants(trees)
+    missing = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            # has_perm(PERM, server); team.cli.acting_user(username, PERM, server)
+            index = {"has_perm": 0, "acting_user": 1}.get(name)
+            if index is None or len(node.args) <= index:
+                continue
+            server_args = node.args[index + 1 :] + [k.value for k in node.keywords]
+            named = _permissions_named(node.args[index], constants)
+            scoped = named is None or bool(named & SERVER_PERMISSIONS)
+            has_server = any(
+                not (isinstance(a, ast.Constant) and a.value is None) for a in server_args
+            )
+            if scoped and not has_server:
+                rel = path.relative_to(ROOT).as_posix()
+                missing.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return missing
+
+
+def test_every_check_of_a_permission_on_a_server_names_the_server():
+    """A role narrowed on a server (team.narrowing) holds only where the check passes the
+    server: `user.has_perm(PERMISSION, server)`. A check of a server-scoped permission (or
+    of one the code does not name) without it answers the global role: refused here."""
+    trees = {path: ast.parse(text) for path, text in _sources().items()}
+    assert _server_scoped_checks_without_a_server(trees) == []
+    # Templates: `perms.<app>.<codename>` is global; `server_perms` is the page's server's.
+    from team.narrowing import SERVER_PERMISSIONS
+
+    global_in_templates = [
+        f"{path.relative_to(ROOT).as_posix()}: perms.{permission}"
+        for path in (ROOT / "templates").rglob("*.html")
+        for permission in SERVER_PERMISSIONS
+        if re.search(rf"(?<![\w.])perms\.{re.escape(permission)}\b", path.read_text())
+    ]
+    assert global_in_templates == []
+
+
+def test_every_role_permission_is_known_as_a_server_action_or_not():
+    """A permission added to a role must be classified: an action on a server (narrowed
+    per server) or not (managing users)."""
+    from team.narrowing import SERVER_PERMISSIONS
+    from team.roles import ROLE_PERMISSIONS
+
+    granted = set().union(*ROLE_PERMISSIONS.values())
+    assert granted <= SERVER_PERMISSIONS | _NOT_SERVER_SCOPED, granted - SERVER_PERMISSIONS
+    assert not SERVER_PERMISSIONS & _NOT_SERVER_SCOPED
+
+
+def test_the_server_rule_catches_a_check_without_a_server():
+    """The rule itself: a check without a server is found, with one it is not."""
+    code = (
+        'CONTROL = "repository_app.control_models"\n'
+        "def view(request, server, perm):\n"
+        "    request.user.has_perm(CONTROL)\n"
+        "    request.user.has_perm('team.upload_models', None)\n"
+        "    request.user.has_perm(perm)\n"
+        "    acting_user('olga', CONTROL)\n"
+        "    request.user.has_perm(CONTROL, server)\n"
+        "    request.user.has_perm('team.manage_users')\n"
+        "    acting_user('olga', CONTROL, server)\n"
+    )
+    found = _server_scoped_checks_without_a_server({ROOT / "x.py": ast.parse(code)})
+    assert [line.split(":")[1] for line in found] == ["3", "4", "5", "6"], found

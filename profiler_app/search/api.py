@@ -12,7 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
+from repository_app import server_access
 from repository_app.server_context import server_of
+from repository_app.servers import Server
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
@@ -20,7 +22,13 @@ from .. import kind_presets
 from ..api import MEASUREMENT_FIELDS
 from ..measure_api import SearchLevelSerializer
 from ..models import Search
-from ..permissions import RUN_PERMISSION, management_refusal
+from ..permissions import (
+    RUN_PERMISSION,
+    hidden_servers,
+    management_refusal,
+    sweep_server,
+    visible_or_404,
+)
 from . import confirm, runner
 from .forms import SearchForm
 from .space import knobs_of
@@ -101,9 +109,18 @@ Snapshot = inline_serializer(
 Message = inline_serializer("SearchMessage", {"message": serializers.CharField()})
 
 
-def _require(request: Request, perm: str) -> None:
-    if not request.user.has_perm(perm):
-        raise PermissionDenied("your role cannot do this")
+def _require(request: Request, perm: str, server: Server, *, repository: bool = False) -> None:
+    """``perm`` on the server at hand (a write to its repository: on every server of it)."""
+    check = server_access.repository_refusal if repository else server_access.refusal
+    if refused := check(request.user, perm, server, "your role cannot do this"):
+        raise PermissionDenied(refused)
+
+
+def _search_or_404(request: Request, pk: int) -> Search:
+    """The search, unless there is none or its server is hidden from the caller."""
+    search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
+    visible_or_404(request.user, search.sweep, "search")
+    return search
 
 
 class SearchListView(APIView):
@@ -113,7 +130,8 @@ class SearchListView(APIView):
         summary="Config searches, newest first",
     )
     def get(self, request: Request) -> Response:
-        rows = Search.objects.select_related("sweep", "sweep__created_by")
+        rows = Search.objects.exclude(sweep__server__in=hidden_servers(request.user))
+        rows = rows.select_related("sweep", "sweep__created_by")
         if request.query_params.get("model"):
             rows = rows.filter(model=request.query_params["model"])
         return Response([runner.search_json(s) for s in rows[:200]])
@@ -122,12 +140,12 @@ class SearchListView(APIView):
         request=SearchCreateSerializer, responses={201: Snapshot}, summary="Queue a search"
     )
     def post(self, request: Request) -> Response:
-        _require(request, RUN_PERMISSION)
+        server = server_of(request)
+        _require(request, RUN_PERMISSION, server)
         data = request.data if isinstance(request.data, dict) else {}
         model = data.get("model")
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to search configs for"})
-        server = server_of(request)
         try:
             base, _, sha = runner.saved_config(server, model)
         except runner.SearchError as exc:
@@ -164,6 +182,7 @@ class SearchDetailView(APIView):
         operation_id="searches_detail",
     )
     def get(self, request: Request, pk: int) -> Response:
+        _search_or_404(request, pk)
         data = runner.snapshot(pk)
         if data is None:
             get_object_or_404(Search, pk=pk)
@@ -175,8 +194,8 @@ class SearchCancelView(APIView):
 
     @extend_schema(request=None, responses=Message)
     def post(self, request: Request, pk: int) -> Response:
-        _require(request, RUN_PERMISSION)
-        search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
+        search = _search_or_404(request, pk)
+        _require(request, RUN_PERMISSION, sweep_server(search.sweep))
         if message := management_refusal(
             request.user, search.sweep, f"search.{self.action}", target=f"search #{pk}",
             noun="search",
@@ -203,8 +222,8 @@ class SearchApplyView(APIView):
         summary="Save a measured candidate to config.pbtxt (revision, audit) and reload",
     )
     def post(self, request: Request, pk: int) -> Response:
-        _require(request, CONTROL_PERMISSION)
-        search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+        search = _search_or_404(request, pk)
+        _require(request, CONTROL_PERMISSION, sweep_server(search.sweep), repository=True)
         key = request.data.get("key", "") if isinstance(request.data, dict) else ""
         try:
             message = runner.apply_candidate(search, str(key), request.user)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,26 +11,49 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from repository_app import server_access
 from repository_app.server_context import server_of
+from repository_app.servers import Server
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
 from .. import kind_presets, sweeps
 from ..engine.loadgen import SweepError
 from ..models import Search
-from ..permissions import RUN_PERMISSION, can_manage_sweep, management_refusal, owner_note
+from ..permissions import (
+    can_manage_sweep,
+    can_run,
+    management_refusal,
+    owner_note,
+    run_refusal,
+    sweep_server,
+    visible_or_404,
+)
 from ..views import download
 from . import defaults, report, runner
 from .forms import SearchForm
 from .space import knobs_of
 
 
-def _can_run(request: HttpRequest) -> bool:
-    return request.user.has_perm(RUN_PERMISSION)
+def _apply_refusal(request: HttpRequest, server: Server) -> str:
+    """Applying a candidate saves config.pbtxt (the repository, for every server on it)
+    and reloads: the control permission on each."""
+    return server_access.repository_refusal(
+        request.user, CONTROL_PERMISSION, server, "your role cannot apply configs"
+    )
 
 
-def _can_apply(request: HttpRequest) -> bool:
-    return request.user.has_perm(CONTROL_PERMISSION)
+def _search_or_404(request: HttpRequest, pk: int, rows: Any = None) -> Search:
+    """The search, unless there is none or its server is hidden from the user."""
+    search = get_object_or_404(
+        Search.objects.select_related("sweep") if rows is None else rows, pk=pk
+    )
+    visible_or_404(request.user, search.sweep, "search")
+    return search
+
+
+def _run_refusal(request: HttpRequest, server: Server) -> str:
+    return run_refusal(request.user, server, "your role cannot run or cancel searches")
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -39,8 +63,8 @@ def _wants_json(request: HttpRequest) -> bool:
 @login_required
 @require_http_methods(["GET", "POST"])
 def search_new(request: HttpRequest, name: str) -> HttpResponse:
-    can_run = _can_run(request)
     server = server_of(request)
+    refused = run_refusal(request.user, server, "Your role cannot run config searches")
     try:
         base, _, sha = runner.saved_config(server, name)
     except runner.SearchError as exc:
@@ -49,13 +73,8 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
     kind, _ = kind_presets.model_kind(server, name)
     initial, capacity, suggestion, gpus = SearchForm.defaults_for(server, name, current, sha)
     if request.method == "POST":
-        if not can_run:
-            return render(
-                request,
-                "403.html",
-                {"exception": "Your role cannot run config searches."},
-                status=403,
-            )
+        if refused:
+            return render(request, "403.html", {"exception": f"{refused}."}, status=403)
         form = SearchForm(request.POST, model=name, server=server, kind=kind)
         if form.is_valid() and form.search_request is not None:
             try:
@@ -72,7 +91,7 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
         {
             "form": form,
             "name": name,
-            "can_run": can_run,
+            "can_run": not refused,
             "current": current,
             "kind": kind,
             "gpus": gpus,
@@ -89,17 +108,18 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+    search = _search_or_404(request, pk)
+    server = sweep_server(search.sweep)
     return render(
         request,
         "profiler/search_detail.html",
         {
             "search": search,
             "data": runner.snapshot(pk),
-            "can_run": _can_run(request),
+            "can_run": can_run(request.user, server),
             "can_manage": can_manage_sweep(request.user, search.sweep),
             "owner_note": owner_note(search.sweep, "search"),
-            "can_apply": _can_apply(request),
+            "can_apply": not _apply_refusal(request, server),
         },
     )
 
@@ -107,6 +127,7 @@ def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def search_data(request: HttpRequest, pk: int) -> JsonResponse:
+    _search_or_404(request, pk)
     data = runner.snapshot(pk)
     if data is None:
         raise Http404("no such search")
@@ -114,11 +135,15 @@ def search_data(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 def _action(
-    request: HttpRequest, pk: int, run: Callable[[Search], str], allowed: bool, action: str = ""
+    request: HttpRequest,
+    pk: int,
+    run: Callable[[Search], str],
+    refusal: Callable[[Server], str],
+    action: str = "",
 ) -> HttpResponse:
-    search = get_object_or_404(Search.objects.select_related("sweep__created_by"), pk=pk)
-    if not allowed:
-        message = "your role cannot do this"
+    """One action on a search, checked on the search's server (``refusal``: why not)."""
+    search = _search_or_404(request, pk, Search.objects.select_related("sweep__created_by"))
+    if message := refusal(sweep_server(search.sweep)):
         return JsonResponse({"message": message}, status=403)
     if action and (  # cancel, resume
         message := management_refusal(
@@ -150,13 +175,13 @@ def _action(
 @login_required
 @require_POST
 def search_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _action(request, pk, runner.cancel, _can_run(request), "search.cancel")
+    return _action(request, pk, runner.cancel, lambda s: _run_refusal(request, s), "search.cancel")
 
 
 @login_required
 @require_POST
 def search_resume(request: HttpRequest, pk: int) -> HttpResponse:
-    return _action(request, pk, runner.resume, _can_run(request), "search.resume")
+    return _action(request, pk, runner.resume, lambda s: _run_refusal(request, s), "search.resume")
 
 
 @login_required
@@ -164,14 +189,17 @@ def search_resume(request: HttpRequest, pk: int) -> HttpResponse:
 def search_apply(request: HttpRequest, pk: int) -> HttpResponse:
     key = request.POST.get("key", "")
     return _action(
-        request, pk, lambda s: runner.apply_candidate(s, key, request.user), _can_apply(request)
+        request,
+        pk,
+        lambda s: runner.apply_candidate(s, key, request.user),
+        lambda server: _apply_refusal(request, server),
     )
 
 
 @login_required
 @require_GET
 def search_report(request: HttpRequest, pk: int) -> HttpResponse:
-    search = get_object_or_404(Search.objects.select_related("sweep"), pk=pk)
+    search = _search_or_404(request, pk)
     html = report.build(search)
     return download(html, "text/html; charset=utf-8", f"config-search-{pk}-{search.model}.html")
 
@@ -179,7 +207,7 @@ def search_report(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def search_candidate_config(request: HttpRequest, pk: int) -> HttpResponse:
-    search = get_object_or_404(Search, pk=pk)
+    search = _search_or_404(request, pk)
     try:
         text = runner.candidate_config_text(search, request.GET.get("key", ""))
     except Exception as exc:  # noqa: BLE001 - unknown key or unreadable config: 404
@@ -192,9 +220,9 @@ def search_candidate_config(request: HttpRequest, pk: int) -> HttpResponse:
 def search_probe(request: HttpRequest, name: str) -> HttpResponse:
     """Queue a short sweep of the current config (`defaults.probe_params`), whose knee and
     latency give the search form its budget and concurrency range."""
-    if not _can_run(request):
-        return JsonResponse({"message": "your role cannot run sweeps"}, status=403)
     server = server_of(request)
+    if refused := run_refusal(request.user, server, "your role cannot run sweeps"):
+        return JsonResponse({"message": refused}, status=403)
     running = defaults.running_probe(server, name)
     if running is not None:
         return JsonResponse({"message": "A probe is already queued.", "sweep": running.pk})

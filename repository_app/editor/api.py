@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from .. import server_access
 from ..modelconfig.findings import Finding
 from ..models import ConfigRevision
 from ..repository import RepositoryError
@@ -135,9 +136,12 @@ class ConfigView(APIView):
         summary="Replace config.pbtxt (text kept exactly; refused with 412 if it changed)",
     )
     def put(self, request: Request, name: str) -> Response:
-        if not request.user.has_perm(CONTROL_PERMISSION):
-            raise PermissionDenied("your role cannot edit configs")
         server = server_of(request)
+        refused = server_access.repository_refusal(
+            request.user, CONTROL_PERMISSION, server, "your role cannot edit configs"
+        )
+        if refused:
+            raise PermissionDenied(refused)
         _current(name, server)  # 404 for an unknown model before anything else
         expected = request.headers.get("If-Match", "").strip().strip('"')
         if not expected:

@@ -194,7 +194,7 @@ def check_code_change(
     if after is None:
         return
     changes = code_loading.code_changes(before, after)
-    if changes and not (user is not None and user.has_perm(code_loading.CODE_PERMISSION)):
+    if changes and not (user is not None and user.has_perm(code_loading.CODE_PERMISSION, server)):
         from team import audit
 
         audit.record(

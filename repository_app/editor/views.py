@@ -23,6 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from .. import server_access
 from ..modelconfig import Finding, parse_config
 from ..modelconfig.findings import has_errors
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
@@ -38,6 +39,13 @@ OFFER_KEY = "editor.reload_offer"  # in the session: a save's "reload where it i
 WRITE_ACTIONS = ("save", "save_reload", "try")
 ACTIONS = ("check", "to_text", "to_form", "fill", "fill_template", *WRITE_ACTIONS)
 CANNOT_EDIT = "your role cannot change model configs (it needs the control_models permission)"
+
+
+def edit_refusal(request: HttpRequest, server: Server, action: str = "save") -> str:
+    """Empty when the user may do ``action``; else why not. A save writes the repository, so
+    it needs the permission on every server that shares it; a try loads on this one only."""
+    check = server_access.refusal if action == "try" else server_access.repository_refusal
+    return check(request.user, CONTROL_PERMISSION, server, CANNOT_EDIT)
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -135,8 +143,9 @@ def _page(
             "summary": summary,
             "format_errors": format_errors,
             "rewrite_reason": rewrite_reason,
-            "can_edit": request.user.has_perm(CONTROL_PERMISSION),
-            "cannot_edit": CANNOT_EDIT,
+            "can_edit": not edit_refusal(request, server),
+            "cannot_edit": edit_refusal(request, server),
+            "cannot_try": edit_refusal(request, server, "try"),
             "latest": latest,
             "max_bytes": MAX_CONFIG_BYTES,
             "placeholders": page.placeholders(text),
@@ -217,13 +226,14 @@ def config_editor(request: HttpRequest, name: str) -> HttpResponse:
         return _refuse(
             request, _too_large_finding(int(request.META.get("CONTENT_LENGTH") or 0)).message, 413
         )
-    _current_or_404(name, server_of(request))
+    server = server_of(request)
+    _current_or_404(name, server)
     action = data.get("action", "check")
     mode = "text" if data.get("mode") == "text" else "form"
     if action not in ACTIONS:
         return _refuse(request, f"unknown action {action!r}", 400)
-    if action in WRITE_ACTIONS and not request.user.has_perm(CONTROL_PERMISSION):
-        return _refuse(request, CANNOT_EDIT, 403)
+    if action in WRITE_ACTIONS and (refused := edit_refusal(request, server, action)):
+        return _refuse(request, refused, 403)
     base_sha = data.get("base_sha", "")
     message = data.get("message", "")
     if mode == "text":
@@ -578,6 +588,7 @@ def config_history(request: HttpRequest, name: str) -> HttpResponse:
     current = _current_or_404(name, server)
     saving.record_disk_change(name, server, current)
     revisions = saving.history(name, server)
+    cannot_edit = edit_refusal(request, server)
     return render(
         request,
         "repository/config_history.html",
@@ -585,8 +596,8 @@ def config_history(request: HttpRequest, name: str) -> HttpResponse:
             "name": name,
             "revisions": revisions,
             "current_sha": current.sha256,
-            "can_edit": request.user.has_perm(CONTROL_PERMISSION),
-            "cannot_edit": CANNOT_EDIT,
+            "can_edit": not cannot_edit,
+            "cannot_edit": cannot_edit,
         },
     )
 
@@ -620,7 +631,7 @@ def config_diff(request: HttpRequest, name: str) -> HttpResponse:
             "left_label": f"revision #{left.number}",
             "right_label": f"revision #{right.number}",
             "current_sha": saving.read_current(name, server).sha256,
-            "can_edit": request.user.has_perm(CONTROL_PERMISSION),
+            "can_edit": not edit_refusal(request, server),
         },
     )
 
@@ -628,9 +639,9 @@ def config_diff(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_POST
 def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpResponse:
-    if not request.user.has_perm(CONTROL_PERMISSION):
-        return _refuse(request, CANNOT_EDIT, 403)
     server = server_of(request)
+    if refused := edit_refusal(request, server):
+        return _refuse(request, refused, 403)
     _current_or_404(name, server)
     back = reverse(
         "config_editor" if request.POST.get("next") == "editor" else "config_history", args=[name]

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from .. import server_access
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..models import Upload
 from ..repository import RepositoryError
@@ -30,6 +31,8 @@ from ..server_context import SERVER_PARAMETER, server_of
 from ..servers import with_server
 from . import publish, staging
 from .staging import UploadError
+
+CONTROL_PERMISSION = "repository_app.control_models"
 
 
 def upload_json(upload: Upload) -> dict[str, Any]:
@@ -83,10 +86,13 @@ def error(exc: UploadError) -> Response:
 
 
 def get_owned(request: Any, upload_id: Any) -> Upload:
-    """The caller's upload (admins see all); 404 otherwise, so ids cannot be probed."""
+    """The caller's upload (admins see all); 404 otherwise, so ids cannot be probed, and
+    for one to a server hidden from the caller (narrowed to none)."""
     upload = Upload.objects.filter(pk=upload_id).first()
     user = request.user
     if upload is None or not (user.is_superuser or upload.user_id == user.pk):
+        raise UploadError("no such upload", 404)
+    if upload.server in server_access.hidden_names(user):
         raise UploadError("no such upload", 404)
     return upload
 
@@ -167,7 +173,7 @@ class UploadListView(APIView):
             Upload.objects.all()
             if request.user.is_superuser
             else Upload.objects.filter(user=request.user)
-        )
+        ).exclude(server__in=server_access.hidden_names(request.user))
         return Response([upload_json(u) for u in uploads.order_by("-created_at")[:50]])
 
 
@@ -292,10 +298,13 @@ class VersionPolicyView(APIView):
         summary="Set version_policy in config.pbtxt (through the config editor's save)",
     )
     def put(self, request: Request, name: str) -> Response:
-        if not request.user.has_perm("repository_app.control_models"):
-            return error(UploadError("your role cannot change model configs", 403))
-        data = request.data if isinstance(request.data, dict) else {}
         server = server_of(request)
+        refused = server_access.repository_refusal(
+            request.user, CONTROL_PERMISSION, server, "your role cannot change model configs"
+        )
+        if refused:
+            return error(UploadError(refused, 403))
+        data = request.data if isinstance(request.data, dict) else {}
         try:
             result = publish.set_version_policy(
                 server,

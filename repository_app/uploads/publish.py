@@ -37,7 +37,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .. import servers
+from .. import server_access, servers
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import Upload
 from ..repository import CONFIG_FILE
@@ -48,6 +48,7 @@ from .staging import UploadError
 
 log = logging.getLogger(__name__)
 BUSY_STATES = ("LOADING", "UNLOADING")
+DELETE_PERMISSION = "team.delete_versions"
 _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="upload-publish")
 
 
@@ -102,7 +103,7 @@ def check_not_busy(server: Server, model: str, outcome: str = "nothing was publi
 
 def start_complete(upload: Upload, user: Any) -> None:
     """Run ``complete`` in a background thread (large uploads take a while to hash)."""
-    staging.check_may_upload(user, is_code=upload.is_code)
+    staging.check_may_continue(user, upload)
     _mark_processing(upload)
     _executor.submit(_complete_in_thread, upload.pk, getattr(user, "pk", None))
 
@@ -147,12 +148,12 @@ def _mark_processing(upload: Upload) -> None:
 def complete(upload: Upload, user: Any, *, already_marked: bool = False) -> Published:
     """Verify and publish a fully received upload (see the module docstring)."""
     if not already_marked:
-        staging.check_may_upload(user, is_code=upload.is_code)
+        staging.check_may_continue(user, upload)
         _mark_processing(upload)
     started = time.monotonic()
     try:
         # Again in the thread that publishes: the role may have changed since the request.
-        staging.check_may_upload(user, is_code=upload.is_code)
+        staging.check_may_continue(user, upload)
         with staging.upload_lock(upload):
             return _verify_and_publish(upload, user, started)
     except UploadError as exc:
@@ -295,7 +296,7 @@ def _prepare_version(
             strip, add = archives.layout(scanned, files)
         except archives.ArchiveError as exc:
             raise UploadError(f"archive refused, nothing was extracted: {exc}", 422) from exc
-        _check_code(user, scanned.code_reason)
+        _check_code(user, upload, scanned.code_reason)
         needed = scanned.total - shutil.disk_usage(data.parent).free
         if needed > 0:
             raise UploadError(
@@ -310,7 +311,7 @@ def _prepare_version(
             raise UploadError(f"archive refused: {exc}", 422) from exc
         # What the names and modes did not show: scripts and binaries by their first bytes.
         sniffed = "" if scanned.has_code else archives.code_by_content(version_dir)
-        _check_code(user, sniffed)
+        _check_code(user, upload, sniffed)
         if (scanned.has_code or sniffed) and not upload.is_code:
             Upload.objects.filter(pk=upload.pk).update(is_code=True)
     else:
@@ -326,12 +327,12 @@ def _prepare_version(
             raise UploadError(f"{files.default_name} does not parse as ONNX: {exc}", 422) from exc
 
 
-def _check_code(user: Any, reason: str) -> None:
+def _check_code(user: Any, upload: Upload, reason: str) -> None:
     """Code found in an archive ("" for none) needs team.upload_code."""
     if not reason:
         return
     try:
-        staging.check_may_upload(user, is_code=True)
+        staging.check_may_upload(user, is_code=True, server=staging.server_of_upload(upload))
     except UploadError as exc:
         raise UploadError(
             f"the archive holds code ({reason}), which runs on the Triton host: only admins "
@@ -425,10 +426,14 @@ def delete_version(
     from team import audit
 
     where = {"model_name": model, "server": server.name}
-    if not user.has_perm("team.delete_versions"):
+    refused = server_access.repository_refusal(
+        user, DELETE_PERMISSION, server,
+        "your role cannot delete versions (it needs team.delete_versions)",
+    )  # fmt: skip
+    if refused:
         audit.record(user, "version.delete", **where, target=f"version {version}",
-                     outcome="denied", detail="needs team.delete_versions")  # fmt: skip
-        raise UploadError("your role cannot delete versions (it needs team.delete_versions)", 403)
+                     outcome="denied", detail=refused)  # fmt: skip
+        raise UploadError(refused, 403)
     try:
         names.check_model_name(model)
         number = names.parse_version(version)
@@ -522,10 +527,12 @@ def delete_model(server: Server, model: str, user: Any, *, unload: bool = False)
     from ..models import ModelIntent
 
     where = {"model_name": model, "server": server.name}
-    if not user.has_perm("team.delete_versions"):
-        audit.record(user, "model.delete", **where, outcome="denied",
-                     detail="needs team.delete_versions")  # fmt: skip
-        raise UploadError("your role cannot delete models (Admins can)", 403)
+    refused = server_access.repository_refusal(
+        user, DELETE_PERMISSION, server, "your role cannot delete models (Admins can)"
+    )
+    if refused:
+        audit.record(user, "model.delete", **where, outcome="denied", detail=refused)
+        raise UploadError(refused, 403)
     sharing = [s.name for s in servers.sharing(server)]
     try:
         with model_lock(server.repository, model):

@@ -204,19 +204,41 @@ def existing_versions(server: Server, model: str) -> list[int]:
     return version_numbers(existing_folder(server, model))
 
 
-def check_may_upload(user: Any, *, is_code: bool) -> None:
-    """The role check of every step of an upload (create, each chunk, complete): a user
-    demoted meanwhile cannot go on sending or publishing."""
+def check_may_upload(user: Any, *, is_code: bool, server: Server) -> None:
+    """The role check of every step of an upload (create, each chunk, complete) on the
+    upload's server: a user demoted, or narrowed on that server, meanwhile cannot go on
+    sending or publishing. The files land in the server's repository, so the permission
+    must hold on every server that serves from it (``server_access.repository_refusal``);
+    a server narrowed to none for the user is refused as if it did not exist."""
+    from .. import server_access
+
     if user is None or not getattr(user, "is_active", False):
         raise UploadError("your account is not active", 403)
-    if not user.has_perm(UPLOAD_PERMISSION):
-        raise UploadError("your role cannot upload models (it needs team.upload_models)", 403)
-    if is_code and not user.has_perm(CODE_PERMISSION):
-        raise UploadError(
+    if not server_access.visible(user, server):
+        raise UploadError(servers.UnknownServer(server.name).message, 404)
+    refused = server_access.repository_refusal(
+        user,
+        UPLOAD_PERMISSION,
+        server,
+        "your role cannot upload models (it needs team.upload_models)",
+    )
+    if refused:
+        raise UploadError(refused, 403)
+    if is_code:
+        refused = server_access.repository_refusal(
+            user,
+            CODE_PERMISSION,
+            server,
             "uploading code (Python, DALI pipelines, scripts, shared objects) runs it on the "
             "Triton host: only admins may do it (it needs team.upload_code)",
-            403,
         )
+        if refused:
+            raise UploadError(refused, 403)
+
+
+def check_may_continue(user: Any, upload: Upload) -> None:
+    """``check_may_upload`` for a step of an existing upload, on the server it goes to."""
+    check_may_upload(user, is_code=upload.is_code, server=server_of_upload(upload))
 
 
 def _text(value: object, field: str, *, required: bool = True) -> str:
@@ -262,7 +284,7 @@ def create_upload(
     """Check everything that can be checked before the bytes arrive; create the session
     of an upload into ``server``'s repository. Values come from JSON or a form: each is
     checked for its type, and a refusal names its field."""
-    check_may_upload(user, is_code=False)
+    check_may_upload(user, is_code=False, server=server)
     model = _text(model, "model")
     filename = _text(filename, "filename")
     backend = _text(backend, "backend", required=False)
@@ -305,7 +327,7 @@ def create_upload(
         raise UploadError(str(exc), field="filename") from exc
     # By the name as uploaded: a .py stored as model.onnx is still code.
     is_code = files.code or names.is_code_name(filename)
-    check_may_upload(user, is_code=is_code)
+    check_may_upload(user, is_code=is_code, server=server)
     declared = _check_size(size, is_archive)
     digest = sha256.strip().lower()
     if digest and not _SHA256.fullmatch(digest):
@@ -397,7 +419,7 @@ def append_chunk(
     ``expected_offset`` when the disk is full. A chunk that arrives short or fails to be
     written is cut off again, so the offset stays where it was.
     """
-    check_may_upload(user, is_code=upload.is_code)
+    check_may_continue(user, upload)
     try:
         start = int(str(offset))
     except ValueError:

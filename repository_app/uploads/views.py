@@ -11,9 +11,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import repository
+from .. import repository, server_access
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..server_context import server_of
+from ..servers import Server
 from ..triton.client import TritonError, get_client
 from . import names, publish, staging
 from .staging import UploadError
@@ -43,6 +44,7 @@ def _limits() -> dict[str, str]:
 @login_required
 @require_GET
 def new_model(request: HttpRequest) -> HttpResponse:
+    server = server_of(request)
     return render(
         request,
         "repository/upload.html",
@@ -50,12 +52,28 @@ def new_model(request: HttpRequest) -> HttpResponse:
             "new_model": True,
             "backends": names.BACKEND_CHOICES,
             "limits": _limits(),
-            "can_upload": request.user.has_perm(staging.UPLOAD_PERMISSION),
-            "can_upload_code": request.user.has_perm(staging.CODE_PERMISSION),
+            **_may_upload(request, server),
             # After publishing, the page offers a trial load to those who may load.
-            "can_load": request.user.has_perm(CONTROL_PERMISSION),
+            "can_load": request.user.has_perm(CONTROL_PERMISSION, server),
         },
     )
+
+
+def _may_upload(request: HttpRequest, server: Server) -> dict[str, object]:
+    """Whether the page offers uploads (the steps are checked again: staging)."""
+    refused = server_access.repository_refusal(
+        request.user,
+        staging.UPLOAD_PERMISSION,
+        server,
+        "your role cannot upload models (Operators and Admins can)",
+    )
+    return {
+        "can_upload": not refused,
+        "cannot_upload": refused,
+        "can_upload_code": not server_access.repository_refusal(
+            request.user, staging.CODE_PERMISSION, server, "code"
+        ),
+    }
 
 
 @login_required
@@ -83,8 +101,7 @@ def new_version(request: HttpRequest, name: str) -> HttpResponse:
             "backend_error": backend_error,
             "next_version": max(folder.versions, default=0) + 1,
             "limits": _limits(),
-            "can_upload": request.user.has_perm(staging.UPLOAD_PERMISSION),
-            "can_upload_code": request.user.has_perm(staging.CODE_PERMISSION),
+            **_may_upload(request, server),
         },
     )
 
@@ -133,7 +150,7 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
             "loaded": loaded,
             "states": states,
             "triton_error": triton_error,
-            "can_delete": request.user.has_perm("team.delete_versions"),
+            "can_delete": request.user.has_perm(publish.DELETE_PERMISSION, server),
         },
     )
 
@@ -141,12 +158,16 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
 @login_required
 @require_POST
 def version_policy(request: HttpRequest, name: str) -> HttpResponse:
-    if not request.user.has_perm("repository_app.control_models"):
-        messages.error(request, "your role cannot change model configs")
+    server = server_of(request)
+    refused = server_access.repository_refusal(
+        request.user, CONTROL_PERMISSION, server, "your role cannot change model configs"
+    )
+    if refused:
+        messages.error(request, refused)
         return redirect(reverse("model_detail", args=[name]))
     try:
         publish.set_version_policy(
-            server_of(request),
+            server,
             name,
             request.POST.get("policy", ""),
             user=request.user,
@@ -204,6 +225,6 @@ def delete_model(request: HttpRequest, name: str) -> HttpResponse:
             "total": total,
             "loaded": any(s.state == "READY" for s in states),
             "triton_error": triton_error,
-            "can_delete": request.user.has_perm("team.delete_versions"),
+            "can_delete": request.user.has_perm(publish.DELETE_PERMISSION, server),
         },
     )

@@ -85,7 +85,7 @@ class Command(BaseCommand):
                 self._status(server, prefix)
                 return
             name = options["model"]
-            user = acting_user(options["as_user"], "repository_app.control_models")
+            user = acting_user(options["as_user"], "repository_app.control_models", server)
             repository.check_model_name(name)
             control.check_can_control(server)
             config = _read_override(options.get("config_file"))
