@@ -1,6 +1,6 @@
 from django.urls import include, path, re_path
 
-from . import views
+from . import fleet_views, views
 
 urlpatterns = [
     path("models/", views.model_list, name="model_list"),
@@ -19,4 +19,7 @@ urlpatterns = [
     ),
     path("server/", views.server, name="server"),
     path("server/history.json", views.server_history_json, name="server_history_json"),
+    # The fleet overview.
+    path("fleet/", fleet_views.fleet_page, name="fleet"),
+    path("fleet/states.json", fleet_views.fleet_states_json, name="fleet_states_json"),
 ]
