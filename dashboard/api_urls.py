@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from profiler_app import api as sweep_api
 from profiler_app.search import api as search_api
 from repository_app import api as repository_api
+from repository_app import server_api
 from repository_app.editor import api as config_api
 from repository_app.uploads import api as upload_api
 from team.api import AuditListView, OwnTokenView
@@ -77,6 +78,8 @@ urlpatterns = [
         name="api_search_resume",
     ),
     path("searches/<int:pk>/apply", search_api.SearchApplyView.as_view(), name="api_search_apply"),
+    path("servers/", server_api.ServerListView.as_view(), name="api_servers"),
+    path("servers/<str:name>/", server_api.ServerDetailView.as_view(), name="api_server"),
     path("audit/", AuditListView.as_view(), name="api_audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
