@@ -163,3 +163,39 @@ async def test_the_fleet_socket_relays_the_shown_servers_and_first_their_snapsho
     bad = _socket("/ws/fleet/?label=nonsense", user)
     connected, code = await bad.connect()
     assert (connected, code) == (False, 4404)
+
+
+def test_the_poller_keeps_each_servers_card_for_the_fleet(far, redis_db, monkeypatch, settings):
+    from repository_app.triton.prometheus import parse_prometheus
+
+    settings.HISTORY_ENABLED = False
+    text = (
+        'nv_inference_request_success{model="m",version="1"} %d\n'
+        'nv_gpu_utilization{gpu_uuid="GPU-1"} 0.25\n'
+    )
+
+    class Fake:
+        scrapes = 0
+
+        def repository_index(self) -> list:
+            return []
+
+        def model_statistics(self) -> list:
+            return []
+
+        def server_metadata(self) -> dict:
+            return {"version": "2.99.0"}
+
+        def metrics(self):  # type: ignore[no-untyped-def]
+            Fake.scrapes += 1
+            return parse_prometheus(text % (10 * Fake.scrapes))
+
+    monkeypatch.setattr(poller, "get_client", lambda server: Fake())
+    watcher = poller.Poller(far, slow_every=1)
+    watcher.tick()  # the first scrape: no rate yet
+    first = json.loads(redis_db.get(poller.card_key("far")))
+    assert first["version"] == "2.99.0" and first["requests_per_s"] is None
+    watcher.tick()
+    card = json.loads(redis_db.get(poller.card_key("far")))
+    assert card["requests_per_s"] > 0
+    assert card["gpus"] == [{"uuid": "GPU-1", "utilization": 0.25}]
