@@ -31,9 +31,9 @@ def _overview(request: HttpRequest) -> tuple[dict[str, Any], str]:
 def fleet_page(request: HttpRequest) -> HttpResponse:
     data, error = _overview(request)
     columns = data["columns"]
-    model_url = reverse("model_detail", args=["__model__"])
+    model_url = reverse("model_detail", args=["__model__"])  # fleet.js fills the name in
     matrix = [
-        (model, model_url.replace("__model__", model), [(c, fleet.cell(c, model)) for c in columns])
+        (model, reverse("model_detail", args=[model]), [(c, fleet.cell(c, model)) for c in columns])
         for model in data["rows"]
     ]
     chosen = set(request.GET.getlist("label"))

@@ -126,15 +126,27 @@ def with_defaults(fields: Mapping[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def _unknown_fields(fields: Mapping[str, Any], allowed_fields: tuple[str, ...]) -> None:
-    unknown = [f for f in fields if f not in allowed_fields]
-    if unknown:
-        raise InvalidServer(
-            {f: f"unknown field; a server has {', '.join(allowed_fields)}" for f in unknown}
-        )
-
-
-def _stored(cleaned: Mapping[str, Any]) -> dict[str, Any]:
+def validate(fields: Mapping[str, Any], *, editing: TritonServer | None = None) -> dict[str, Any]:
+    """The fields of a new server (``editing`` None: what was left out filled in) or the
+    changes to a stored one, cleaned as they are stored; InvalidServer naming every field
+    at fault, unknown fields and a new name included. Reads only."""
+    errors: dict[str, str] = {
+        f: f"unknown field; a server has {', '.join(FIELDS)}" for f in fields if f not in FIELDS
+    }
+    given = {k: v for k, v in fields.items() if k in FIELDS}
+    if editing is None:
+        given = with_defaults(given)
+    else:
+        if given.pop("name", editing.name) != editing.name:
+            errors["name"] = RENAME
+        if given.get("api_key") is None:
+            given.pop("api_key", None)  # absent (or null): the stored key stays
+    try:
+        cleaned = check(given, exclude_pk=editing.pk if editing is not None else None)
+    except InvalidServer as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise InvalidServer(errors)
     return {k: str(v) if k == "repository" else v for k, v in cleaned.items()}
 
 
@@ -143,13 +155,11 @@ def create(user: Any, fields: Mapping[str, Any]) -> Server:
     shown down by its poller). InvalidServer names every field at fault."""
     name = str(fields.get("name") or "")
     require(user, "server.add", name)
-    _unknown_fields(fields, FIELDS)
-    filled = with_defaults(fields)
     try:
         with transaction.atomic():
-            row = TritonServer.objects.create(**_stored(check(filled)))
+            row = TritonServer.objects.create(**validate(fields))
     except IntegrityError:
-        check(filled)  # added meanwhile under this name or address: says which, on its field
+        validate(fields)  # added meanwhile under this name or address: says which, on its field
         raise
     server = Server.from_row(row)
     _audit(user, "server.add", server.name, detail=_describe(server))
@@ -164,17 +174,11 @@ def update(user: Any, name: str, changes: Mapping[str, Any]) -> tuple[Server, li
     require(user, "server.change", name, server)
     if server.from_env:
         raise Refused(FROM_ENV)
-    _unknown_fields(changes, FIELDS)
-    if "name" in changes and changes["name"] != name:
-        raise InvalidServer({"name": RENAME})
     with transaction.atomic():
         row = TritonServer.objects.select_for_update().filter(name=name).first()
         if row is None:
             raise UnknownServer(name)
-        wanted = {k: v for k, v in changes.items() if k != "name"}
-        if wanted.get("api_key") is None:
-            wanted.pop("api_key", None)
-        cleaned = _stored(check(wanted, exclude_pk=row.pk))
+        cleaned = validate(changes, editing=row)
         changed = [f for f in FIELDS if f in cleaned and getattr(row, f) != cleaned[f]]
         for field in changed:
             setattr(row, field, cleaned[field])

@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from . import server_admin
+from .models import TritonServer
 from .server_rules import InvalidServer, labels_from_text, labels_text
 from .servers import Server
 
@@ -49,6 +51,9 @@ class ServerForm(forms.Form):
     def __init__(self, *args: Any, editing: Server | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.editing = editing
+        self.stored = (
+            TritonServer.objects.filter(name=editing.name).first() if editing is not None else None
+        )
         if editing is None:
             del self.fields["clear_api_key"]
             return
@@ -76,14 +81,24 @@ class ServerForm(forms.Form):
         """What ``server_admin`` gets; the labels box's refusal raises on its field."""
         data = dict(self.cleaned_data)
         clear = data.pop("clear_api_key", False)
+        errors = {}
         try:
             data["labels"] = labels_from_text(data.get("labels") or "")
         except ValueError as exc:
-            raise InvalidServer({"labels": str(exc)}) from None
+            errors["labels"] = str(exc)
+            del data["labels"]
+        if clear and data.get("api_key"):
+            errors["api_key"] = "type a new key or clear the stored one, not both"
         if clear:
             data["api_key"] = ""
         elif not data.get("api_key"):
             data.pop("api_key", None)  # an empty box: the stored key stays (or none is set)
+        if errors:  # every other field's refusal comes with them, as on a plain refusal
+            try:
+                server_admin.validate(data, editing=self.stored)
+            except InvalidServer as exc:
+                errors = {**exc.errors, **errors}
+            raise InvalidServer(errors)
         return data
 
     def refused(self, exc: InvalidServer) -> None:

@@ -286,15 +286,17 @@ def test_a_removed_servers_poller_stops_at_the_next_refresh(ada, tmp_path, redis
 # --- the pages ---------------------------------------------------------------------------------
 
 
-def test_the_pages_add_edit_and_remove_with_errors_on_their_fields(ada, tmp_path):
+def test_the_pages_add_edit_and_remove_with_errors_on_their_fields(ada, tmp_path, settings):
     page, _ = ada
     form = page.get("/servers/new/").content.decode()
     assert 'type="password"' in form and 'name="api_key"' in form
-    bad = page.post("/servers/new/", {"name": "Edge", "grpc_url": "127.0.0.2:1",
+    bad = page.post("/servers/new/", {"name": "Edge", "grpc_url": settings.TRITON_URL,
                                       "labels": "gpu", "api_key": SECRET})  # fmt: skip
     assert bad.status_code == 400 and not TritonServer.objects.exists()
     html = bad.content.decode()
-    for field, says in (("name", "lower-case"), ("labels", "write NAME=VALUE")):
+    # Every field's refusal at once, each on its field.
+    for field, says in (("name", "lower-case"), ("labels", "write NAME=VALUE"),
+                        ("grpc_url", "the server &#x27;default&#x27;")):  # fmt: skip
         block = html.split(f'data-field="{field}"', 1)[1].split("</p>", 1)[0]
         assert says in block, (field, block)
     assert SECRET not in html  # a typed key is not sent back
@@ -322,6 +324,9 @@ def test_the_pages_add_edit_and_remove_with_errors_on_their_fields(ada, tmp_path
     assert bad_edit.status_code == 400
     assert "http:// or https://" in bad_edit.content.decode().split('data-field="metrics_url"')[1]
     assert servers.get("edge-a").metrics_url == server.metrics_url
+    both = page.post("/servers/edge-a/edit/", {**fields, "clear_api_key": "on", "api_key": "x"})
+    assert both.status_code == 400 and servers.get("edge-a").api_key == SECRET
+    assert "not both" in both.content.decode().split('data-field="api_key"')[1].split("</p>")[0]
     assert page.post("/servers/edge-a/edit/", {**fields, "clear_api_key": "on"}).status_code == 302
     assert servers.get("edge-a").api_key == ""
     assert page.get("/servers/default/edit/").status_code == 302  # not editable here

@@ -106,9 +106,11 @@
     const server = serverOf(event);
     const col = columns[server];
     if (!col) return;
-    if (event.triton) {
+    if (event.triton) {  // a poller's whole state: it watches this server (now live)
       col.up = Boolean(event.triton.up);
       col.reason = col.up ? "" : (event.triton.reason || "Triton unreachable: " + event.triton.message);
+      const note = card(server) && card(server).querySelector('[data-k="not-watched"]');
+      if (note) note.hidden = true;
     }
     if (event.full) col.models = col.up ? Object.assign({}, event.models) : {};
     else Object.assign(col.models, event.models || {});
