@@ -15,6 +15,7 @@ The cell rule (``cell``) is mirrored by static/js/fleet.js for live updates.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from .servers import Server
 from .status import group_index, state_json, unknown_json
 from .triton.client import TritonError, get_client
 
+log = logging.getLogger(__name__)
 ABSENT = "not in this server's repository"
 NOT_WATCHED = (
     "no poller watches this server (is a Celery worker running?): states as of this page "
@@ -193,7 +195,12 @@ def columns(shown: list[Server]) -> list[Column]:
         else:
             asked[server.name] = _asker.submit(_ask, server)
     for name, future in asked.items():
-        found[name] = future.result()
+        try:
+            found[name] = future.result()
+        except Exception as exc:  # noqa: BLE001 - one odd server must not take the page down
+            log.exception("fleet: asking %s failed", name)
+            server = next(s for s in shown if s.name == name)
+            found[name] = Column(server, watched=False, up=False, reason=f"cannot ask it: {exc}")
     listed: dict[str, list[str]] = {}  # once per repository, however many servers share it
     for server in shown:
         key = servers.repository_key(server)

@@ -199,3 +199,17 @@ def test_the_poller_keeps_each_servers_card_for_the_fleet(far, redis_db, monkeyp
     card = json.loads(redis_db.get(poller.card_key("far")))
     assert card["requests_per_s"] > 0
     assert card["gpus"] == [{"uuid": "GPU-1", "utilization": 0.25}]
+
+
+def test_a_server_that_cannot_be_asked_is_down_on_the_page_not_a_500(viewer, far, monkeypatch):
+    real = fleet.get_client
+
+    def odd(server):  # type: ignore[no-untyped-def]
+        if server.name == "far":
+            raise RuntimeError("odd answer")
+        return real(server)
+
+    monkeypatch.setattr(fleet, "get_client", odd)
+    response = viewer.get("/fleet/")
+    assert response.status_code == 200
+    assert "cannot ask it: odd answer" in response.content.decode()
