@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from profiler_app import api as sweep_api
 from profiler_app.search import api as search_api
 from repository_app import api as repository_api
+from repository_app import server_api
 from repository_app.editor import api as config_api
 from repository_app.rollouts import api as rollout_api
 from repository_app.uploads import api as upload_api
@@ -80,6 +81,8 @@ urlpatterns = [
     path("searches/<int:pk>/apply", search_api.SearchApplyView.as_view(), name="api_search_apply"),
     path("rollouts/", rollout_api.RolloutListView.as_view(), name="api_rollouts"),
     path("rollouts/<int:pk>/", rollout_api.RolloutDetailView.as_view(), name="api_rollout"),
+    path("servers/", server_api.ServerListView.as_view(), name="api_servers"),
+    path("servers/<str:name>/", server_api.ServerDetailView.as_view(), name="api_server"),
     path("audit/", AuditListView.as_view(), name="api_audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),

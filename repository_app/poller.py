@@ -12,6 +12,8 @@ slows the others' polling.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import threading
 import time
@@ -38,6 +40,29 @@ def lock_key(server: str) -> str:
     return f"dashboard:poller:lock:{server}"
 
 
+def card_key(server: str) -> str:
+    return f"dashboard:poller:card:{server}"
+
+
+def record_card(server: str, *, time: float, version: str, derived: dict[str, Any]) -> None:
+    """What the fleet overview's card shows of one metrics scrape (``derive_server_metrics``):
+    Triton's version, the requests/s of every model together, the GPUs; best effort, like
+    every live update."""
+    rates = [
+        row["requests_per_s"]
+        for row in derived.get("models", {}).values()
+        if row.get("requests_per_s") is not None
+    ]
+    card = {
+        "time": time,
+        "version": version,
+        "requests_per_s": round(sum(rates), 3) if rates else None,
+        "gpus": [{"uuid": uuid, **figures} for uuid, figures in derived.get("gpus", {}).items()],
+    }
+    with contextlib.suppress(redis.RedisError, OSError):
+        events._redis().set(card_key(server), json.dumps(card))
+
+
 class Poller:
     def __init__(
         self,
@@ -57,6 +82,8 @@ class Poller:
         self.last_metrics: tuple[float, list[MetricSample]] | None = None
         self.history = history.HistoryRecorder(server.name)
         self.last_maintained: float | None = None
+        # Triton's version for the fleet's card: read once it answers, again after it was down.
+        self.version = ""
 
     @property
     def name(self) -> str:
@@ -72,6 +99,7 @@ class Poller:
                 reachability.mark_up(self.name)
         except TritonError as exc:
             index, triton = [], reachability.down_json(self.name, exc.message)
+            self.version = ""  # it may come back as another Triton
         models = {name: state_json(states) for name, states in group_index(index).items()}
         snapshot = {"triton": triton, "models": models}
         if snapshot != self.last_snapshot:
@@ -104,6 +132,8 @@ class Poller:
                 )
 
     def _metrics(self) -> None:
+        if not self.version:
+            self.version = _version(get_client(self.server))
         try:
             samples = get_client(self.server).metrics()
         except TritonError:
@@ -116,6 +146,7 @@ class Poller:
         self.last_metrics = (now, samples)
         wall = self.clock()
         events.publish(events.server_group(self.name), "server.metrics", {"time": wall, **derived})
+        record_card(self.name, time=wall, version=self.version, derived=derived)
         if settings.HISTORY_ENABLED:
             self._record(wall, samples)
 
@@ -160,6 +191,13 @@ class Poller:
                 client.delete(key)
         except (redis.RedisError, OSError):
             pass
+
+
+def _version(client: Any) -> str:
+    try:
+        return str(client.server_metadata().get("version", ""))
+    except TritonError:
+        return ""
 
 
 class PollerManager:

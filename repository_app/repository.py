@@ -151,24 +151,32 @@ def _describe(finding) -> str:  # type: ignore[no-untyped-def]
     return f"{where}{finding.message}"
 
 
+def _model_entries(root: Path) -> list[os.DirEntry[str]]:
+    """The model folders under root: every folder but hidden ones."""
+    if not root.is_dir():
+        return []
+    with os.scandir(root) as entries:
+        return [e for e in entries if e.is_dir() and not e.name.startswith(".")]
+
+
+def model_names(root: Path) -> list[str]:
+    """The names ``scan`` lists, sorted, without reading any folder (the fleet's rows)."""
+    return sorted(entry.name for entry in _model_entries(root))
+
+
 def scan(root: Path) -> list[ModelFolder]:
     """Every model folder under root (hidden folders skipped), sorted by name. Folders
     with unsafe names or linked out of the repository are listed with the reason."""
-    if not root.is_dir():
-        return []
     models = []
-    with os.scandir(root) as entries:
-        for entry in entries:
-            if not entry.is_dir() or entry.name.startswith("."):
-                continue
-            path = Path(entry.path)
-            if entry.is_symlink() and leaves(path, root):
-                models.append(
-                    ModelFolder(entry.name, path, None, f"the folder is {OUTSIDE}",
-                                unsafe_name=unsafe_name_reason(entry.name))
-                )  # fmt: skip
-                continue
-            models.append(_folder(path))
+    for entry in _model_entries(root):
+        path = Path(entry.path)
+        if entry.is_symlink() and leaves(path, root):
+            models.append(
+                ModelFolder(entry.name, path, None, f"the folder is {OUTSIDE}",
+                            unsafe_name=unsafe_name_reason(entry.name))
+            )  # fmt: skip
+            continue
+        models.append(_folder(path))
     return sorted(models, key=lambda m: m.name)
 
 

@@ -1,8 +1,9 @@
 """What a Triton server the dashboard manages may look like: the one set of checks.
 
-Every way a server enters (the model's ``clean``, and later the servers' page, CLI and API)
-goes through ``check``; each refusal names its field. The addresses follow the rule of
-TRITON_URL / TRITON_HTTP_URL (``dashboard.env.parse_hostport``); the name is what URLs,
+Every way a server enters (the model's ``clean``; the Servers pages, ``manage.py servers``
+and the API through ``server_admin``) goes through ``check``; each refusal names its field.
+The addresses follow the rule of TRITON_URL / TRITON_HTTP_URL
+(``dashboard.env.parse_hostport``), and one address is one server; the name is what URLs,
 Redis keys and Channels group names carry, so it is kept to a small safe set.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -105,6 +106,37 @@ def check_labels(value: object) -> dict[str, str]:
     return labels
 
 
+def label_pair(text: object) -> tuple[str, str]:
+    """One NAME=VALUE (``manage.py servers add --label``, the Servers form's labels, the
+    fleet's ``?label=`` filter), checked like any label."""
+    if not isinstance(text, str) or "=" not in text:
+        raise ValueError(f"label {_shown(text)}: write NAME=VALUE, e.g. gpu=H200")
+    name, _, value = text.strip().partition("=")
+    ((name, value),) = check_labels({name.strip(): value.strip()}).items()
+    return name, value
+
+
+def labels_from_pairs(items: Iterable[object]) -> dict[str, str]:
+    """NAME=VALUE items as labels; a name given twice with two values is refused."""
+    labels: dict[str, str] = {}
+    for item in items:
+        name, value = label_pair(item)
+        if labels.get(name, value) != value:
+            raise ValueError(f"label {name!r} is given twice ({labels[name]!r} and {value!r})")
+        labels[name] = value
+    return check_labels(labels)
+
+
+def labels_from_text(text: str) -> dict[str, str]:
+    """The Servers form's labels box: NAME=VALUE items separated by commas, spaces or lines
+    (a label holds none of them)."""
+    return labels_from_pairs(item for item in re.split(r"[\s,]+", text) if item)
+
+
+def labels_text(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in labels.items())
+
+
 def check_repository(value: object) -> Path:
     """An absolute path to an existing folder, as the dashboard host sees it."""
     if not isinstance(value, str | os.PathLike) or not str(value).strip():
@@ -166,11 +198,19 @@ def check(fields: Mapping[str, Any], *, exclude_pk: int | None = None) -> dict[s
             cleaned[field] = rule(fields[field])
         except ValueError as exc:
             errors[field] = str(exc)
+    if "name" in cleaned and name_taken(cleaned["name"], exclude_pk=exclude_pk):
+        errors["name"] = f"a server named '{cleaned['name']}' already exists"
     if "grpc_url" in cleaned:
         taken = grpc_taken_by(cleaned["grpc_url"], exclude_pk=exclude_pk)
         if taken:
             errors["grpc_url"] = (
                 f"{cleaned['grpc_url']} is already the gRPC address of the server '{taken}'"
+            )
+    if "http_url" in cleaned:
+        taken = http_taken_by(cleaned["http_url"], exclude_pk=exclude_pk)
+        if taken:
+            errors["http_url"] = (
+                f"{cleaned['http_url']} is already the HTTP address of the server '{taken}'"
             )
     if errors:
         raise InvalidServer(errors)
@@ -190,6 +230,37 @@ def grpc_taken_by(grpc_url: str, *, exclude_pk: int | None = None) -> str:
     if exclude_pk is not None:
         rows = rows.exclude(pk=exclude_pk)
     return str(rows.values_list("name", flat=True).first() or "")
+
+
+def name_taken(name: str, *, exclude_pk: int | None = None) -> bool:
+    from django.apps import apps
+
+    rows = apps.get_model("repository_app", "TritonServer").objects.filter(name=name)
+    if exclude_pk is not None:
+        rows = rows.exclude(pk=exclude_pk)
+    return bool(rows.exists())
+
+
+def http_taken_by(http_url: str, *, exclude_pk: int | None = None) -> str:
+    """The name of the server that already has this HTTP address (compared as gRPC
+    addresses are); "" when none. One port is one server: two rows on it are one server
+    registered twice."""
+    from django.apps import apps
+    from django.conf import settings
+
+    key = grpc_key(http_url)
+    if key == grpc_key(str(settings.TRITON_HTTP_URL)):
+        return DEFAULT
+    rows = apps.get_model("repository_app", "TritonServer").objects.all()
+    if exclude_pk is not None:
+        rows = rows.exclude(pk=exclude_pk)
+    for name, url in rows.values_list("name", "http_url"):
+        try:
+            if grpc_key(url) == key:
+                return str(name)
+        except ValueError:  # a row saved around the checks (the shell): not this address
+            continue
+    return ""
 
 
 def _shown(value: object) -> str:

@@ -64,6 +64,9 @@ ACTIONS = (
     "login.failed",
     "token.create",
     "token.revoke",
+    "server.add",
+    "server.change",
+    "server.remove",
 )
 
 

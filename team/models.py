@@ -20,6 +20,7 @@ class TeamPermission(models.Model):
             ("upload_code", "Can upload Python-backend code (runs on the Triton host)"),
             ("delete_versions", "Can delete model versions and models"),
             ("manage_users", "Can manage users and their roles"),
+            ("manage_servers", "Can add, edit and remove Triton servers"),
         ]
 
     def __str__(self) -> str:

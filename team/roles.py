@@ -17,6 +17,7 @@ ADMIN_PERMISSIONS = OPERATOR_PERMISSIONS | {
     "team.upload_code",
     "team.delete_versions",
     "team.manage_users",
+    "team.manage_servers",  # the Triton servers the dashboard manages
     "auth.view_user",
     "auth.add_user",
     "auth.change_user",

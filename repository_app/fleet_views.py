@@ -1,0 +1,69 @@
+"""The fleet overview: a card per server and the models × servers matrix (``fleet``), with
+``?label=NAME=VALUE`` filters (several: all must match); live through ``/ws/fleet/``
+(``consumers.FleetConsumer``, static/js/fleet.js), resynced from ``fleet/states.json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from . import fleet, servers
+
+
+def _overview(request: HttpRequest) -> tuple[dict[str, Any], str]:
+    raw = request.GET.getlist("label")
+    try:
+        wanted = fleet.parse_filter(raw)
+    except ValueError as exc:
+        every = servers.all()
+        return {"columns": [], "rows": [], "labels": fleet.all_labels(every),
+                "hidden": len(every)}, f"label filter not applied: {exc}"  # fmt: skip
+    return fleet.overview(wanted), ""
+
+
+@login_required
+@require_GET
+def fleet_page(request: HttpRequest) -> HttpResponse:
+    data, error = _overview(request)
+    columns = data["columns"]
+    model_url = reverse("model_detail", args=["__model__"])  # fleet.js fills the name in
+    matrix = [
+        (model, reverse("model_detail", args=[model]), [(c, fleet.cell(c, model)) for c in columns])
+        for model in data["rows"]
+    ]
+    chosen = set(request.GET.getlist("label"))
+    return render(
+        request,
+        "repository/fleet.html",
+        {
+            "columns": columns,
+            "matrix": matrix,
+            "labels": [(label, label in chosen) for label in data["labels"]],
+            "hidden": data["hidden"],
+            "filter_error": error,
+            "not_watched": fleet.NOT_WATCHED,
+            "page_data": {
+                "columns": [c.as_json() for c in columns],
+                "labels": sorted(chosen) if not error else [],
+                "modelUrl": model_url,
+                "statesUrl": reverse("fleet_states_json"),
+                "absent": fleet.ABSENT,
+            },
+        },
+        status=400 if error else 200,
+    )
+
+
+@login_required
+@require_GET
+def fleet_states_json(request: HttpRequest) -> JsonResponse:
+    """The fleet as the page shows it (``?label=`` as on the page), for clients that resync."""
+    data, error = _overview(request)
+    if error:
+        return JsonResponse({"message": error, "field": "label"}, status=400)
+    return JsonResponse({"columns": [c.as_json() for c in data["columns"]], "rows": data["rows"]})
