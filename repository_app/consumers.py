@@ -112,7 +112,8 @@ class FleetConsumer(RelayConsumer):
             wanted = fleet.parse_filter(query.get("label", []))
         except ValueError:
             raise NotFound("label") from None
-        shown = await database_sync_to_async(fleet.visible)(wanted)
+        among = await database_sync_to_async(server_access.visible_servers)(user)
+        shown = fleet.visible(wanted, among)
         self.shown = [s.name for s in shown]
         return [
             group

@@ -50,8 +50,10 @@ def matches(server: Server, wanted: Sequence[tuple[str, str]]) -> bool:
     return all(server.labels.get(name) == value for name, value in wanted)
 
 
-def visible(wanted: Sequence[tuple[str, str]]) -> list[Server]:
-    return [s for s in servers.all() if matches(s, wanted)]
+def visible(wanted: Sequence[tuple[str, str]], among: list[Server] | None = None) -> list[Server]:
+    """The servers whose labels match, of `among` (every server when None; callers pass
+    the ones the user may see, `server_access.visible_servers`)."""
+    return [s for s in (servers.all() if among is None else among) if matches(s, wanted)]
 
 
 def all_labels(known: Iterable[Server]) -> list[str]:
@@ -236,9 +238,12 @@ def rows(shown: list[Column]) -> list[str]:
     return sorted(names)
 
 
-def overview(wanted: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """Everything the page and its JSON show, for the servers whose labels match."""
-    every = servers.all()
+def overview(
+    wanted: Sequence[tuple[str, str]], among: list[Server] | None = None
+) -> dict[str, Any]:
+    """Everything the page and its JSON show, for the servers whose labels match (of
+    `among`, as `visible`)."""
+    every = servers.all() if among is None else among
     shown = columns([s for s in every if matches(s, wanted)])
     return {
         "columns": shown,

@@ -12,18 +12,19 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from . import fleet, servers
+from . import fleet, server_access
 
 
 def _overview(request: HttpRequest) -> tuple[dict[str, Any], str]:
     raw = request.GET.getlist("label")
+    # A server narrowed to none for this user does not exist here either.
+    every = server_access.visible_servers(request.user)
     try:
         wanted = fleet.parse_filter(raw)
     except ValueError as exc:
-        every = servers.all()
         return {"columns": [], "rows": [], "labels": fleet.all_labels(every),
                 "hidden": len(every)}, f"label filter not applied: {exc}"  # fmt: skip
-    return fleet.overview(wanted), ""
+    return fleet.overview(wanted, every), ""
 
 
 @login_required

@@ -85,7 +85,7 @@ class RolloutListView(APIView):
         summary="The latest rollouts (100), newest first",
     )
     def get(self, request: Request) -> Response:
-        rollouts = Rollout.objects.prefetch_related("targets")
+        rollouts = runner.seen_by(request.user).prefetch_related("targets")
         if request.query_params.get("model"):
             rollouts = rollouts.filter(model=request.query_params["model"])
         return Response([runner.rollout_json(r) for r in rollouts[:100]])
@@ -118,6 +118,7 @@ class RolloutListView(APIView):
                 servers=_value(data, "servers"),
                 label=data.get("label"),
                 repository_of=data.get("repository_of"),
+                user=request.user,
             )
             rollout = runner.create(
                 data.get("action"),
@@ -143,7 +144,7 @@ class RolloutListView(APIView):
 class RolloutDetailView(APIView):
     @extend_schema(responses=RolloutSerializer, summary="One rollout: each server's state")
     def get(self, request: Request, pk: int) -> Response:
-        body = runner.snapshot(pk)
+        body = runner.snapshot_for(request.user, pk)
         if body is None:
             raise NotFound(f"no rollout #{pk}")
         return Response(body)

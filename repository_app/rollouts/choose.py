@@ -3,15 +3,17 @@ a server serves from (``servers.sharing``), a label ``k=v``, or a hand-picked li
 
 ``choose`` is the one entry for the rollout page, the API and the CLI: it resolves the
 choice now (servers in the registry's order, ``default`` first) and says how they were
-chosen in words. Each refusal names its field (``ChoiceError.field``); an unknown server is
+chosen in words. Given the user, a server narrowed to none for them does not exist here
+either (``server_access``): never chosen by a repository or a label, unknown by name. Each refusal names its field (``ChoiceError.field``); an unknown server is
 ``ChoiceError.unknown`` (the API's 404).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from .. import servers
+from .. import server_access, servers
 from ..server_rules import LABEL_RULE
 from ..servers import Server, UnknownServer
 
@@ -41,7 +43,13 @@ class Choice:
         return [s.name for s in self.servers]
 
 
-def choose(*, repository_of: object = None, label: object = None, servers: object = None) -> Choice:
+def choose(
+    *,
+    repository_of: object = None,
+    label: object = None,
+    servers: object = None,
+    user: Any = None,
+) -> Choice:
     """The servers of exactly one of: ``repository_of`` (a server's name: every server on
     its repository), ``label`` ("k=v") or ``servers`` (a list of names)."""
     given = [
@@ -61,16 +69,18 @@ def choose(*, repository_of: object = None, label: object = None, servers: objec
             + (f"; got {', '.join(given)}" if given else ""),
         )
     if repository_of not in (None, ""):
-        return by_repository(repository_of)
+        return by_repository(repository_of, user)
     if label not in (None, ""):
-        return by_label(label)
-    return hand_picked(servers)
+        return by_label(label, user)
+    return hand_picked(servers, user)
 
 
-def by_repository(name: object) -> Choice:
-    server = _get("repository_of", name)
+def by_repository(name: object, user: Any = None) -> Choice:
+    server = _get("repository_of", name, user)
     return Choice(
-        "repository", servers.sharing(server), f"every server on repository {server.repository}"
+        "repository",
+        _seen(servers.sharing(server), user),
+        f"every server on repository {server.repository}",
     )
 
 
@@ -88,15 +98,15 @@ def parse_label(value: object) -> tuple[str, str]:
     return key, item
 
 
-def by_label(value: object) -> Choice:
+def by_label(value: object, user: Any = None) -> Choice:
     key, item = parse_label(value)
-    found = [s for s in servers.all() if s.labels.get(key) == item]
+    found = [s for s in _seen(servers.all(), user) if s.labels.get(key) == item]
     if not found:
         raise ChoiceError("label", f"no server has the label {key}={item}")
     return Choice("label", found, f"label {key}={item}")
 
 
-def hand_picked(names: object) -> Choice:
+def hand_picked(names: object, user: Any = None) -> Choice:
     if isinstance(names, str):
         names = [n for n in (part.strip() for part in names.split(",")) if n]
     if not isinstance(names, list | tuple) or not names:
@@ -106,19 +116,25 @@ def hand_picked(names: object) -> Choice:
     bad = next((n for n in names if not isinstance(n, str)), None)
     if bad is not None:
         raise ChoiceError("servers", f"a server name is text, got {_shown(bad)}")
-    picked = [_get("servers", n) for n in dict.fromkeys(names)]
+    picked = [_get("servers", n, user) for n in dict.fromkeys(names)]
     order = {name: i for i, name in enumerate(servers.names())}
     picked.sort(key=lambda s: order.get(s.name, len(order)))
     return Choice("servers", picked, "hand-picked: " + ", ".join(s.name for s in picked))
 
 
-def _get(field: str, name: object) -> Server:
+def _get(field: str, name: object, user: Any = None) -> Server:
     if not isinstance(name, str):
         raise ChoiceError(field, f"a server name is text, got {_shown(name)}")
     try:
-        return servers.get(name)
+        server = servers.get(name)
+        return server if user is None else server_access.check_visible(user, server)
     except UnknownServer as exc:
         raise ChoiceError(field, exc.message, unknown=True) from None
+
+
+def _seen(found: list[Server], user: Any) -> list[Server]:
+    """`found` without the servers hidden from `user` (all of them without a user)."""
+    return found if user is None else server_access.visible_servers(user, found)
 
 
 def _shown(value: object) -> str:

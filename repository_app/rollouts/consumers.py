@@ -22,7 +22,7 @@ class RolloutConsumer(RelayConsumer):
     async def first_message(self, user: Any) -> dict[str, Any] | None:
         # Read after joining: a change published meanwhile is in this state or relayed after
         # it; the page keys targets by server, so seeing one twice changes nothing.
-        data = await database_sync_to_async(runner.snapshot)(self.pk)
+        data = await database_sync_to_async(runner.snapshot_for)(user, self.pk)
         if data is None:
             raise NotFound(self.pk)
         return {"type": "rollout.snapshot", "snapshot": True, "rollout": data}

@@ -30,12 +30,13 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, transaction
+from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
 from team import audit
 
-from .. import control, events, servers
+from .. import control, events, server_access, servers
 from ..models import Rollout, RolloutTarget
 from ..naming import InvalidModelName, check_model_name
 from ..servers import UnknownServer
@@ -381,3 +382,18 @@ def reap(rollout: Rollout) -> None:
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "…"
+
+
+def seen_by(user: Any) -> QuerySet[Rollout]:
+    """The rollouts `user` may see: none that touched a server narrowed to none for them
+    (such a server does not exist for them, its name included)."""
+    hidden = server_access.hidden_names(user)
+    found = Rollout.objects.all()
+    return found.exclude(targets__server__in=hidden) if hidden else found
+
+
+def snapshot_for(user: Any, pk: int) -> dict[str, Any] | None:
+    """`snapshot(pk)`, or None when the rollout is missing or not `seen_by` the user."""
+    if not seen_by(user).filter(pk=pk).exists():
+        return None
+    return snapshot(pk)

@@ -20,15 +20,16 @@ from .choose import KINDS, Choice, ChoiceError, by_label, by_repository, hand_pi
 CHOOSE_ONE = "choose the servers: every server on a repository, a label, or a hand-picked list"
 
 
-def choice_from(data: Any) -> Choice:
-    """The form's choice (``choice`` says which of its fields counts)."""
+def choice_from(data: Any, user: Any) -> Choice:
+    """The form's choice (``choice`` says which of its fields counts), of the servers
+    `user` may see."""
     kind = data.get("choice", "")
     if kind == "repository":
-        return by_repository(data.get("repository_of", ""))
+        return by_repository(data.get("repository_of", ""), user)
     if kind == "label":
-        return by_label(data.get("label", ""))
+        return by_label(data.get("label", ""), user)
     if kind == "servers":
-        return hand_picked(data.getlist("servers"))
+        return hand_picked(data.getlist("servers"), user)
     raise ChoiceError("choice", CHOOSE_ONE)
 
 
@@ -73,7 +74,7 @@ def _form_page(
     }
     choice, rows = None, []
     try:
-        choice = choice_from(_Values(values))
+        choice = choice_from(_Values(values), request.user)
         rows = _preview(request, model, choice)
     except ChoiceError as exc:
         if not error:
@@ -123,7 +124,7 @@ def rollout_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def rollouts(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
-        listed = Rollout.objects.all()
+        listed = runner.seen_by(request.user)
         model = request.GET.get("model", "")
         if model:
             listed = listed.filter(model=model)
@@ -133,7 +134,7 @@ def rollouts(request: HttpRequest) -> HttpResponse:
     data = request.POST
     try:
         runner.check_request(data.get("action"), data.get("model"))
-        choice = choice_from(data)
+        choice = choice_from(data, request.user)
     except runner.RolloutRefused as exc:
         return _form_page(request, data, error=exc.message, field=exc.field, status=400)
     except ChoiceError as exc:
@@ -163,7 +164,7 @@ def rollouts(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    data = runner.snapshot(pk)
+    data = runner.snapshot_for(request.user, pk)
     if data is None:
         raise Http404(f"no rollout #{pk}")
     record = Rollout.objects.get(pk=pk)

@@ -109,7 +109,7 @@ class Command(BaseCommand):
         if options.get("config_file") is not None:
             raise CommandError("--config-file loads a model on one server: name one --server")
         user = active_user(options["as_user"])
-        choice = hand_picked([s.name for s in chosen])
+        choice = hand_picked([s.name for s in chosen], user)
         try:
             rollout = runner.create(options["action"], options["model"], choice, user)
         except runner.RolloutRefused as exc:
