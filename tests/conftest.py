@@ -404,10 +404,22 @@ def wait_js(page, expression: str, timeout: float = BROWSER_WAIT_MS) -> None:
     upper bound that keeps a broken run from hanging: callers leave it at the default."""
     import time
 
+    from playwright.sync_api import Error as PlaywrightError
+
     deadline = time.monotonic() + timeout / 1000
-    while not page.evaluate(f"() => Boolean({expression})"):
+    last_error = ""
+    while True:
+        try:
+            if page.evaluate(f"() => Boolean({expression})"):
+                return
+        except PlaywrightError as exc:
+            # Not yet: an element the expression reads is not drawn yet (a Plotly chart
+            # has no `data` before its first draw), or the page is navigating.
+            last_error = f" (last error: {exc.message.splitlines()[0]})"
         if time.monotonic() > deadline:
-            raise AssertionError(f"still false after {timeout / 1000:.0f} s: {expression}")
+            raise AssertionError(
+                f"still false after {timeout / 1000:.0f} s: {expression}{last_error}"
+            )
         page.wait_for_timeout(100)
 
 
