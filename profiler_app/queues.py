@@ -222,3 +222,13 @@ def claimed_by(request: Any) -> dict[str, str]:
     if isinstance(queue, str) and queue:
         where["queue"] = queue
     return where
+
+
+def in_process(command: str) -> dict[str, str]:
+    """What a job records when a command runs it in its own process, through no queue."""
+    return {
+        "worker": f"{command} (pid {os.getpid()})",
+        "worker_host": socket.gethostname(),
+        "queue": "",
+        "routing": f"run by {command} in its own process, through no queue",
+    }
