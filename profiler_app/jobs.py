@@ -491,6 +491,9 @@ def resume(job_id: int) -> Sweep:
             cancel_requested=False,
             error="",
             finished_at=None,
+            # Not claimed yet: the worker of the last attempt is not this one's.
+            worker="",
+            worker_host="",
         )
         if not updated:
             raise JobError(f"only a failed, cancelled or interrupted {noun} can be resumed")

@@ -201,6 +201,9 @@ def test_the_claim_records_the_worker_its_host_and_the_queue_it_came_from(tmp_pa
     assert (job.worker, job.queue) == (WORKER, "triton.gpu1")
     assert job.worker_host == where["worker_host"] and job.worker_host
     assert job.state == "running"
+    jobs.finish(job.pk, jobs.Outcome("interrupted", "worker died"))
+    resumed = jobs.resume(job.pk)  # queued again: no worker has claimed this attempt yet
+    assert (resumed.worker, resumed.worker_host) == ("", "")
 
 
 def test_require_local_worker_is_checked_with_the_other_server_fields():
