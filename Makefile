@@ -38,3 +38,9 @@ probe: $(STAMP)
 
 compose-check:
 	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet
+	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check REDIS_PASSWORD=check \
+	  FLEET_REPOSITORIES=/srv/fleet MAIN_HOST_PRIVATE_IP=10.0.0.10 \
+	  docker-compose -f docker-compose.yml -f compose/main-host.yml config --quiet
+	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check REDIS_PASSWORD=check \
+	  MAIN_HOST=10.0.0.10 TRITON_SERVER_NAME=gpu1 GPU_HOSTNAME=gpu1-host SERVER_REPOSITORY=/srv/gpu1 \
+	  SERVER_API_KEY=check GPU_HOST_PRIVATE_IP=10.0.0.11 docker-compose -f compose/gpu-host.yml config --quiet

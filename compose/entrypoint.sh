@@ -28,7 +28,12 @@ case "$role" in
     exec python -m dashboard.serve -b 0.0.0.0 -p 8080 --proxy-headers dashboard.asgi:application
     ;;
   worker)
-    exec celery -A dashboard worker --loglevel=INFO --concurrency="${CELERY_CONCURRENCY:-2}"
+    args=(--loglevel=INFO --concurrency="${CELERY_CONCURRENCY:-2}")
+    # A GPU host's worker consumes its server's queue only, triton.<name> (compose/gpu-host.yml);
+    # without CELERY_QUEUES the worker consumes the default queue, as before.
+    if [[ -n "${CELERY_QUEUES:-}" ]]; then args+=(--queues="$CELERY_QUEUES"); fi
+    if [[ -n "${CELERY_HOSTNAME:-}" ]]; then args+=(--hostname="$CELERY_HOSTNAME"); fi
+    exec celery -A dashboard worker "${args[@]}"
     ;;
   *)
     exec "$@"

@@ -206,6 +206,9 @@ TRITON_LOAD_TIMEOUT_S = env_number("TRITON_LOAD_TIMEOUT_S", 120.0, minimum=1)
 # (the compose file does it): the dashboard sends KEY=VALUE with every call.
 TRITON_API_KEY_HEADER = env_str("TRITON_API_KEY_HEADER", "dashboard-key")
 TRITON_API_KEY = env_str("TRITON_API_KEY", "")
+# The default server's jobs run only on a worker consuming its queue, triton.default (on the
+# GPU host), never from another host (profiler_app.queues).
+TRITON_REQUIRE_LOCAL_WORKER = env_bool("TRITON_REQUIRE_LOCAL_WORKER", False)
 TRITON_POLL_INTERVAL_S = env_number("TRITON_POLL_INTERVAL_S", 1.0, minimum=0.1)
 MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
 

@@ -108,6 +108,22 @@ SweepCreateSerializer = inline_serializer(
 )
 
 
+class JobPlacementSerializer(serializers.Serializer):
+    """Where a job's task went and why, and who claimed it (`jobs.placement_json`)."""
+
+    server_queue = serializers.CharField(help_text="the server's own Celery queue, triton.<name>")
+    queue = serializers.CharField(
+        help_text="the queue its task was sent to (delivered from, once claimed); empty while "
+        "it is held for a worker on its server's own queue"
+    )
+    routing = serializers.CharField(help_text="why it went there, in words")
+    waiting_for_worker = serializers.BooleanField(
+        help_text="held: its server requires its own worker and none consumes its queue"
+    )
+    worker = serializers.CharField(help_text="the Celery worker that claimed it")
+    worker_host = serializers.CharField(help_text="that worker's host (its hostname)")
+
+
 class SweepSerializer(serializers.Serializer):
     """A sweep as `sweeps.sweep_json` returns it (a test holds the two to the same fields)."""
 
@@ -136,6 +152,7 @@ class SweepSerializer(serializers.Serializer):
     cancel_requested = serializers.BooleanField()
     levels_total = serializers.IntegerField()
     queue_position = serializers.IntegerField(allow_null=True)
+    placement = JobPlacementSerializer()
     summary = serializers.DictField(help_text="knee, recommendation and caveat")
     name = serializers.CharField()
     note = serializers.CharField()

@@ -74,11 +74,72 @@ def level_deltas(
     return rows
 
 
+NOT_RECORDED = "not recorded"
+
+
+def _gib(value: object) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) and value > 0 else "?"
+
+
+def server_facts_text(sweep: Sweep) -> dict[str, str]:
+    """What the compare lists of the server a sweep ran on (`Sweep.server_facts`, recorded
+    when it started), as words; NOT_RECORDED where the sweep did not record it. Triton's
+    metrics name no GPU model: a label (gpu=H200) is where the model is said."""
+    facts = sweep.server_facts or {}
+    gpus = facts.get("gpus") if isinstance(facts.get("gpus"), list) else None
+    texts = {
+        "server": sweep.server,
+        "address": str(facts.get("grpc_url") or NOT_RECORDED),
+        "Triton version": str(facts.get("triton_version") or NOT_RECORDED),
+        "GPUs": str(facts["gpu_count"]) if "gpu_count" in facts else NOT_RECORDED,
+        "GPU memory": ", ".join(
+            _gib(g.get("memory_total_bytes")) for g in gpus if isinstance(g, dict)
+        )
+        if gpus
+        else ("none" if gpus == [] else NOT_RECORDED),
+    }
+    labels = facts.get("labels")
+    if isinstance(labels, dict):
+        texts.update({f"label {key}": str(value) for key, value in labels.items()})
+    return texts
+
+
+def server_differences(rows: Sequence[Sweep]) -> list[dict[str, Any]]:
+    """The server facts that differ between the compared sweeps (old → new), one row per
+    fact with each sweep's value; a label one sweep lacks counts as a difference ("—",
+    or NOT_RECORDED for a sweep that recorded no labels)."""
+    texts = [server_facts_text(s) for s in rows]
+    names = list(dict.fromkeys(name for text in texts for name in text))
+    differing = []
+    for name in names:
+        values = [
+            text.get(name)
+            or ("—" if isinstance((s.server_facts or {}).get("labels"), dict) else NOT_RECORDED)
+            for s, text in zip(rows, texts, strict=True)
+        ]
+        if len(set(values)) > 1:
+            differing.append({"fact": name, "values": values})
+    return differing
+
+
+def _same_server(a: Sweep, b: Sweep) -> bool:
+    """The same server, as it was: its name, and Triton's version and GPU count where both
+    sweeps recorded them (before and after an upgrade is not the same server)."""
+    fa, fb = a.server_facts or {}, b.server_facts or {}
+    return a.server == b.server and all(
+        fa.get(key) == fb.get(key)
+        for key in ("triton_version", "gpu_count")
+        if key in fa and key in fb
+    )
+
+
 def _same_setup(a: Sweep, b: Sweep) -> bool:
-    """The same model, config.pbtxt and load (mode, batch, protocol, window settings)."""
+    """The same server, model, config.pbtxt and load (mode, batch, protocol, window
+    settings): an engine ratio across servers would measure the servers, not the engines."""
     pa, pb = sweeps.params_of(a), sweeps.params_of(b)
     return (
-        a.model == b.model
+        _same_server(a, b)
+        and a.model == b.model
         and a.config_sha256 == b.config_sha256
         and (pa.mode, pa.batch_size, pa.protocol, pa.percentile, pa.version)
         == (pb.mode, pb.batch_size, pb.protocol, pb.percentile, pb.version)
@@ -87,7 +148,7 @@ def _same_setup(a: Sweep, b: Sweep) -> bool:
 
 def engine_ratios(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Built-in engine / perf_analyzer, per common level, for each pair of compared sweeps
-    that measured the same model and config with the same load."""
+    that measured the same model and config with the same load on the same server."""
     pairs = []
     for ours in items:
         for ref in items:
@@ -122,7 +183,8 @@ def engine_ratios(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
     """The sweeps old → new (by creation), each with its level rows, the config diff and
     the per-level differences against the oldest, and the engines' ratio where a built-in
-    and a perf_analyzer sweep measured the same model and config."""
+    and a perf_analyzer sweep measured the same model and config on the same server; the
+    server facts that differ between the sweeps (servers, Triton versions, GPUs, labels)."""
     ordered = sorted(sweep_list, key=lambda s: (s.created_at, s.pk))
     base = ordered[0]
     items: list[dict[str, Any]] = [
@@ -141,6 +203,7 @@ def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
             {
                 "sweep": sweeps.sweep_json(item["row"]),
                 "title": item["row"].title,
+                "server": item["row"].server,
                 "created": f"{item['row'].created_at:%Y-%m-%d %H:%M}",
                 "range_text": item["row"].range_text,
                 "levels": item["levels"],
@@ -152,6 +215,8 @@ def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
             for item in items
         ],
         "engine_ratios": engine_ratios(items),
+        "servers": sorted({s.server for s in ordered}),
+        "server_differences": server_differences(ordered),
     }
 
 

@@ -8,7 +8,10 @@ their module is imported (`ProfilerAppConfig.ready`), so this module imports nei
 
 The guarantees, and why:
 - A job is a `Sweep` row with a `kind`. Creating one commits it QUEUED and, on commit,
-  sends the one Celery task (`profiler_app.run_job`) with the kind's time limits.
+  sends the one Celery task (`profiler_app.run_job`) with the kind's time limits, to the
+  queue `queue_for(server)` names (`profiler_app.queues`: the server's own queue when a
+  worker consumes it, else the default one; or held until its own worker appears). The
+  job records where it went and why, and which worker (and host) claimed it.
 - A job runs on one Triton server (`Sweep.server`: its name in `repository_app.servers`),
   whose facts (version, GPUs) it records each time it starts (`Sweep.server_facts`).
 - One job runs per Triton server at a time, in one FIFO queue whatever its kind. `claim`
@@ -35,6 +38,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,7 +52,9 @@ from dashboard.redact import redact
 from repository_app import events, servers
 from repository_app.servers import Server
 
+from . import queues
 from .models import Sweep, SweepSlot
+from .queues import Route
 
 log = logging.getLogger(__name__)
 
@@ -177,16 +183,55 @@ def enqueue_on_commit(job: Sweep) -> None:
     transaction.on_commit(lambda: dispatch(job.pk))
 
 
+def queue_for(server: Server) -> Route:
+    """Where a job of ``server`` goes now, and why (`profiler_app.queues`): the one rule
+    for the jobs' tasks and for a distributed sweep's load agents."""
+    return queues.queue_for(server)
+
+
+def route_of(job: Sweep) -> Route:
+    try:
+        server = servers.get(job.server)
+    except servers.UnknownServer as exc:
+        # The task fails it ("removed since it was queued"): any worker can say so.
+        fallback = queues.default_queue()
+        return Route(job.server, fallback, f"{exc.message}: sent to {fallback} to be failed")
+    return queue_for(server)
+
+
+def _record_route(job: Sweep, route: Route) -> None:
+    """Store where the job goes and why; a page hears of a change (e.g. now waiting)."""
+    changed = (job.queue, job.routing, job.waiting_for_worker) != (
+        route.queue,
+        route.note,
+        route.waiting,
+    )
+    if not changed:
+        return
+    if Sweep.objects.filter(pk=job.pk, state=State.QUEUED).update(
+        queue=route.queue, routing=route.note, waiting_for_worker=route.waiting
+    ):
+        job.queue, job.routing, job.waiting_for_worker = route.queue, route.note, route.waiting
+        publish_state(job)
+
+
 def dispatch(job_id: int) -> bool:
-    """Send the task of a QUEUED job. False when it is not queued (or the broker is down:
-    it stays queued and the watchdog dispatches it again later)."""
+    """Send the task of a QUEUED job to its queue (`queue_for`). False when it is not
+    queued, is held for its server's own worker, or the broker is down: it stays queued and
+    the watchdog routes it again later."""
     job = Sweep.objects.filter(pk=job_id, state=State.QUEUED).first()
     if job is None:
+        return False
+    route = route_of(job)
+    _record_route(job, route)
+    if route.waiting:
         return False
     soft, hard = kind_of(job).time_limits(job)
     Sweep.objects.filter(pk=job_id).update(dispatched_at=timezone.now())
     try:
-        run_job_task.apply_async(args=[job_id], soft_time_limit=soft, time_limit=hard)
+        run_job_task.apply_async(
+            args=[job_id], queue=route.queue, soft_time_limit=soft, time_limit=hard
+        )
     except Exception as exc:  # noqa: BLE001 - any broker failure: retried by the watchdog
         log.warning("job #%s not dispatched: %s", job_id, exc)
         return False
@@ -233,9 +278,10 @@ class _NotClaimed(Exception):
     pass
 
 
-def claim(job_id: int) -> bool:
+def claim(job_id: int, where: Mapping[str, str] | None = None) -> bool:
     """QUEUED -> RUNNING, holding the server's slot; False when the slot is taken, the job
-    is not queued, or an older queued job of the same server comes first."""
+    is not queued, or an older queued job of the same server comes first. ``where``: the
+    claiming worker, its host and queue (`queues.claimed_by`), recorded with the claim."""
     job = Sweep.objects.filter(pk=job_id, state=State.QUEUED).first()
     if job is None:
         return False
@@ -257,6 +303,8 @@ def claim(job_id: int) -> bool:
                 finished_at=None,
                 error="",
                 cancel_requested=False,
+                waiting_for_worker=False,
+                **dict(where or {}),
             )
             if not started:
                 raise _NotClaimed  # rolls the slot back too
@@ -315,10 +363,10 @@ class Heartbeat(threading.Thread):
         self.join(5)
 
 
-def run(job_id: int) -> str:
+def run(job_id: int, where: Mapping[str, str] | None = None) -> str:
     """Claim the job's server and run the job to its end; 'waiting' when the server is busy
     (the job that holds it dispatches this one when it ends)."""
-    if not claim(job_id):
+    if not claim(job_id, where):
         return "waiting"
     return execute(job_id)
 
@@ -335,7 +383,9 @@ def record_server_facts(job: Sweep) -> None:
     """The server's facts as the job starts (Triton version, GPUs), for later compares."""
     from repository_app.triton.server_facts import describe
 
-    job.server_facts = describe(server_of(job))
+    server = server_of(job)
+    # The labels as they are now (e.g. gpu=H200): compares across servers list them.
+    job.server_facts = {**describe(server), "labels": dict(server.labels)}
     Sweep.objects.filter(pk=job.pk).update(server_facts=job.server_facts)
 
 
@@ -404,10 +454,10 @@ def interrupt(job: Sweep, message: str) -> bool:
     return True
 
 
-@shared_task(name="profiler_app.run_job", ignore_result=True)
-def run_job_task(job_id: int) -> str:
+@shared_task(name="profiler_app.run_job", ignore_result=True, bind=True)
+def run_job_task(self: Any, job_id: int) -> str:
     """The one Celery task: any kind of job (see the module's docstring)."""
-    return run(job_id)
+    return run(job_id, queues.claimed_by(self.request))
 
 
 # --- user actions -----------------------------------------------------------------------------
@@ -441,6 +491,9 @@ def resume(job_id: int) -> Sweep:
             cancel_requested=False,
             error="",
             finished_at=None,
+            # Not claimed yet: the worker of the last attempt is not this one's.
+            worker="",
+            worker_host="",
         )
         if not updated:
             raise JobError(f"only a failed, cancelled or interrupted {noun} can be resumed")
@@ -464,6 +517,7 @@ def publish_state(job: Sweep) -> None:
             "error": job.error,
             "cancel_requested": job.cancel_requested,
             "queue_position": queue_position(job),
+            "placement": placement_json(job),
         },
     )
 
@@ -472,9 +526,22 @@ def _iso(moment: Any) -> str | None:
     return moment.isoformat() if moment else None
 
 
+def placement_json(job: Sweep) -> dict[str, Any]:
+    """Where the job's task went and why, and the worker (and host) that claimed it."""
+    return {
+        "server_queue": queues.queue_name(job.server),
+        "queue": job.queue,
+        "routing": job.routing,
+        "waiting_for_worker": job.waiting_for_worker,
+        "worker": job.worker,
+        "worker_host": job.worker_host,
+    }
+
+
 def lifecycle_json(job: Sweep) -> dict[str, Any]:
     """Where a job is in its life, as the sweep and the search JSON both show it."""
     return {
+        "placement": placement_json(job),
         "state": job.state,
         "error": job.error,
         "cancel_requested": job.cancel_requested,

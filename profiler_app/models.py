@@ -43,6 +43,14 @@ class Sweep(models.Model):
     # What the server was when the job last started (repository_app.triton.server_facts.
     # describe: Triton version, GPU count and uuids), so sweeps can be compared later.
     server_facts = models.JSONField(default=dict, blank=True)
+    # Where its task went and why (profiler_app.queues): the Celery queue ("" while it waits
+    # for its server's own worker), the reason in words, and whether it is held waiting.
+    queue = models.CharField(max_length=255, blank=True)
+    routing = models.TextField(blank=True)
+    waiting_for_worker = models.BooleanField(default=False)
+    # Who claimed it: the Celery worker's name and its host (socket.gethostname()).
+    worker = models.CharField(max_length=255, blank=True)
+    worker_host = models.CharField(max_length=255, blank=True)
     config_sha256 = models.CharField(max_length=64, blank=True)
     config_text = models.TextField(blank=True)
     params = models.JSONField(default=dict)

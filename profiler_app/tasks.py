@@ -5,6 +5,10 @@ Celery choices (for the README):
   and config searches. Its time limits are the job kind's, passed with
   `apply_async(soft_time_limit=..., time_limit=...)`; the soft limit ends the job as
   failed with its partial results kept.
+- Routing (`profiler_app.queues`): each Triton server has a queue, `triton.<name>`; a job
+  goes there when a live worker consumes it (one started on the server's GPU host with
+  `-Q triton.<name>`), else to the default queue, and records where and why; a server
+  with `require_local_worker` holds its jobs until such a worker appears.
 - `acks_late` + `reject_on_worker_lost` + prefetch 1 (project settings): a job's message is
   acknowledged when the task ends; a task whose worker died is not silently lost.
 - The task never waits for the server: when another job holds the server's slot it

@@ -14,9 +14,10 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from repository_app.server_context import server_of
+from repository_app.servers import all as all_servers
 from team import audit
 
-from . import export, jobs, kind_presets, kind_rules, llm, measure, sweeps
+from . import export, jobs, kind_presets, kind_rules, llm, measure, queues, sweeps
 from .engine.loadgen import SweepError
 from .engine.perf_analyzer import step_columns
 from .forms import SweepForm, SweepLabelForm
@@ -63,10 +64,7 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
     if model:
         rows = rows.filter(model=model)
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
-    queue = list(jobs_seen.filter(state=Sweep.State.QUEUED).order_by("queued_at", "id"))
-    for item in queue:  # one queue per server, whatever the kind of job
-        item.position = jobs.queue_position(item)
-    running = jobs_seen.filter(state=Sweep.State.RUNNING)
+    seen = queues.current(wait=False)  # a page never waits for the workers' answer
     searches = Search.objects.exclude(sweep__server__in=hidden).select_related(
         "sweep", "sweep__created_by"
     )
@@ -78,11 +76,40 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
         {
             "page": page,
             "model": model,
-            "queue": queue,
-            "running": running,
+            "server_queues": _server_queues(seen, hidden),
+            "workers_unknown": seen.error,
             "searches": searches[:20],
         },
     )
+
+
+def _server_queues(seen: queues.Consumers, hidden: set[str]) -> list[dict[str, Any]]:
+    """Per server: its running job, its queued ones (in order, whatever their kind), and
+    where its next job would go, from what the workers last said (`seen`); none of the
+    servers `hidden` from the reader."""
+    active = Sweep.objects.filter(state__in=(Sweep.State.RUNNING, Sweep.State.QUEUED)).exclude(
+        server__in=hidden
+    )
+    jobs_of: dict[str, list[Sweep]] = {}
+    for job in active.order_by("queued_at", "id"):
+        jobs_of.setdefault(job.server, []).append(job)
+    known = {s.name: s for s in all_servers() if s.name not in hidden}
+    rows = []
+    for name in [*known, *sorted(set(jobs_of) - set(known))]:  # removed servers' jobs too
+        found = jobs_of.get(name, [])
+        for job in found:
+            job.position = jobs.queue_position(job)
+        server = known.get(name)
+        rows.append(
+            {
+                "server": name,
+                "queue": queues.queue_name(name),
+                "route": queues.queue_for(server, seen) if server else None,
+                "running": [j for j in found if j.state == Sweep.State.RUNNING],
+                "queued": [j for j in found if j.state == Sweep.State.QUEUED],
+            }
+        )
+    return rows
 
 
 @login_required

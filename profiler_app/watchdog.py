@@ -4,8 +4,9 @@ A running job (sweep or config search) beats `heartbeat_at` every 2 s (`jobs.Hea
 `check()` marks every RUNNING job whose heartbeat is older than `STALE_AFTER_S` as
 INTERRUPTED (`jobs.interrupt`: the slot is freed, the job's kind leaves its own summary,
 the next queued job is dispatched); it frees slots held by jobs that no longer run,
-re-dispatches a queued job whose task went missing, and lets each kind tidy what a dead
-worker left (a config search restores the model's saved config). Every step is a
+re-dispatches a queued job whose task went missing, routes again a job held for its
+server's own worker (`profiler_app.queues`: a worker that appears later picks it up on
+the next pass), and lets each kind tidy what a dead worker left (a config search restores the model's saved config). Every step is a
 conditional UPDATE, so any number of checkers may run at once.
 
 It runs as a thread in each Celery worker's main process (started on `worker_ready`,
@@ -54,7 +55,8 @@ def check() -> list[int]:
         sweep=None, claimed_at=None
     )
     # Queued jobs whose server is free: the head of each queue gets (another) task when
-    # its last one is older than REDISPATCH_AFTER_S or was never sent.
+    # its last one is older than REDISPATCH_AFTER_S or was never sent (held for its
+    # server's own worker: routed again on every pass).
     redispatch_before = now - timedelta(seconds=jobs.REDISPATCH_AFTER_S)
     servers = set(Sweep.objects.filter(state=Sweep.State.QUEUED).values_list("server", flat=True))
     for server in servers:
@@ -63,7 +65,11 @@ def check() -> list[int]:
         head = jobs.queued(server).first()
         if head is None:
             continue
-        if head.dispatched_at is None or head.dispatched_at < redispatch_before:
+        if (
+            head.waiting_for_worker
+            or head.dispatched_at is None
+            or head.dispatched_at < redispatch_before
+        ):
             jobs.dispatch(head.pk)
     for kind in jobs.KINDS.values():
         kind.tidy()

@@ -51,7 +51,8 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     # user groups (user_group)
     "notify": frozenset({"message", "url"}),
     # job groups (sweep_group): a sweep or a config search
-    "sweep.state": frozenset({"sweep", "kind", "state", "error", "cancel_requested"}),
+    # placement: where the job's task went and why, and who claimed it (jobs.placement_json)
+    "sweep.state": frozenset({"sweep", "kind", "state", "error", "cancel_requested", "placement"}),
     "sweep.window": frozenset({"sweep", "point", "closed_at"}),
     "sweep.level": frozenset({"sweep", "point", "levels_done", "levels_total", "round"}),
     "sweep.summary": frozenset({"sweep", "state", "error", "summary"}),

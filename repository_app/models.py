@@ -29,6 +29,9 @@ class TritonServer(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     # The model repository as the dashboard host sees it (absolute path).
     repository = models.CharField(max_length=1024)
+    # An admin's choice: this server's jobs run only on a worker consuming its own queue
+    # (triton.<name>, on its GPU host), never from the dashboard's host (profiler_app.queues).
+    require_local_worker = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -50,7 +53,7 @@ class TritonServer(models.Model):
     def clean_fields(self, exclude: Any = None) -> None:
         # server_rules owns every field's checks (lengths included), with one message each.
         owned = {"name", "grpc_url", "http_url", "metrics_url", "api_key", "api_key_header",
-                 "labels", "repository"}  # fmt: skip
+                 "labels", "repository", "require_local_worker"}  # fmt: skip
         super().clean_fields(exclude={*(exclude or ()), *owned})
 
     def clean(self) -> None:
@@ -68,6 +71,7 @@ class TritonServer(models.Model):
                     "api_key_header": self.api_key_header,
                     "labels": self.labels,
                     "repository": self.repository,
+                    "require_local_worker": self.require_local_worker,
                 },
                 exclude_pk=self.pk,
             )

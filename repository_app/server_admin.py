@@ -41,7 +41,7 @@ FROM_ENV = (
 # What a caller may give, in the order forms and messages list them.
 FIELDS = (
     "name", "grpc_url", "http_url", "metrics_url", "repository", "labels", "api_key",
-    "api_key_header",
+    "api_key_header", "require_local_worker",
 )  # fmt: skip
 REQUIRED = ("name", "grpc_url")
 RENAME = (
@@ -259,6 +259,7 @@ def _describe(server: Server) -> str:
         f"gRPC {server.grpc_url}, HTTP {server.http_url}, metrics {server.metrics_url}, "
         f"repository {server.repository}, labels {labels_text(server.labels) or 'none'}, "
         f"API key {'set' if server.api_key else 'none'}"
+        + (", requires its own worker" if server.require_local_worker else "")
     )
 
 

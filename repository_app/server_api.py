@@ -38,6 +38,9 @@ class ServerSerializer(serializers.Serializer):
     labels = serializers.DictField(child=serializers.CharField())
     api_key_set = serializers.BooleanField(help_text="whether a restricted-API key is stored")
     api_key_header = serializers.CharField()
+    require_local_worker = serializers.BooleanField(
+        help_text="jobs run only on a worker consuming triton.<name>, else they wait"
+    )
     from_env = serializers.BooleanField(
         help_text="the server 'default', defined by TRITON_*: not editable here"
     )
@@ -66,6 +69,7 @@ class ServerWriteSerializer(serializers.Serializer):
         help_text="stored, never returned; on change, \"\" clears it and absent keeps it",
     )  # fmt: skip
     api_key_header = serializers.CharField(required=False)
+    require_local_worker = serializers.BooleanField(required=False)
 
 
 ERROR = inline_serializer(

@@ -46,6 +46,11 @@ class ServerForm(forms.Form):
         label="Key name", required=False, initial="dashboard-key",
         help_text="The KEY of --grpc-restricted-protocol=...:KEY=VALUE.",
     )  # fmt: skip
+    require_local_worker = forms.BooleanField(
+        label="Requires its own worker", required=False,
+        help_text="Its sweeps and searches run only on a worker consuming triton.<name> (on its "
+        "host); without one they wait, saying so, instead of using the default queue.",
+    )  # fmt: skip
     clear_api_key = forms.BooleanField(label="Clear the stored key", required=False)
 
     def __init__(self, *args: Any, editing: Server | None = None, **kwargs: Any) -> None:
@@ -75,6 +80,7 @@ class ServerForm(forms.Form):
                 "repository": str(editing.repository),
                 "labels": labels_text(editing.labels),
                 "api_key_header": editing.api_key_header,
+                "require_local_worker": editing.require_local_worker,
             }
 
     def fields_for_admin(self) -> dict[str, Any]:

@@ -174,6 +174,22 @@ def check_api_key(value: object) -> str:
     return value
 
 
+def check_require_local_worker(value: object) -> bool:
+    """Whether the server's jobs must run on a worker consuming its own queue: a boolean
+    (or the words a form or a command line sends)."""
+    if isinstance(value, bool):
+        return value
+    if value is None or value == "":
+        return False
+    if isinstance(value, str) and value.strip().lower() in _WORDS:
+        return _WORDS[value.strip().lower()]
+    raise ValueError(f"give true or false, got {_shown(value)}")
+
+
+_WORDS = {"true": True, "on": True, "yes": True, "1": True,
+          "false": False, "off": False, "no": False, "0": False}  # fmt: skip
+
+
 CHECKS = {
     "name": check_name,
     "grpc_url": check_hostport,
@@ -183,6 +199,7 @@ CHECKS = {
     "api_key_header": check_api_key_header,
     "labels": check_labels,
     "repository": check_repository,
+    "require_local_worker": check_require_local_worker,
 }
 
 

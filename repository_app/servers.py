@@ -50,6 +50,8 @@ class Server:
     api_key: str = field(default="", repr=False)
     api_key_header: str = "dashboard-key"
     labels: dict[str, str] = field(default_factory=dict, hash=False)
+    # Its jobs run only on a worker consuming its own queue (profiler_app.queues).
+    require_local_worker: bool = False
     # True for `default`: defined by the TRITON_* environment variables, not editable here.
     from_env: bool = False
 
@@ -72,6 +74,7 @@ class Server:
             "repository": str(self.repository),
             "labels": dict(self.labels),
             "api_key_set": bool(self.api_key),
+            "require_local_worker": self.require_local_worker,
             "from_env": self.from_env,
         }
 
@@ -86,6 +89,7 @@ class Server:
             api_key=row.api_key,
             api_key_header=row.api_key_header,
             labels=dict(row.labels or {}),
+            require_local_worker=bool(row.require_local_worker),
         )
 
 
@@ -99,6 +103,7 @@ def default() -> Server:
         repository=Path(settings.MODEL_REPOSITORY),
         api_key=str(settings.TRITON_API_KEY),
         api_key_header=str(settings.TRITON_API_KEY_HEADER),
+        require_local_worker=bool(getattr(settings, "TRITON_REQUIRE_LOCAL_WORKER", False)),
         from_env=True,
     )
 

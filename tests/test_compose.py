@@ -81,3 +81,107 @@ def test_the_entry_script_waits_for_the_database_then_runs_the_command():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "entry ok"
+
+
+# --- the multi-host layout: compose/main-host.yml over docker-compose.yml, compose/gpu-host.yml
+
+GPU_ENV = {
+    **ENV,
+    "REDIS_PASSWORD": "redis-check",
+    "MAIN_HOST": "10.0.0.10",
+    "TRITON_SERVER_NAME": "gpu1",
+    "GPU_HOSTNAME": "gpu1-host",
+    "SERVER_REPOSITORY": "/srv/gpu1",
+    "SERVER_API_KEY": "gpu1-key",
+    "GPU_HOST_PRIVATE_IP": "10.0.0.11",
+}
+MAIN_ENV = {
+    **ENV,
+    "REDIS_PASSWORD": "redis-check",
+    "FLEET_REPOSITORIES": "/srv/fleet",
+    "MAIN_HOST_PRIVATE_IP": "10.0.0.10",
+}
+
+
+def _compose(env: dict[str, str], *files: str) -> subprocess.CompletedProcess[str]:
+    args = [part for name in files for part in ("-f", name)]
+    return subprocess.run(
+        ["docker-compose", *args, "config"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_a_gpu_host_runs_its_triton_and_a_worker_on_that_servers_queue_only():
+    result = _compose(GPU_ENV, "compose/gpu-host.yml")
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    assert set(services) == {"worker", "triton"}
+    worker, triton = services["worker"], services["triton"]
+    env = worker["environment"]
+    assert env["CELERY_QUEUES"] == "triton.gpu1"
+    assert worker["hostname"] == "gpu1-host"
+    # The main host's database and Redis; the `default` server as the main host defines it.
+    assert env["DATABASE_URL"] == "postgres://dashboard:check@10.0.0.10:5432/dashboard"
+    assert env["REDIS_URL"] == "redis://:redis-check@10.0.0.10:6379/0"
+    assert env["TRITON_URL"] == "10.0.0.10:8001"
+    # The repository at the path the dashboard registers, and the same folder for Triton.
+    assert "/srv/gpu1:/fleet/gpu1:rw" in worker["volumes"]
+    assert "/srv/gpu1:/models/repository:rw" in triton["volumes"]
+    key = "--grpc-restricted-protocol=model-repository:dashboard-key=gpu1-key"
+    assert key in triton["command"]
+    assert triton["ports"] == [f"10.0.0.11:{p}:{p}/tcp" for p in (8000, 8001, 8002)]
+
+
+def test_a_gpu_host_refuses_to_start_without_its_servers_name():
+    env = {k: v for k, v in GPU_ENV.items() if k != "TRITON_SERVER_NAME"}
+    result = _compose(env, "compose/gpu-host.yml")
+    assert result.returncode != 0
+    assert "set TRITON_SERVER_NAME" in result.stderr
+
+
+def test_the_main_host_publishes_redis_behind_a_password_and_postgres_on_its_private_address():
+    result = _compose(MAIN_ENV, "docker-compose.yml", "compose/main-host.yml")
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    assert set(services) == {"web", "worker", "redis", "postgres", "triton"}
+    assert services["redis"]["command"][-2:] == ["--requirepass", "redis-check"]
+    assert "10.0.0.10:6379:6379/tcp" in services["redis"]["ports"]
+    assert "10.0.0.10:5432:5432/tcp" in services["postgres"]["ports"]
+    assert "10.0.0.10:8001:8001/tcp" in services["triton"]["ports"]
+    for name in ("web", "worker"):
+        assert services[name]["environment"]["REDIS_URL"] == "redis://:redis-check@redis:6379/0"
+        assert "/srv/fleet:/fleet:rw" in services[name]["volumes"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({}, ["--loglevel=INFO", "--concurrency=2"]),
+        (
+            {"CELERY_QUEUES": "triton.gpu1", "CELERY_HOSTNAME": "worker-gpu1@gpu1-host"},
+            ["--loglevel=INFO", "--concurrency=2", "--queues=triton.gpu1",
+             "--hostname=worker-gpu1@gpu1-host"],
+        ),
+    ],
+)  # fmt: skip
+def test_the_worker_role_consumes_the_queue_it_is_given(tmp_path, extra, expected):
+    """The image's worker: the default queue, or (on a GPU host) its server's queue only."""
+    fake = tmp_path / "celery"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CELERY_")}
+    result = subprocess.run(
+        ["bash", "compose/entrypoint.sh", "worker"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **env,
+            "PATH": f"{tmp_path}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "DATABASE_URL": database_url(),
+            **extra,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:-1] == ["-A", "dashboard", "worker", *expected]

@@ -409,3 +409,25 @@ def test_a_server_added_elsewhere_is_known_at_once_and_forgotten_once_removed(ad
     api.delete("/api/v1/servers/edge-a/")
     assert page.get("/models/", {"server": "edge-a"}).status_code == 404
     assert "edge-a" not in servers.names()
+
+
+# --- a server that requires its own worker ----------------------------------------------------
+
+
+def test_requiring_its_own_worker_is_set_by_the_api_the_page_and_the_cli(ada, tmp_path):
+    """The choice `profiler_app.queues` reads (jobs wait for a worker on triton.<name>)."""
+    admin, api = ada
+    assert _post(api, _body(tmp_path, name="edge-a", require_local_worker=True)).status_code == 201
+    assert servers.get("edge-a").require_local_worker
+    assert api.get("/api/v1/servers/edge-a/").json()["require_local_worker"] is True
+    assert _patch(api, "edge-a", {"require_local_worker": "maybe"}).status_code == 400
+    assert servers.get("edge-a").require_local_worker, "a refused change stores nothing"
+    page = admin.get("/servers/edge-a/edit/").content.decode()
+    assert (
+        'name="require_local_worker"' in page
+        and "checked" in page.split('name="require_local_worker"', 1)[1].split(">", 1)[0]
+    )
+    _run("change", "edge-a", "--no-require-local-worker", "--as-user", "ada")
+    assert not servers.get("edge-a").require_local_worker
+    detail = AuditEvent.objects.filter(action="server.add", server="edge-a").get().detail
+    assert "requires its own worker" in detail

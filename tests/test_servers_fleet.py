@@ -212,4 +212,11 @@ def test_a_sweep_on_solo_measures_solo_and_keeps_its_facts(triton_solo, solo_ser
     facts = sweep.server_facts
     assert facts["server"] == "solo" and facts["grpc_url"] == triton_solo.grpc_url
     assert facts["triton_version"] and facts["gpu_count"] == len(facts["gpus"])
+    assert facts["labels"] == {"role": "solo"}
+    # Run in the command's own process: its host generated the load, through no queue.
+    assert sweep.worker.startswith("manage.py perf_sweep (pid ") and sweep.worker_host
+    assert (sweep.queue, sweep.routing) == (
+        "",
+        "run by manage.py perf_sweep in its own process, through no queue",
+    )
     assert AuditEvent.objects.get(action="sweep.start").server == "solo"

@@ -161,6 +161,7 @@ window.SearchPage = (function () {
     setText("queue-position", state === "queued" && search.queue_position ? "position " + search.queue_position + " in the queue" : "");
     const err = document.getElementById("search-error");
     err.hidden = !search.error; err.textContent = search.error || "";
+    if (window.JobPlacement) JobPlacement.render(search.placement);
     const show = function (id, on) { const b = document.getElementById(id); if (b) b.hidden = !on; };
     show("btn-cancel", state === "queued" || state === "running");
     show("btn-resume", ["failed", "cancelled", "interrupted"].indexOf(state) >= 0);
@@ -248,6 +249,7 @@ window.SearchPage = (function () {
       "sweep.state": function (e) {
         search.state = e.state; search.error = e.error; search.cancel_requested = e.cancel_requested;
         search.queue_position = e.queue_position;
+        if (e.placement) search.placement = e.placement;
         schedule();
         if (FINISHED.indexOf(e.state) >= 0) resyncSoon();
       },

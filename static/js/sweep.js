@@ -70,6 +70,7 @@ window.SweepPage = (function () {
       ? "position " + sweep.queue_position + " in the queue for " + sweep.server : "");
     const err = document.getElementById("sweep-error");
     err.hidden = !sweep.error; err.textContent = sweep.error || "";
+    if (window.JobPlacement) JobPlacement.render(sweep.placement);
     const show = function (id, on) { const b = document.getElementById(id); if (b) b.hidden = !on; };
     show("btn-cancel", state === "queued" || state === "running");
     show("btn-resume", ["failed", "cancelled", "interrupted"].indexOf(state) >= 0);
@@ -381,7 +382,7 @@ window.SweepPage = (function () {
       "sweep.window": function (e) { merge([e.point]); schedule(); },
       "sweep.level": function (e) { merge([e.point]); schedule(); resyncSoon(); },
       "sweep.state": function (e) {
-        applySweep({ state: e.state, error: e.error, cancel_requested: e.cancel_requested, queue_position: e.queue_position });
+        applySweep({ state: e.state, error: e.error, cancel_requested: e.cancel_requested, queue_position: e.queue_position, placement: e.placement });
         schedule();
       },
       "sweep.summary": function (e) { applySweep({ state: e.state, error: e.error, summary: e.summary }); schedule(); resyncSoon(); },

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from profiler_app import export, jobs, kind_rules, sweeps
+from profiler_app import export, jobs, kind_rules, queues, sweeps
 from profiler_app.forms import input_data_document
 from profiler_app.models import Sweep
 from profiler_app.params import (
@@ -157,7 +157,8 @@ class Command(BaseCommand):
             note=opts["note"],
             model_kind=kind.label,
         )
-        if not jobs.claim(sweep.pk):
+        # Run here, in this process: its host generates the load (the sweep page says so).
+        if not jobs.claim(sweep.pk, queues.in_process("manage.py perf_sweep")):
             busy = jobs.running_on(sweep.server)
             reason = f"sweep #{busy.pk} is running there" if busy else "other sweeps are queued"
             Sweep.objects.filter(pk=sweep.pk).update(

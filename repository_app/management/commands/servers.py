@@ -6,6 +6,7 @@ users of the host can read), and never printed."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from typing import Any
@@ -22,7 +23,7 @@ from team.cli import acting_user
 OPTION = {
     "name": "NAME", "grpc_url": "--grpc", "http_url": "--http", "metrics_url": "--metrics",
     "repository": "--repository", "labels": "--label", "api_key": "--api-key-env",
-    "api_key_header": "--api-key-header",
+    "api_key_header": "--api-key-header", "require_local_worker": "--require-local-worker",
 }  # fmt: skip
 
 
@@ -55,6 +56,11 @@ class Command(BaseCommand):
             p.add_argument("--api-key-header", metavar="KEY",
                            help="the KEY of Triton's --grpc-restricted-protocol=...:KEY=VALUE")  # fmt: skip
         change.add_argument("--clear-api-key", action="store_true", help="forget the stored key")
+        for p in (add, change):
+            p.add_argument(
+                "--require-local-worker", action=argparse.BooleanOptionalAction, default=None,
+                help="its jobs run only on a worker consuming triton.NAME (else they wait)",
+            )  # fmt: skip
         for p in (add, change, remove):
             p.add_argument(
                 "--as-user",
@@ -99,6 +105,7 @@ class Command(BaseCommand):
             "metrics_url": options.get("metrics"),
             "repository": options.get("repository"),
             "api_key_header": options.get("api_key_header"),
+            "require_local_worker": options.get("require_local_worker"),
         }
         if options.get("label") is not None:
             try:
