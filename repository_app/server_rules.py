@@ -103,7 +103,8 @@ def check_labels(value: object) -> dict[str, str]:
                     f"label {what} {_shown(part)}: 1 to 63 ASCII letters, digits, '_', '.' and '-'"
                 )
         labels[key] = item
-    return labels
+    # Sorted by name: a label set has no order, and PostgreSQL's jsonb would impose its own.
+    return dict(sorted(labels.items()))
 
 
 def label_pair(text: object) -> tuple[str, str]:
@@ -134,7 +135,8 @@ def labels_from_text(text: str) -> dict[str, str]:
 
 
 def labels_text(labels: Mapping[str, str]) -> str:
-    return ", ".join(f"{name}={value}" for name, value in labels.items())
+    """NAME=VALUE items by name, so a label set reads the same on every database."""
+    return ", ".join(f"{name}={value}" for name, value in sorted(labels.items()))
 
 
 def check_repository(value: object) -> Path:

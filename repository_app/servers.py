@@ -88,7 +88,7 @@ class Server:
             repository=Path(row.repository),
             api_key=row.api_key,
             api_key_header=row.api_key_header,
-            labels=dict(row.labels or {}),
+            labels=dict(sorted((row.labels or {}).items())),
             require_local_worker=bool(row.require_local_worker),
         )
 

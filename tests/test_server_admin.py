@@ -178,7 +178,7 @@ def test_the_api_changes_a_server_keeps_clears_and_never_shows_the_key(ada, tmp_
         .values_list("detail", flat=True)
     )
     assert details == [
-        "http_url 127.0.0.1:2 -> 127.0.0.1:20; labels gpu=H200, env=prod -> env=staging",
+        "http_url 127.0.0.1:2 -> 127.0.0.1:20; labels env=prod, gpu=H200 -> env=staging",
         "API key replaced",
         "API key cleared",
     ]
@@ -313,7 +313,7 @@ def test_the_pages_add_edit_and_remove_with_errors_on_their_fields(ada, tmp_path
     assert 'data-server="edge-a"' in listing and "from the environment" in listing
     assert SECRET not in listing and "Server edge-a added" in listing
     edit = page.get("/servers/edge-a/edit/").content.decode()
-    assert SECRET not in edit and 'name="clear_api_key"' in edit and "gpu=H200, env=prod" in edit
+    assert SECRET not in edit and 'name="clear_api_key"' in edit and "env=prod, gpu=H200" in edit
     fields = {"grpc_url": "127.0.0.2:1", "http_url": "127.0.0.2:8000",
               "metrics_url": server.metrics_url, "repository": str(tmp_path),
               "labels": "env=staging", "api_key_header": "dashboard-key", "api_key": ""}  # fmt: skip
