@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -333,12 +334,28 @@ def test_the_rollout_page_follows_each_server_live(
     with page.expect_navigation():
         page.click("#rollout-start button[type=submit]")
     assert re.fullmatch(rf"{web_server.url}/rollouts/\d+/", page.url), page.url
-    wait_js(page, "document.getElementById('rollout-state').textContent === 'succeeded'")
+    ended = "['succeeded', 'partial', 'failed'].includes(document.getElementById('rollout-state').textContent)"
+    wait_js(page, ended)
+    shown = page.evaluate(
+        "() => [document.getElementById('rollout-state').textContent, "
+        "document.getElementById('rollout-summary').textContent, "
+        "document.getElementById('rollout-targets').textContent]"
+    )
+    assert shown[0] == "succeeded", shown
     # A rollout the page sees pending, then run (by this process): it changes live.
     user = get_user_model().objects.get(username=admin_credentials[0])
     rollout = runner.create("unload", "add_sub", hand_picked(["default", "shared"]), user)
+    # The page's resync when its socket opens is read now (pending) and answered only after
+    # the live events have shown the end: a stale answer must not take the page back.
+    held: list = []
+    api = re.compile(r".*/api/v1/rollouts/\d+/$")
+    page.route(api, lambda r: held.append((r, r.fetch())))
     page.goto(f"{web_server.url}/rollouts/{rollout.pk}/")
     wait_js(page, "document.getElementById('live-status').textContent === 'live'")
+    deadline = time.monotonic() + BROWSER_WAIT_MS / 1000  # a bound, not a target
+    while not held:  # the handler runs while Playwright waits on the page
+        assert time.monotonic() < deadline, "the page never asked for the rollout"
+        page.wait_for_timeout(50)
     cells = (
         "[...document.querySelectorAll('#rollout-targets [data-k=state]')].map(c => c.textContent)"
     )
@@ -347,4 +364,15 @@ def test_the_rollout_page_follows_each_server_live(
     wait_js(page, f"{cells}.join() === 'succeeded,succeeded'")
     wait_js(
         page, "document.getElementById('rollout-summary').textContent === 'succeeded: 2 unloaded'"
+    )
+    assert held[0][1].json()["state"] == "running"
+    answered = list(held)
+    for route, stale in answered:
+        route.fulfill(response=stale)
+    wait_js(
+        page, f"Number(document.getElementById('rollout-card').dataset.synced) >= {len(answered)}"
+    )
+    assert page.evaluate(f"() => {cells}") == ["succeeded", "succeeded"]
+    assert page.evaluate("() => document.getElementById('rollout-state').textContent") == (
+        "succeeded"
     )
