@@ -43,6 +43,18 @@ MEASUREMENT_FIELDS: dict[str, serializers.Field] = {
     "stability_percentage": serializers.FloatField(required=False),
     "max_trials": serializers.IntegerField(required=False),
 }
+# perf_analyzer's sequence flags, taken by a sweep and by a config search alike.
+SEQUENCE_FIELDS = {
+    "sequence_length": serializers.IntegerField(
+        required=False, help_text="sequence models: requests per sequence (default 20)"
+    ),
+    "sequence_length_variation": serializers.FloatField(
+        required=False, help_text="sequence models: percent (default 20)"
+    ),
+    "sequence_id_range": serializers.CharField(
+        required=False, help_text="sequence models: START:END, END excluded"
+    ),
+}
 SweepCreateSerializer = inline_serializer(
     "SweepCreate",
     {
@@ -70,15 +82,7 @@ SweepCreateSerializer = inline_serializer(
         "streaming": serializers.BooleanField(
             required=False, help_text="gRPC streaming: needed by (and only for) decoupled models"
         ),
-        "sequence_length": serializers.IntegerField(
-            required=False, help_text="sequence models: requests per sequence (default 20)"
-        ),
-        "sequence_length_variation": serializers.FloatField(
-            required=False, help_text="sequence models: percent (default 20)"
-        ),
-        "sequence_id_range": serializers.CharField(
-            required=False, help_text="sequence models: START:END, END excluded"
-        ),
+        **SEQUENCE_FIELDS,
         "num_of_sequences": serializers.IntegerField(
             required=False,
             help_text="sequence models, request-rate mode: sequences live at once (default 4)",

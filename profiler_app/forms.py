@@ -80,6 +80,49 @@ def input_data_document(raw: bytes) -> Any:
         raise forms.ValidationError(str(exc)) from None
 
 
+# perf_analyzer's flags of the model kinds, as the Benchmark form and the config search's
+# form both offer them: declared once (each call makes the field, in its form's order).
+def sequence_fields() -> tuple[forms.IntegerField, forms.FloatField, forms.CharField]:
+    return (
+        forms.IntegerField(
+            required=False,
+            initial=DEFAULTS["sequence_length"],
+            label="--sequence-length",
+            help_text="requests per sequence (perf_analyzer's default 20)",
+        ),
+        forms.FloatField(
+            required=False,
+            initial=DEFAULTS["sequence_length_variation"],
+            label="--sequence-length-variation (%)",
+            help_text="lengths vary by up to this much either way (default 20)",
+        ),
+        forms.CharField(
+            required=False,
+            label="--sequence-id-range",
+            help_text="START:END (END excluded); empty: from 1, unbounded",
+        ),
+    )
+
+
+def token_output_field(empty_means: str) -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        max_length=128,
+        label="--token-output",
+        help_text="the output whose elements per response are tokens; empty: one response is "
+        f"one token {empty_means}",
+    )
+
+
+def goodput_field(example: str) -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        max_length=400,
+        label="--goodput (ms)",
+        help_text=f"AIPerf's objectives, e.g. {example}",
+    )
+
+
 class SweepLabelForm(forms.Form):
     """A sweep's name and note, set after the fact."""
 
@@ -174,23 +217,7 @@ class SweepForm(forms.Form):
         help_text="gRPC bidirectional streaming: every response of a request, up to its final one",
     )
     # Sequence models only.
-    sequence_length = forms.IntegerField(
-        required=False,
-        initial=DEFAULTS["sequence_length"],
-        label="--sequence-length",
-        help_text="requests per sequence (perf_analyzer's default 20)",
-    )
-    sequence_length_variation = forms.FloatField(
-        required=False,
-        initial=DEFAULTS["sequence_length_variation"],
-        label="--sequence-length-variation (%)",
-        help_text="lengths vary by up to this much either way (default 20)",
-    )
-    sequence_id_range = forms.CharField(
-        required=False,
-        label="--sequence-id-range",
-        help_text="START:END (END excluded); empty: from 1, unbounded",
-    )
+    sequence_length, sequence_length_variation, sequence_id_range = sequence_fields()
     num_of_sequences = forms.IntegerField(
         required=False,
         initial=DEFAULTS["num_of_sequences"],
@@ -199,19 +226,10 @@ class SweepForm(forms.Form):
         "(default 4)",
     )
     # Decoupled (LLM-style) models only.
-    token_output = forms.CharField(
-        required=False,
-        max_length=128,
-        label="--token-output",
-        help_text="the output whose elements per response are tokens; empty: one response is "
-        "one token (TensorRT-LLM, vLLM)",
-    )
-    goodput = forms.CharField(
-        required=False,
-        max_length=400,
-        label="--goodput (ms)",
-        help_text="AIPerf's objectives, e.g. time_to_first_token:200 inter_token_latency:30 "
-        "request_latency:500 (first_response, inter_response too); built-in engine",
+    token_output = token_output_field("(TensorRT-LLM, vLLM)")
+    goodput = goodput_field(
+        "time_to_first_token:200 inter_token_latency:30 request_latency:500 "
+        "(first_response, inter_response too); built-in engine"
     )
     name = forms.CharField(
         required=False,

@@ -19,7 +19,7 @@ from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
 from .. import kind_presets
-from ..api import MEASUREMENT_FIELDS
+from ..api import MEASUREMENT_FIELDS, SEQUENCE_FIELDS
 from ..measure_api import SearchLevelSerializer
 from ..models import Search
 from ..permissions import (
@@ -52,15 +52,7 @@ SearchCreateSerializer = inline_serializer(
         "delays": serializers.CharField(required=False, help_text="µs: 0,100,500"),
         "preferred": serializers.CharField(required=False, help_text="none; 4,8; 16"),
         **MEASUREMENT_FIELDS,
-        "sequence_length": serializers.IntegerField(
-            required=False, help_text="sequence models: requests per sequence (default 20)"
-        ),
-        "sequence_length_variation": serializers.FloatField(
-            required=False, help_text="sequence models: percent (default 20)"
-        ),
-        "sequence_id_range": serializers.CharField(
-            required=False, help_text="sequence models: START:END, END excluded"
-        ),
+        **SEQUENCE_FIELDS,
         "goodput": serializers.CharField(
             required=False,
             help_text="AIPerf's --goodput objectives in ms, e.g. 'request_latency:50' or "

@@ -19,10 +19,10 @@ from django import forms
 
 from repository_app.servers import Server
 
-from ..forms import PERCENTILES
+from ..forms import PERCENTILES, goodput_field, sequence_fields, token_output_field
 from ..model_kind import ModelKind
 from ..models import Search
-from ..params import DEFAULTS, SEQUENCE_FLAGS, ParamsError, SweepParams, from_flags
+from ..params import SEQUENCE_FLAGS, ParamsError, SweepParams, from_flags
 from . import confirm, defaults, runner
 from .objective import Constraints
 from .space import (
@@ -134,37 +134,12 @@ class SearchForm(forms.Form):
     max_trials = forms.IntegerField(initial=5, max_value=100, label="Max windows")
     stability_percentage = forms.FloatField(initial=10, label="Stability (%)")
     # Sequence models only: perf_analyzer's sequence flags, as a sweep takes them.
-    sequence_length = forms.IntegerField(
-        required=False,
-        initial=DEFAULTS["sequence_length"],
-        label="--sequence-length",
-        help_text="requests per sequence (perf_analyzer's default 20)",
-    )
-    sequence_length_variation = forms.FloatField(
-        required=False,
-        initial=DEFAULTS["sequence_length_variation"],
-        label="--sequence-length-variation (%)",
-        help_text="lengths vary by up to this much either way (default 20)",
-    )
-    sequence_id_range = forms.CharField(
-        required=False,
-        label="--sequence-id-range",
-        help_text="START:END (END excluded); empty: from 1, unbounded",
-    )
+    sequence_length, sequence_length_variation, sequence_id_range = sequence_fields()
     # Decoupled models only: the output whose elements per response are tokens.
-    token_output = forms.CharField(
-        required=False,
-        max_length=128,
-        label="--token-output",
-        help_text="the output whose elements per response are tokens; empty: one response is "
-        "one token (max response throughput then reads tokens/s)",
-    )
-    goodput = forms.CharField(
-        required=False,
-        max_length=400,
-        label="--goodput (ms)",
-        help_text="AIPerf's objectives, e.g. request_latency:50 (and for a decoupled model "
-        "time_to_first_token:200 inter_token_latency:30): what max goodput counts",
+    token_output = token_output_field("(max response throughput then reads tokens/s)")
+    goodput = goodput_field(
+        "request_latency:50 (and for a decoupled model time_to_first_token:200 "
+        "inter_token_latency:30): what max goodput counts"
     )
     percentile = forms.ChoiceField(choices=PERCENTILES, initial="95")
     latency_budget = forms.FloatField(
