@@ -166,18 +166,31 @@ def create(user: Any, fields: Mapping[str, Any]) -> Server:
     return server
 
 
+def _stored(user: Any, action: str, name: str) -> Server:
+    """The stored server ``name`` that ``user`` may change or remove (not ``default`` from
+    the TRITON_* settings); UnknownServer, or Refused saying why."""
+    server = servers.get(name)
+    require(user, action, name, server)
+    if server.from_env:
+        raise Refused(FROM_ENV)
+    return server
+
+
+def _locked_row(name: str) -> TritonServer:
+    """Its row, locked until the transaction ends (removed meanwhile: UnknownServer)."""
+    row = TritonServer.objects.select_for_update().filter(name=name).first()
+    if row is None:
+        raise UnknownServer(name)
+    return row
+
+
 def update(user: Any, name: str, changes: Mapping[str, Any]) -> tuple[Server, list[str]]:
     """Change some fields of a stored server: (the server, the fields that changed). The
     name stays (sweeps, history and the audit trail refer to it); an ``api_key`` of ""
     clears the key, an absent one leaves it."""
-    server = servers.get(name)
-    require(user, "server.change", name, server)
-    if server.from_env:
-        raise Refused(FROM_ENV)
+    server = _stored(user, "server.change", name)
     with transaction.atomic():
-        row = TritonServer.objects.select_for_update().filter(name=name).first()
-        if row is None:
-            raise UnknownServer(name)
+        row = _locked_row(name)
         cleaned = validate(changes, editing=row)
         changed = [f for f in FIELDS if f in cleaned and getattr(row, f) != cleaned[f]]
         for field in changed:
@@ -211,14 +224,9 @@ def blockers(name: str) -> list[str]:
 def remove(user: Any, name: str) -> Removed:
     """Remove a stored server and what only it used; Refused (naming them) while it has
     work queued or running."""
-    server = servers.get(name)
-    require(user, "server.remove", name, server)
-    if server.from_env:
-        raise Refused(FROM_ENV)
+    server = _stored(user, "server.remove", name)
     with transaction.atomic():
-        row = TritonServer.objects.select_for_update().filter(name=name).first()
-        if row is None:
-            raise UnknownServer(name)
+        row = _locked_row(name)
         blocking = blockers(name)
         if not blocking:
             intents = ModelIntent.objects.filter(server=name).delete()[0]
