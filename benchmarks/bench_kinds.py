@@ -70,6 +70,13 @@ def side_by_side(url: str, args: argparse.Namespace) -> str:
             top = max(rows, key=lambda r: r["c"])["theirs"]
             rates = sorted({max(1, round(f * top)) for f in args.rate_fractions})
             rate_rows = asyncio.run(measure(url, args, rates, "request_rate"))
+            if not rate_rows:
+                text += (
+                    f"\n\nRequest rates {', '.join(map(str, rates))}: perf_analyzer measured no "
+                    "request (its errors are on stderr), so there is no ratio."
+                )
+                sections.append(text)
+                continue
             text += (
                 f"\n\nRequest rates at {', '.join(f'{f:g}' for f in args.rate_fractions)} × "
                 f"perf_analyzer's {top:,.0f} infer/s at concurrency {max(args.levels)}:\n\n"
