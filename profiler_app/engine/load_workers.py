@@ -548,6 +548,16 @@ class Worker:
         return [self.loop.create_task(self.streams.rate(still, schedule, limit))]
 
     def on_command(self) -> None:
+        try:
+            self._commands()
+        except (EOFError, OSError):
+            # The coordinator is gone (its process was killed): stop. The pipe stays
+            # readable at its end, so a reader left in place would fire forever.
+            with contextlib.suppress(OSError, ValueError):
+                self.loop.remove_reader(self.conn.fileno())
+            self.stopped.set()
+
+    def _commands(self) -> None:
         while self.conn.poll():
             message = self.conn.recv()
             if message[0] == "level":
