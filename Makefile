@@ -22,8 +22,9 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m devstack
 
+# TEST_ARGS go to scripts/test.sh: `make test TEST_ARGS="--no-checks tests/test_jobs.py"`.
 test: $(STAMP)
-	bash scripts/test.sh
+	bash scripts/test.sh $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -56,6 +58,17 @@ def wait_until(
     raise ServiceError(f"{what} did not become ready within {timeout:.0f} s")
 
 
+def tied_to_parent(cmd: list[str]) -> list[str]:
+    """`cmd` under `setpriv --pdeathsig TERM`: it gets SIGTERM when the process that starts it
+    dies, however that dies (SIGKILL too), so a killed `make run` or test run leaves no
+    service behind. Linux ties the signal to the starting *thread*, so only commands started
+    from the main thread are tied (a worker thread's end would stop them)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return cmd
+    return [setpriv, "--pdeathsig", "TERM", "--", *cmd]
+
+
 # --- tritonserver from the nvidia-pytriton wheel ---------------------------------------------
 
 
@@ -93,8 +106,15 @@ def prepare_backends(
     if not (python_dir / "triton_python_backend_stub").exists():
         if python_dir.exists():
             shutil.rmtree(python_dir)
-        shutil.copytree(root / "backends" / "python", python_dir)
-        shutil.copy2(stub, python_dir / "triton_python_backend_stub")
+        # Laid out aside and renamed into place: parallel test workers may do this at once.
+        target.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".python-", dir=target))
+        shutil.copytree(root / "backends" / "python", staging, dirs_exist_ok=True)
+        shutil.copy2(stub, staging / "triton_python_backend_stub")
+        try:
+            staging.rename(python_dir)
+        except OSError:  # another process put it there first
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -153,7 +173,7 @@ def start_tritonserver(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     proc = subprocess.Popen(
-        cmd,
+        tied_to_parent(cmd),
         stdout=log,
         stderr=subprocess.STDOUT,
         env=triton_environment(),
@@ -221,7 +241,10 @@ def start_redis(
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        cmd, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, start_new_session=new_session
+        tied_to_parent(cmd),
+        stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=new_session,
     )
     wait_until(lambda: port_is_open("127.0.0.1", port), 20, "redis-server", proc, log_path)
     return proc

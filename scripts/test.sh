@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# `make test`: static checks, then the whole pytest suite against real services.
-# Redis: the one at TEST_REDIS_URL when it answers (a test database number, flushed by the
-# fixtures), otherwise a private redis-server on a free port, stopped on exit.
+# `make test`: the static checks, then the whole pytest suite against real services, in
+# parallel (pytest-xdist, --dist loadgroup: tests that start processes or measure share one
+# serial group; unit and ORM tests run beside it).
+#   scripts/test.sh [--no-checks] [PYTEST ARGS...]
+# --no-checks skips the static checks (.ci/run's PostgreSQL pass: they ran once already).
+#
+# Every process of the run carries DASHBOARD_TEST_RUN (devstack/runguard.py): leftovers of
+# an earlier, interrupted run are stopped first, and whatever this run started is stopped
+# when it ends, also on SIGTERM, SIGINT or SIGHUP (to this script or to make, which passes
+# SIGTERM on). Redis is a private redis-server of this run on a free port, so no other run's
+# worker can take this run's jobs (TEST_REDIS_URL names another one instead).
 set -o errexit -o pipefail -o nounset
 cd "$(dirname "$0")/.."
 VENV_BIN=.venv/bin
+
+checks=1
+if [ "${1:-}" = "--no-checks" ]; then
+  checks=0
+  shift
+fi
 
 bash scripts/ensure_system_packages.sh
 # perf_analyzer, the reference load generator (from the tritonclient 2.48.0 wheel).
@@ -13,44 +27,62 @@ $VENV_BIN/python scripts/install_perf_analyzer.py
 export DJANGO_SETTINGS_MODULE=dashboard.settings
 export VAR_DIR="${TEST_VAR_DIR:-$PWD/var/test}"
 mkdir -p "$VAR_DIR"
-export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/15}"
+
+$VENV_BIN/python -m devstack.runguard leftovers --var-dir "$VAR_DIR"
+DASHBOARD_TEST_RUN=$($VENV_BIN/python -c 'import os; from devstack.runguard import run_id; print(run_id(os.getppid()))')
+export DASHBOARD_TEST_RUN
+
+pytest_pid=""
+redis_dir=""
+finish() {
+  # Whatever of this run is still there (a service a crashed pytest left, its redis-server).
+  $VENV_BIN/python -m devstack.runguard stop-run "$DASHBOARD_TEST_RUN" || true
+  [ -z "$redis_dir" ] || rm -rf "$redis_dir"
+}
+on_signal() {
+  trap - TERM INT HUP
+  echo "scripts/test.sh: $1: stopping this test run" >&2
+  if [ -n "$pytest_pid" ]; then
+    # SIGTERM, whatever came: an asynchronous command ignores SIGINT in a script. pytest
+    # (tests/run_isolation.py) turns it into an interruption and tears its fixtures down;
+    # what is still there after 4 s is stopped by finish.
+    pkill -TERM -P "$pytest_pid" 2>/dev/null || true  # xdist's workers, each tearing down its own
+    kill -TERM "$pytest_pid" 2>/dev/null || true
+    for _ in $(seq 40); do kill -0 "$pytest_pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  exit "$2"
+}
+trap finish EXIT
+trap 'on_signal SIGTERM 143' TERM
+trap 'on_signal SIGINT 130' INT
+trap 'on_signal SIGHUP 129' HUP
+
+# Dies with this script even if it is killed outright (SIGKILL): the parent-death signal.
+die_with_me=(setpriv --pdeathsig TERM --)
+
+if [ -n "${TEST_REDIS_URL:-}" ]; then
+  export REDIS_URL="$TEST_REDIS_URL"
+else
+  port=$($VENV_BIN/python -c 'from devstack.services import free_port; print(free_port())')
+  redis_dir="$VAR_DIR/redis-$port"
+  mkdir -p "$redis_dir"
+  "${die_with_me[@]}" redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    --dir "$redis_dir" >"$redis_dir/redis.log" 2>&1 &
+  export REDIS_URL="redis://127.0.0.1:$port/0"
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p "$port" ping >/dev/null || { cat "$redis_dir/redis.log" >&2; echo "redis-server did not start" >&2; exit 1; }
+fi
 export CELERY_BROKER_URL="$REDIS_URL"
 
-redis_pid=""
-cleanup() { [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null || true; }
-trap cleanup EXIT
-if ! $VENV_BIN/python - <<'PY'
-import os, redis, sys
-try:
-    redis.Redis.from_url(os.environ["REDIS_URL"], socket_connect_timeout=1).ping()
-except redis.RedisError:
-    sys.exit(1)
-PY
-then
-  port=$($VENV_BIN/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  echo "No Redis at $REDIS_URL: starting a private redis-server on port $port"
-  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$VAR_DIR" >"$VAR_DIR/redis.log" 2>&1 &
-  redis_pid=$!
-  export REDIS_URL="redis://127.0.0.1:$port/15" CELERY_BROKER_URL="redis://127.0.0.1:$port/15"
-  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+if [ $checks -eq 1 ]; then
+  bash scripts/checks.sh
 fi
 
-echo "== Django checks"
-$VENV_BIN/python manage.py check --fail-level WARNING
-$VENV_BIN/python manage.py makemigrations --check --dry-run
-echo "== OpenAPI schema"
-$VENV_BIN/python manage.py spectacular --validate --fail-on-warn --file /dev/null
-echo "== ruff"
-$VENV_BIN/ruff check .
-$VENV_BIN/ruff format --check .
-echo "== mypy (the application packages; tests and benchmarks are not checked yet)"
-$VENV_BIN/mypy dashboard repository_app profiler_app team devstack
-echo "== docker-compose config"
-POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet
-
-echo "== pytest (database: ${DATABASE_URL:-SQLite under $VAR_DIR})"
+echo "== pytest (database: ${DATABASE_URL:-SQLite under $VAR_DIR}; Redis: $REDIS_URL)"
 set +o errexit
-$VENV_BIN/pytest "$@"
+"${die_with_me[@]}" $VENV_BIN/pytest -n "${TEST_WORKERS:-2}" --dist loadgroup "$@" &
+pytest_pid=$!
+wait "$pytest_pid"
 status=$?
 set -o errexit
 if [ $status -eq 5 ]; then

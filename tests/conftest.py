@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,19 +23,23 @@ from django.conf import settings
 
 from devstack import services as svc
 
+from . import run_isolation
+
+run_isolation.own_redis_database()
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_REPOSITORY = ROOT / "examples" / "model_repository"
 TEST_MODELS = Path(__file__).resolve().parent / "models"
 # Upper bounds only, never targets: they keep a broken run from hanging, and are far above
 # what a busy two-core CI machine takes (speed is measured by `make bench`, not here).
-SERVICE_START_S = 180  # a Daphne or Celery subprocess up and answering
+SERVICE_START_S = 120  # a Daphne or Celery subprocess up and answering
 # The fields every "activity" event carries (repository_app.events.EVENT_FIELDS), for tests
 # that flood the activity group.
 ACTIVITY = {
     "id": 0, "at": "", "user": "test", "action": "test", "model": "", "server": "",
     "target": "", "outcome": "ok",
 }  # fmt: skip
-BROWSER_WAIT_MS = 300_000  # a page condition that waits on real services (poller ticks...)
+BROWSER_WAIT_MS = 120_000  # a page condition that waits on real services (poller ticks...)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,19 +48,25 @@ def collected_static() -> None:
     listed in collectstatic's manifest (under the test VAR_DIR). The first collect
     compresses every file with Brotli (about a minute on two cores), later ones only the
     changed files; it runs only when a static source is newer than the manifest."""
+    import fcntl
+
     from django.contrib.staticfiles.finders import get_finders
     from django.core.management import call_command
 
     manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
-    if manifest.exists():
-        sources = (
-            os.stat(storage.path(path)).st_mtime
-            for finder in get_finders()
-            for path, storage in finder.list(["CVS", ".*", "*~"])
-        )
-        if max(sources, default=0) <= manifest.stat().st_mtime:
-            return
-    call_command("collectstatic", interactive=False, verbosity=0)
+    # One collect at a time: the parallel workers of a run (and runs of other checkouts
+    # sharing this VAR_DIR) would otherwise write the same manifest at once.
+    with (Path(settings.VAR_DIR) / "collectstatic.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if manifest.exists():
+            sources = (
+                os.stat(storage.path(path)).st_mtime
+                for finder in get_finders()
+                for path, storage in finder.list(["CVS", ".*", "*~"])
+            )
+            if max(sources, default=0) <= manifest.stat().st_mtime:
+                return
+        call_command("collectstatic", interactive=False, verbosity=0)
 
 
 @dataclass
@@ -260,6 +270,18 @@ def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture)
     }
 
 
+STARTED_WORKERS: set[str] = set()  # the Celery hostnames this process started
+
+
+def foreign_workers() -> list[str]:
+    """Workers answering on this process's broker that it did not start (scripts/test.sh
+    gives each run a private Redis, and each xdist worker its own database in it)."""
+    from dashboard.celery_app import app
+
+    replies = app.control.ping(timeout=0.5) or []
+    return sorted(name for reply in replies for name in reply if name not in STARTED_WORKERS)
+
+
 def start_celery_worker(
     env: dict[str, str], log: Path, hostname: str, *extra: str, wait: bool = True
 ) -> subprocess.Popen:
@@ -271,10 +293,18 @@ def start_celery_worker(
     # real times, under tests that count history rows: tests drive the recorder themselves.
     env = {"HISTORY_ENABLED": "false", **env}
 
+    others = foreign_workers()
+    assert not others, (
+        f"workers this run did not start consume its broker ({env['CELERY_BROKER_URL']}): "
+        f"{', '.join(others)}; they would take this run's jobs"
+    )
+    STARTED_WORKERS.add(hostname)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
-         "--concurrency=1", "--pool=prefork", f"--hostname={hostname}", "--without-gossip",
-         "--without-mingle", *extra],
+        svc.tied_to_parent(
+            [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
+             "--concurrency=1", "--pool=prefork", f"--hostname={hostname}", "--without-gossip",
+             "--without-mingle", *extra]
+        ),
         cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
         start_new_session=True,
     )  # fmt: skip
@@ -312,12 +342,59 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.2):  # type:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+JOB_PICKUP_S = 30  # a queued job no worker of this run has claimed by then is a failure
+
+
+def wait_for_job(  # type: ignore[no-untyped-def]
+    pk: int,
+    state: str | Callable[[Any], bool],
+    bound: float,
+    what: str,
+    pickup_s: float = JOB_PICKUP_S,
+):
+    """Poll the job (a Sweep row) until it is in `state` (or `state(job)` is true), and
+    return it. A job still queued after JOB_PICKUP_S with no job running fails at once,
+    saying where it waits and which workers consume that queue: no worker of this run is
+    taking it (a dead worker, or another run's worker on our broker), and waiting out
+    `bound` would only cost time."""
+    from profiler_app import queues
+    from profiler_app.models import Sweep
+
+    done = state if callable(state) else (lambda job: job.state == state)
+    started = idle_since = time.monotonic()
+    while True:
+        job = Sweep.objects.get(pk=pk)
+        if done(job):
+            return job
+        now = time.monotonic()
+        if Sweep.objects.filter(state=Sweep.State.RUNNING).exists():
+            idle_since = now  # queued behind a running job: that is waiting, not a stall
+        waited = now - idle_since
+        if job.state == Sweep.State.QUEUED and waited > pickup_s:
+            queue = job.queue or "(not dispatched to a queue yet)"
+            try:
+                consumers = ", ".join(queues.ask_workers().get(job.queue, ())) or "none"
+            except Exception as exc:  # the broker itself may be what is wrong
+                consumers = f"unknown ({exc})"
+            raise AssertionError(
+                f"job {pk} queued on {queue} for {waited:.0f} s waiting for {what}; "
+                f"workers consuming {queue}: {consumers}"
+            )
+        if now - started > bound:
+            raise AssertionError(
+                f"timed out after {bound:.0f} s waiting for {what}: job {pk} is {job.state}"
+            )
+        time.sleep(0.2)
+
+
 def start_web(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
     """The real ASGI server (`python -m dashboard.serve`: Daphne) on a free port."""
     port = svc.free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port),
-         "dashboard.asgi:application"],
+        svc.tied_to_parent(
+            [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port),
+             "dashboard.asgi:application"]
+        ),
         cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
         start_new_session=True,
     )  # fmt: skip
@@ -349,44 +426,99 @@ CHROMIUM_ARGS = [
 
 
 class PatientBrowser:
-    """The Playwright Browser, whose contexts and pages wait up to BROWSER_WAIT_MS (not
-    Playwright's 30 s) for a selector, a navigation or a click: a bound, not a target."""
+    """The session's Chromium for one test: every context and page it opens waits up to
+    BROWSER_WAIT_MS (not Playwright's 30 s) for a selector, a navigation or a click (a bound,
+    not a target), and is closed when the test ends, so each test starts from fresh
+    contexts (no cookies, storage or pages of another test)."""
 
     def __init__(self, browser) -> None:  # type: ignore[no-untyped-def]
         self._browser = browser
+        self._contexts: list = []
 
     def new_context(self, **kwargs):  # type: ignore[no-untyped-def]
         context = self._browser.new_context(**kwargs)
         context.set_default_timeout(BROWSER_WAIT_MS)
         context.set_default_navigation_timeout(BROWSER_WAIT_MS)
+        self._contexts.append(context)
         return context
 
     def new_page(self, **kwargs):  # type: ignore[no-untyped-def]
-        page = self._browser.new_page(**kwargs)
-        page.set_default_timeout(BROWSER_WAIT_MS)
-        page.set_default_navigation_timeout(BROWSER_WAIT_MS)
-        return page
+        return self.new_context(**kwargs).new_page()
+
+    def close_contexts(self) -> None:
+        for context in self._contexts:
+            context.close()
+        self._contexts.clear()
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(self._browser, name)
 
 
-@pytest.fixture()
-def browser():
-    """Debian's Chromium driven by Playwright (never `playwright install`)."""
-    from playwright.sync_api import sync_playwright
+class SessionChromium:
+    """One Playwright and one Debian Chromium (never `playwright install`) for the browser
+    tests, which run back to back at the end of the serial group (run_isolation.BrowsersLast).
 
-    # Playwright's sync API runs an event loop in this thread while it is open, so it is
-    # opened per test: later tests must not find a running loop. In between page actions
-    # the test still uses the ORM synchronously, which is safe here.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as pw:
-            instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield PatientBrowser(instance)
-            instance.close()
-    finally:
-        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    Playwright's sync API runs an event loop in this thread while it is open, so it is closed
+    before any other test runs (pytest_runtest_setup below): such a test must not find a
+    running loop. Between page actions, browser tests use the ORM synchronously, which is
+    safe here (DJANGO_ALLOW_ASYNC_UNSAFE while it is open)."""
+
+    def __init__(self) -> None:
+        self._playwright = None
+        self._instance = None
+
+    def get(self):  # type: ignore[no-untyped-def]
+        if self._instance is None or not self._instance.is_connected():
+            from playwright.sync_api import sync_playwright
+
+            self.close()
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+            self._playwright = sync_playwright().start()
+            self._instance = self._playwright.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS
+            )
+        return self._instance
+
+    def close(self) -> None:
+        if self._playwright is None:
+            return
+        try:
+            if self._instance is not None and self._instance.is_connected():
+                self._instance.close()
+        finally:
+            self._playwright.stop()
+            self._playwright = self._instance = None
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+CHROMIUM_SESSION = SessionChromium()
+
+
+@pytest.fixture()
+def browser() -> Iterator[PatientBrowser]:
+    """The session's Chromium, with fresh contexts for this test."""
+    patient = PatientBrowser(CHROMIUM_SESSION.get())
+    yield patient
+    patient.close_contexts()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "browser" not in getattr(item, "fixturenames", ()):
+        CHROMIUM_SESSION.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    CHROMIUM_SESSION.close()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    run_isolation.mark(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(run_isolation.BrowsersLast(), "browsers-last")
+    run_isolation.interrupt_on_signals()
 
 
 @pytest.fixture()

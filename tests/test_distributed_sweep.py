@@ -25,7 +25,7 @@ from profiler_app.params import SweepParams
 from repository_app import servers
 from repository_app.triton.client import TritonClient
 
-from .conftest import SERVICE_START_S, start_celery_worker, wait_for
+from .conftest import SERVICE_START_S, start_celery_worker, wait_for, wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -78,9 +78,8 @@ def _start(**overrides) -> Sweep:
     return sweep
 
 
-def _finished(pk: int) -> Sweep | None:
-    sweep = Sweep.objects.get(pk=pk)
-    return sweep if sweep.finished_at is not None and sweep.state != "running" else None
+def _finished(sweep: Sweep) -> bool:
+    return sweep.finished_at is not None and sweep.state != "running"
 
 
 def _descendants(pid: int) -> list[str]:
@@ -124,7 +123,7 @@ def _nothing_left(pk: int, workers: dict) -> bool:
 
 def test_two_load_hosts_complete_and_each_level_names_both_with_its_share(add_batched, two_workers):
     sweep = _start(load_hosts=2)
-    done = wait_for(lambda: _finished(sweep.pk), BOUND_S, "the sweep to end")
+    done = wait_for_job(sweep.pk, _finished, BOUND_S, "the sweep to end")
     assert done.state == "succeeded", done.error
     levels = list(SweepPoint.objects.filter(sweep=done, window=-1).order_by("level"))
     assert [p.level for p in levels] == [2.0, 4.0]
@@ -143,7 +142,7 @@ def test_three_load_hosts_of_two_workers_fail_within_the_join_bound_leaving_noth
     add_batched, two_workers
 ):
     sweep = _start(load_hosts=3)
-    done = wait_for(lambda: _finished(sweep.pk), BOUND_S, "the sweep to end")
+    done = wait_for_job(sweep.pk, _finished, BOUND_S, "the sweep to end")
     assert done.state == "failed"
     assert "only 1 of the 2 load agents joined within 10 s (2 of 3 load hosts)" in done.error
     assert f"start another worker on queue {QUEUE}" in done.error

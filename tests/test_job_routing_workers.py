@@ -17,7 +17,7 @@ from repository_app import servers
 from repository_app.models import TritonServer
 from repository_app.triton.client import TritonClient
 
-from .conftest import start_celery_worker, wait_for
+from .conftest import start_celery_worker, wait_for, wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -46,9 +46,8 @@ def _params(model: str) -> SweepParams:
     )  # fmt: skip
 
 
-def _finished(pk: int) -> Sweep | None:
-    sweep = Sweep.objects.get(pk=pk)
-    return sweep if sweep.finished else None
+def _finished(sweep: Sweep) -> bool:
+    return bool(sweep.finished)
 
 
 def test_each_servers_sweep_runs_on_the_worker_of_its_queue_and_names_it(
@@ -61,8 +60,8 @@ def test_each_servers_sweep_runs_on_the_worker_of_its_queue_and_names_it(
     try:
         on_solo = sweeps.create_sweep(solo_server, _params("add_sub"))
         on_default = sweeps.create_sweep(servers.default(), _params("add_sub"))
-        solo_done = wait_for(lambda: _finished(on_solo.pk), BOUND_S, "the sweep on solo")
-        default_done = wait_for(lambda: _finished(on_default.pk), BOUND_S, "the default sweep")
+        solo_done = wait_for_job(on_solo.pk, _finished, BOUND_S, "the sweep on solo")
+        default_done = wait_for_job(on_default.pk, _finished, BOUND_S, "the default sweep")
     finally:
         solo_client.unload("add_sub")
         default_client.unload("add_sub")

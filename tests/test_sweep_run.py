@@ -25,7 +25,7 @@ from profiler_app.params import SweepParams
 from repository_app import servers
 from repository_app.triton.client import TritonClient
 
-from .conftest import start_celery_worker, wait_for
+from .conftest import start_celery_worker, wait_for, wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -119,7 +119,7 @@ def test_the_csv_download_has_perf_analyzers_columns(
     add_batched, celery_worker, redis_db, admin_client
 ):
     sweep = sweeps.create_sweep(servers.default(), _params(end=2))
-    wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the sweep to succeed")
+    wait_for_job(sweep.pk, "succeeded", 240, "the sweep to succeed")
     response = admin_client.get(f"/sweeps/{sweep.pk}/export.csv")
     assert response.status_code == 200 and response["Content-Type"] == "text/csv"
     rows = list(csv.reader(io.StringIO(response.content.decode())))
@@ -140,7 +140,7 @@ def test_cancel_stops_the_sweep_and_keeps_its_partial_points(add_batched, celery
         "two windows",
     )
     assert "within one measurement window" in jobs.cancel(sweep.pk)
-    wait_for(lambda: _state(sweep.pk) == "cancelled", 180, "the sweep to be cancelled")
+    wait_for_job(sweep.pk, "cancelled", 180, "the sweep to be cancelled")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.finished_at and stored.error == ""
     points = SweepPoint.objects.filter(sweep=stored)
@@ -156,10 +156,10 @@ def test_one_sweep_at_a_time_the_second_waits_with_position_one_and_runs_after(
     second = sweeps.create_sweep(servers.default(), _params(end=1))
     # Generous bounds: on a busy two-core machine the worker may still be finishing the
     # previous test's sweep. They bound the wait; they are not a speed target.
-    wait_for(lambda: _state(first.pk) == "running", 240, "the first sweep to start")
+    wait_for_job(first.pk, "running", 240, "the first sweep to start")
     assert _state(second.pk) == "queued"
     assert jobs.queue_position(Sweep.objects.get(pk=second.pk)) == 1
-    wait_for(lambda: _state(second.pk) == "succeeded", 300, "the second sweep to succeed")
+    wait_for_job(second.pk, "succeeded", 300, "the second sweep to succeed")
     first, second = Sweep.objects.get(pk=first.pk), Sweep.objects.get(pk=second.pk)
     assert first.state == "succeeded"
     assert second.started_at >= first.finished_at
@@ -170,7 +170,7 @@ def test_a_model_that_is_not_loaded_fails_the_sweep_with_a_clear_message(
 ):
     TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
     sweep = sweeps.create_sweep(servers.default(), _params(model="add_sub"))
-    wait_for(lambda: _state(sweep.pk) == "failed", 180, "the sweep to fail")
+    wait_for_job(sweep.pk, "failed", 180, "the sweep to fail")
     assert "not loaded/ready" in Sweep.objects.get(pk=sweep.pk).error
 
 
@@ -209,12 +209,12 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
     assert _state(sweep.pk) == "running"
     # The watchdog (the worker thread, or this lazy check) declares it within 60 s.
     wait_for(lambda: watchdog.check() or _state(sweep.pk) == "interrupted", 180, "interrupted")
-    wait_for(lambda: _state(sweep.pk) == "interrupted", 60, "interrupted")
+    wait_for_job(sweep.pk, "interrupted", 60, "interrupted")
     assert "heartbeat" in Sweep.objects.get(pk=sweep.pk).error
     level_one = SweepPoint.objects.get(sweep_id=sweep.pk, level=1, window=-1)
 
     jobs.resume(sweep.pk)
-    wait_for(lambda: _state(sweep.pk) == "succeeded", 240, "the resumed sweep to succeed")
+    wait_for_job(sweep.pk, "succeeded", 240, "the resumed sweep to succeed")
     stored = Sweep.objects.get(pk=sweep.pk)
     assert stored.attempts == 2
     levels = SweepPoint.objects.filter(sweep=stored, window=-1).order_by("level")

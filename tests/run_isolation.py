@@ -1,0 +1,115 @@
+"""How one test run keeps to itself and splits its work (scripts/test.sh starts it):
+
+- each xdist worker has its own Redis database, so one worker's flush or queue never
+  touches another's (pytest-django already gives each its own test database);
+- an interrupted run tears its fixtures down: SIGTERM and SIGHUP end pytest as Ctrl-C
+  does, and a pytest process whose parent died interrupts itself;
+- which tests share the one serial group of real services, and which touch a database
+  (the PostgreSQL pass of .ci/run runs those: `-m database`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+# A test whose fixtures reach any of these runs in the serial group: they start or share
+# real processes (tritonserver, Celery, Daphne, Chromium), or measure against them.
+SERVICE_FIXTURES = frozenset({
+    "triton", "triton_shared", "triton_solo", "shared_server", "solo_server", "failing_model",
+    "service_env", "celery_worker", "web_server", "browser",
+})  # fmt: skip
+SERVICE_MARKERS = ("integration", "browser")
+SERVICES_GROUP = "services"
+
+
+def worker_index() -> int | None:
+    """0, 1, ... in an xdist worker; None in a run without workers."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker.removeprefix("gw")) if worker.startswith("gw") else None
+
+
+def own_redis_database() -> None:
+    """Point this xdist worker at Redis database 1 + its index (scripts/test.sh gives the run
+    database 0 of its private redis-server): the Django settings, the Celery app and the
+    channel layer, and the environment the subprocesses inherit. Runs at conftest import,
+    before anything has connected."""
+    index = worker_index()
+    if index is None:
+        return
+    from django.conf import settings
+
+    parts = urlsplit(settings.REDIS_URL)
+    url = urlunsplit(parts._replace(path=f"/{1 + index}"))
+    for name in ("REDIS_URL", "CELERY_BROKER_URL"):
+        os.environ[name] = url
+    settings.REDIS_URL = settings.CELERY_BROKER_URL = settings.CELERY_RESULT_BACKEND = url
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [url]
+
+    from channels.layers import channel_layers
+
+    from dashboard.celery_app import app
+
+    channel_layers.backends.clear()
+    app.conf.update(broker_url=url, result_backend=url)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def interrupt_on_signals() -> None:
+    """SIGTERM/SIGHUP end the run as Ctrl-C does: pytest then runs every fixture's teardown,
+    which stops the services it started. And if this process's parent dies (scripts/test.sh
+    or the xdist controller killed outright), it interrupts itself the same way."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def uses_services(item: pytest.Item) -> bool:
+    return bool(SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))) or any(
+        item.get_closest_marker(name) for name in SERVICE_MARKERS
+    )
+
+
+def touches_database(item: pytest.Item) -> bool:
+    """Through the ORM (a django_db mark, or a fixture on pytest-django's database set-up:
+    db, transactional_db, service_env...) or a subprocess told so with `database`."""
+    return bool(
+        item.get_closest_marker("django_db")
+        or "django_db_setup" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("database")
+    )
+
+
+def mark(items: list[pytest.Item]) -> None:
+    """Mark each test `database` where it touches one, and put every test that uses services
+    in the serial group (before xdist reads the groups)."""
+    for item in items:
+        if touches_database(item) and not item.get_closest_marker("database"):
+            item.add_marker(pytest.mark.database)
+        if uses_services(item):
+            item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP))
+
+
+class BrowsersLast:
+    """Moves the browser tests to the end, after every other plugin's ordering (pytest-django
+    sorts by database use): the serial group then runs them back to back, so one Chromium
+    serves them all, and no asyncio test runs while its event loop is open."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
