@@ -516,6 +516,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     run_isolation.mark(items)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    run_isolation.check_grouped(session)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(run_isolation.BrowsersLast(), "browsers-last")
     run_isolation.interrupt_on_signals()

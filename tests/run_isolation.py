@@ -113,3 +113,21 @@ class BrowsersLast:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
+
+
+def check_grouped(session: pytest.Session) -> None:
+    """In an xdist worker with --dist loadgroup, every test of the serial group must carry the
+    group in its node id (how xdist schedules it): otherwise a pytest/xdist upgrade has broken
+    grouping and real-service tests would run at once on two workers. Fail the run instead."""
+    if worker_index() is None or not session.config.getvalue("loadgroup"):
+        return
+    loose = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and not item.nodeid.endswith("@" + SERVICES_GROUP)
+    ]
+    if loose:
+        raise pytest.UsageError(
+            f"{len(loose)} tests of the '{SERVICES_GROUP}' group are not grouped by xdist "
+            f"(first: {loose[0]}): check the pytest and pytest-xdist versions in pyproject.toml"
+        )

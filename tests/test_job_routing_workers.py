@@ -17,7 +17,7 @@ from repository_app import servers
 from repository_app.models import TritonServer
 from repository_app.triton.client import TritonClient
 
-from .conftest import start_celery_worker, wait_for, wait_for_job
+from .conftest import start_celery_worker, wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
