@@ -4,8 +4,9 @@
   touches another's (pytest-django already gives each its own test database);
 - an interrupted run tears its fixtures down: SIGTERM and SIGHUP end pytest as Ctrl-C
   does, and a pytest process whose parent died interrupts itself;
-- which tests share the one serial group of real services, and which touch a database
-  (the PostgreSQL pass of .ci/run runs those: `-m database`).
+- which tests run in the two serial groups of real services (each on one xdist worker, with
+  its own tritonservers, Celery worker and Daphne), and which touch a database (the
+  PostgreSQL pass of .ci/run runs those: `-m database`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,31 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-# A test whose fixtures reach any of these runs in the serial group: they start or share
-# real processes (tritonserver, Celery, Daphne, Chromium), or measure against them.
+# A test whose fixtures reach any of these runs in a serial group: they start or share real
+# processes (tritonserver, Celery, Daphne, Chromium), or measure against them.
 SERVICE_FIXTURES = frozenset({
     "triton", "triton_shared", "triton_solo", "shared_server", "solo_server", "failing_model",
     "service_env", "celery_worker", "web_server", "browser",
 })  # fmt: skip
 SERVICE_MARKERS = ("integration", "browser")
+# Two serial groups, beside each other (each xdist worker starts its own session services):
+# the tests that start processes of their own (tritonservers, workers, whole stacks, other
+# test runs) or measure through a load generator...
+PROCESSES_GROUP = "processes"
+PROCESS_MODULES = frozenset({
+    "test_demo_kinds", "test_devstack", "test_distributed_sweep", "test_engine_gpu",
+    "test_engine_grpc_h2", "test_engine_loadgen", "test_engine_perf_analyzer",
+    "test_engine_sequences", "test_engine_streaming", "test_faults", "test_faults_disk_upload",
+    "test_faults_publish_kill", "test_faults_redis_websocket", "test_faults_triton_mid_load",
+    "test_grafana_dashboard", "test_hardening", "test_health", "test_job_routing_workers",
+    "test_run_guard", "test_search_confirm_run", "test_search_kinds_run", "test_search_run",
+    "test_sweep_cli", "test_sweep_kinds", "test_sweep_run", "test_sweep_steps",
+    "test_sweep_unstable_levels", "test_triton_client", "test_triton_command",
+    "test_triton_restart",
+})  # fmt: skip
+# ...and every other test on the session's services: pages, the API, sockets, the browser.
 SERVICES_GROUP = "services"
+GROUP_SUFFIXES = ("@" + PROCESSES_GROUP, "@" + SERVICES_GROUP)
 
 
 def worker_index() -> int | None:
@@ -95,6 +113,12 @@ def touches_database(item: pytest.Item) -> bool:
     )
 
 
+def group_of(item: pytest.Item) -> str:
+    module = getattr(item, "module", None)
+    name = module.__name__.rpartition(".")[2] if module is not None else ""
+    return PROCESSES_GROUP if name in PROCESS_MODULES else SERVICES_GROUP
+
+
 def mark(items: list[pytest.Item]) -> None:
     """Mark each test `database` where it touches one, and put every test that uses services
     in the serial group (before xdist reads the groups)."""
@@ -102,7 +126,7 @@ def mark(items: list[pytest.Item]) -> None:
         if touches_database(item) and not item.get_closest_marker("database"):
             item.add_marker(pytest.mark.database)
         if uses_services(item):
-            item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP))
+            item.add_marker(pytest.mark.xdist_group(group_of(item)))
 
 
 class BrowsersLast:
@@ -116,7 +140,7 @@ class BrowsersLast:
 
 
 def check_grouped(session: pytest.Session) -> None:
-    """In an xdist worker with --dist loadgroup, every test of the serial group must carry the
+    """In an xdist worker with --dist loadgroup, every test of a serial group must carry the
     group in its node id (how xdist schedules it): otherwise a pytest/xdist upgrade has broken
     grouping and real-service tests would run at once on two workers. Fail the run instead."""
     if worker_index() is None or not session.config.getvalue("loadgroup"):
@@ -124,10 +148,10 @@ def check_grouped(session: pytest.Session) -> None:
     loose = [
         item.nodeid
         for item in session.items
-        if item.get_closest_marker("xdist_group") and not item.nodeid.endswith("@" + SERVICES_GROUP)
+        if item.get_closest_marker("xdist_group") and not item.nodeid.endswith(GROUP_SUFFIXES)
     ]
     if loose:
         raise pytest.UsageError(
-            f"{len(loose)} tests of the '{SERVICES_GROUP}' group are not grouped by xdist "
+            f"{len(loose)} tests of the serial groups are not grouped by xdist "
             f"(first: {loose[0]}): check the pytest and pytest-xdist versions in pyproject.toml"
         )
