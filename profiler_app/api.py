@@ -28,6 +28,7 @@ from .models import Sweep
 from .params import ParamsError, SweepError, SweepParams, from_flags, refusal
 from .permissions import (
     CANNOT_RUN,
+    RUN_PERMISSION,
     hidden_servers,
     management_refusal,
     run_refusal,
@@ -216,6 +217,10 @@ class SweepListView(APIView):
         summary="Queue a sweep",
     )
     def post(self, request: Request) -> Response:
+        # The role first, before the body is parsed: a Viewer's body is never read. (The
+        # server named in the body is checked once it is read.)
+        if not request.user.has_perm(RUN_PERMISSION):
+            raise PermissionDenied(CANNOT_RUN)
         data = request.data if isinstance(request.data, dict) else {}
         body = dict(data.items())  # a QueryDict gives its last values, as a form reads them
         server = _server(request, body.pop("server", None))

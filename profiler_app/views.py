@@ -306,7 +306,10 @@ def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def sweep_compare(request: HttpRequest) -> HttpResponse:
-    ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
+    # Whole numbers a primary key can hold; anything else ('²', 10^23) names no sweep.
+    ids = [
+        int(i) for i in request.GET.getlist("ids") if i.isascii() and i.isdigit() and len(i) < 19
+    ]
     seen = Sweep.objects.exclude(server__in=hidden_servers(request.user))
     found = {s.pk: s for s in seen.filter(pk__in=ids)}
     chosen = [found[i] for i in dict.fromkeys(ids) if i in found]

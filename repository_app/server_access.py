@@ -227,8 +227,11 @@ def narrow(actor: Any, user: Any, *, server: str = "", label: str = "", role: st
 
 
 def unnarrow(actor: Any, user: Any, *, server: str = "", label: str = "") -> ServerRole:
-    """Remove one narrowing: one "user.unnarrow" audit row."""
+    """Remove one narrowing: one "user.unnarrow" audit row. Nobody lifts their own (an Admin
+    narrowed by another Admin would otherwise widen herself back)."""
     selector = parse_selector(server, label)
+    if actor is not None and getattr(actor, "pk", None) == user.pk:
+        raise _deny(actor, "user.unnarrow", user, "you cannot lift a narrowing of your own account")
     row = ServerRole.objects.filter(user=user, kind=selector.kind, value=selector.value).first()
     if row is None:
         raise _deny(

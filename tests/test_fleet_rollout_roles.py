@@ -89,6 +89,22 @@ def test_a_rollout_never_chooses_a_hidden_server_and_does_not_know_its_name(hidd
     assert choose.by_repository("default", hidden).names == ["default"]
 
 
+def test_the_rollout_form_offers_neither_a_hidden_server_nor_its_labels(hidden, far):
+    client = Client()
+    client.force_login(hidden)
+    page = client.get("/rollouts/new", {"model": "add_sub", "action": "load"})
+    html = page.content.decode()
+    assert page.status_code == 200, html[:500]
+    assert 'value="default"' in html
+    i = html.find('value="far"')
+    assert i < 0, html[i - 300 : i + 100]
+    assert '<option value="env=prod">' not in html
+    other = Client()
+    other.force_login(type(hidden).objects.get(username="ada"))
+    html = other.get("/rollouts/new", {"model": "add_sub", "action": "load"}).content.decode()
+    assert 'value="far"' in html and '<option value="env=prod">' in html
+
+
 def test_a_rollout_that_touched_a_hidden_server_is_not_listed_or_shown(hidden):
     seen = Rollout.objects.create(action="load", model="m", chosen="hand-picked: default")
     RolloutTarget.objects.create(rollout=seen, server="default")

@@ -61,6 +61,7 @@ BAD = [
         "max_batch_sizes",
         "65 max_batch_size values is too many",
     ),
+    ({"max_runs": str(2**63)}, "max_runs", "less than or equal to 10000"),  # was a 500
     ({"counts": "0:2"}, "counts", "instance counts must be between 1 and 64"),
     ({"delays": "0,10000001"}, "delays", "between 0 and 10000000"),
     ({"delays": "0:1000000000000:1"}, "delays", "is too many: at most 64 values per knob"),

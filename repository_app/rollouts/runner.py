@@ -45,6 +45,7 @@ from .choose import Choice
 log = logging.getLogger(__name__)
 
 CONTROL_PERMISSION = "repository_app.control_models"
+CANNOT_CONTROL = "your role cannot load or unload models"
 NOT_PERMITTED = "your role cannot load or unload models on {server}"
 VERBS = {"load": "loaded", "unload": "unloaded", "reload": "reloaded"}
 # What a rollout's description may add after "hand-picked: a, b" (an allow-list: a page
