@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from repository_app.naming import is_safe_model_name, unsafe_name_message
 from repository_app.server_context import server_of
 from repository_app.servers import all as all_servers
 from team import audit
@@ -115,6 +116,8 @@ def _server_queues(seen: queues.Consumers, hidden: set[str]) -> list[dict[str, A
 @login_required
 @require_http_methods(["GET", "POST"])
 def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
+    if not is_safe_model_name(name):  # such a folder has no page anywhere (naming.py)
+        raise Http404(unsafe_name_message(name))
     server = server_of(request)
     refused = run_refusal(request.user, server, "Your role cannot run sweeps")
     status = 200

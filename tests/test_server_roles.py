@@ -314,6 +314,25 @@ def test_the_servers_page_and_api_never_show_or_confirm_a_hidden_server(hidden):
     assert other.get("/servers/far/edit/").status_code == 200
 
 
+@pytest.mark.django_db
+def test_perf_sweep_as_a_user_runs_with_that_users_role_on_that_server(hidden):
+    _user("viv", VIEWER)
+    with pytest.raises(CommandError, match=r"user 'viv' \(role Viewer\) is not allowed"):
+        call_command("perf_sweep", "add_sub", "--as-user", "viv")
+    with pytest.raises(CommandError, match="--server: no Triton server named 'far'"):
+        call_command("perf_sweep", "add_sub", "--server", "far", "--as-user", "vera")
+    assert Sweep.objects.count() == 1  # the fixture's own
+
+
+@pytest.mark.django_db
+def test_a_rollout_from_the_cli_on_a_hidden_server_is_an_unknown_server(hidden):
+    with pytest.raises(CommandError, match="--server: no Triton server named 'far'"):
+        call_command(
+            "triton", "reload", "--server", "default", "--server", "far", "add_sub",
+            "--as-user", "vera",
+        )  # fmt: skip
+
+
 def _socket(path: str, user: User) -> WebsocketCommunicator:
     from dashboard.asgi import application
 
