@@ -219,7 +219,7 @@ class SweepListView(APIView):
     def post(self, request: Request) -> Response:
         # The role first, before the body is parsed: a Viewer's body is never read. (The
         # server named in the body is checked once it is read.)
-        if not request.user.has_perm(RUN_PERMISSION):
+        if not server_access.allowed_somewhere(request.user, RUN_PERMISSION):
             raise PermissionDenied(CANNOT_RUN)
         data = request.data if isinstance(request.data, dict) else {}
         body = dict(data.items())  # a QueryDict gives its last values, as a form reads them

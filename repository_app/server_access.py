@@ -41,7 +41,7 @@ from .server_rules import DEFAULT, LABEL_RULE, NAME_RULE
 from .servers import Server, UnknownServer
 
 __all__ = [
-    "NarrowingRefused", "check_visible", "hidden_names", "matched", "narrow", "note",
+    "NarrowingRefused", "allowed_somewhere", "check_visible", "hidden_names", "matched", "narrow", "note",
     "parse_selector", "refusal", "repository_refusal", "server_named", "unnarrow", "user_named",
     "visible", "visible_servers",
 ]  # fmt: skip
@@ -71,6 +71,12 @@ def visible_servers(user: Any, among: list[Server] | None = None) -> list[Server
     """The servers the user may see (the switcher, the fleet views): one query."""
     found = narrowings_of(user)
     return [s for s in (servers.all() if among is None else among) if visible(user, s, found)]
+
+
+def allowed_somewhere(user: Any, perm: str) -> bool:
+    """Whether ``user`` holds ``perm`` on at least one server they see: what a route checks
+    before it reads a body that names the server (then checked on that server)."""
+    return any(user.has_perm(perm, s) for s in visible_servers(user))
 
 
 def hidden_names(user: Any) -> set[str]:

@@ -137,7 +137,7 @@ class SearchListView(APIView):
     def post(self, request: Request) -> Response:
         # The role first, before the body is parsed; then the server the body names (or
         # ?server=), as for a sweep.
-        if not request.user.has_perm(RUN_PERMISSION):
+        if not server_access.allowed_somewhere(request.user, RUN_PERMISSION):
             raise PermissionDenied("your role cannot do this")
         data = request.data if isinstance(request.data, dict) else {}
         server = server_named_in(request, data.get("server"))

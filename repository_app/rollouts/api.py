@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from team import audit
 
-from .. import control
+from .. import control, server_access
 from ..models import Rollout, RolloutTarget
 from . import runner
 from .choose import ChoiceError, choose
@@ -105,7 +105,7 @@ class RolloutListView(APIView):
     def post(self, request: Request) -> Response:
         # The role first, before the body is parsed: a Viewer's body is never read (the
         # servers it names are checked one by one once it is read).
-        if not request.user.has_perm(runner.CONTROL_PERMISSION):
+        if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
             audit.record(request.user, "rollout", outcome="denied", detail=runner.CANNOT_CONTROL)
             return _error(runner.CANNOT_CONTROL, None, 403)
         data = request.data
