@@ -41,7 +41,7 @@ from .server_rules import DEFAULT, LABEL_RULE, NAME_RULE
 from .servers import Server, UnknownServer
 
 __all__ = [
-    "NarrowingRefused", "allowed_somewhere", "check_visible", "hidden_names", "matched", "narrow", "note",
+    "NarrowingRefused", "allowed_somewhere", "check_visible", "hidden_labels", "hidden_names", "matched", "narrow", "note",
     "parse_selector", "refusal", "repository_refusal", "server_named", "unnarrow", "user_named",
     "visible", "visible_servers",
 ]  # fmt: skip
@@ -89,6 +89,15 @@ def hidden_names(user: Any) -> set[str]:
         return set()
     hidden = {s.name for s in servers.all() if not visible(user, s, found)}
     return hidden | {n.value for n in found if n.role == NONE and n.kind == SERVER}
+
+
+def hidden_labels(user: Any) -> list[str]:
+    """The "key=value" labels a narrowing to none hides from the user (none for superusers):
+    what a stored record of a server's labels (a rollout's targets) is checked against once
+    the server itself may be gone."""
+    if getattr(user, "is_superuser", False):
+        return []
+    return [n.value for n in narrowings_of(user) if n.role == NONE and n.kind == LABEL]
 
 
 def server_named(name: str) -> Server:
