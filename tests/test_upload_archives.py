@@ -17,6 +17,7 @@ from team.models import AuditEvent
 from .test_upload_protocol import (  # noqa: F401
     MODEL_PY,
     admin,
+    create,
     operator,
     repo,
     staging_entries,
@@ -186,13 +187,17 @@ def test_a_python_model_with_extra_modules_lands_in_the_next_version(repo, admin
 
 
 def test_a_savedmodel_archive_of_the_folder_content_is_wrapped_into_model_savedmodel(
-    repo, operator
+    repo, operator, admin
 ):
     data = make_zip(
         [("saved_model.pb", b"graph"), ("variables/variables.data-00000-of-00001", b"w"),
          ("variables/variables.index", b"i")]
     )  # fmt: skip
-    _, done = upload(operator, data, model="tf", new_model=True,
+    # TensorFlow graphs count as code (ops that write files): an Operator may not.
+    refused = create(operator, model="tf", new_model=True, backend="tensorflow_savedmodel",
+                     filename="resnet.zip", size=len(data))  # fmt: skip
+    assert refused.status_code == 403 and "only admins" in refused.json()["message"]
+    _, done = upload(admin, data, model="tf", new_model=True,
                      backend="tensorflow_savedmodel", filename="resnet.zip")  # fmt: skip
     assert done.status_code == 201, done.content
     assert "model.savedmodel/saved_model.pb" in tree(repo / "tf" / "1")
