@@ -9,4 +9,5 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: str) -> str:
-    return "'" + value if value.startswith(FORMULA_STARTS) else value
+    # Spreadsheets skip leading blanks before they look for a formula (" =1+1", "\n=1").
+    return "'" + value if value.lstrip(" \n\v\f").startswith(FORMULA_STARTS) else value

@@ -8,6 +8,7 @@ Every variable is listed in `.env.example`. A wrong value stops the process with
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -89,14 +90,28 @@ def env_url(name: str, default: str, schemes: tuple[str, ...]) -> str:
     return raw
 
 
+HOST_RULE = re.compile(
+    r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
 def parse_hostport(raw: str) -> str:
     """A Triton address: host:port, with an optional http:// prefix (dropped); ValueError
     when it is not one. The one rule for TRITON_URL / TRITON_HTTP_URL and for the servers
     the dashboard manages (repository_app.server_rules)."""
-    value = raw.split("://", 1)[1] if "://" in raw else raw
-    value = value.rstrip("/")
+    scheme, found, rest = raw.partition("://")
+    if found and scheme.lower() not in ("http", "https"):
+        raise ValueError(f"must be host:port, got {raw!r}")
+    value = (rest if found else raw).rstrip("/")
     host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # A host name, IPv4 or [IPv6] address only: gRPC would also take 'unix:/path' and
+    # other resolvers' targets, which a server's address must never name.
+    if (
+        not HOST_RULE.fullmatch(host)
+        or not (port.isascii() and port.isdigit() and len(port) <= 5)
+        or not 0 < int(port) < 65536
+    ):
         raise ValueError(f"must be host:port, got {raw!r}")
     return value
 

@@ -262,7 +262,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dashboard.api_errors.json_error_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "dashboard.api_pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
 SPECTACULAR_SETTINGS = {
@@ -328,6 +328,10 @@ UPLOAD_MAX_FILE_BYTES = env_int("UPLOAD_MAX_FILE_BYTES", 64 * 1024**3, minimum=1
 # One upload: the bytes sent, and for an archive the sum of its members once extracted.
 UPLOAD_MAX_TOTAL_BYTES = env_int("UPLOAD_MAX_TOTAL_BYTES", 128 * 1024**3, minimum=1)
 UPLOAD_MAX_ARCHIVE_MEMBERS = env_int("UPLOAD_MAX_ARCHIVE_MEMBERS", 10_000, minimum=1)
+# Past UPLOAD_ARCHIVE_RATIO_FREE_BYTES unpacked, an archive may unpack to at most this many
+# times its own size (a 204 KB zip of 200 MiB, or 130 MB of 128 GiB, is a bomb, not a model).
+UPLOAD_MAX_ARCHIVE_RATIO = env_int("UPLOAD_MAX_ARCHIVE_RATIO", 200, minimum=1)
+UPLOAD_ARCHIVE_RATIO_FREE_BYTES = env_int("UPLOAD_ARCHIVE_RATIO_FREE_BYTES", 100 * 2**20, minimum=0)
 # The browser sends chunks of UPLOAD_CHUNK_BYTES; a chunk request above UPLOAD_MAX_CHUNK_BYTES
 # is refused (Daphne queues a whole request body in memory before the application reads it).
 UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 4 * 1024**2, minimum=64 * 1024)

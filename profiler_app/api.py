@@ -28,6 +28,7 @@ from .models import Sweep
 from .params import ParamsError, SweepError, SweepParams, from_flags, refusal
 from .permissions import (
     CANNOT_RUN,
+    RUN_PERMISSION,
     hidden_servers,
     management_refusal,
     run_refusal,
@@ -216,9 +217,13 @@ class SweepListView(APIView):
         summary="Queue a sweep",
     )
     def post(self, request: Request) -> Response:
+        # The role first, before the body is parsed: a Viewer's body is never read. (The
+        # server named in the body is checked once it is read.)
+        if not server_access.allowed_somewhere(request.user, RUN_PERMISSION):
+            raise PermissionDenied(CANNOT_RUN)
         data = request.data if isinstance(request.data, dict) else {}
         body = dict(data.items())  # a QueryDict gives its last values, as a form reads them
-        server = _server(request, body.pop("server", None))
+        server = server_named_in(request, body.pop("server", None))
         _require_run(request, server)
         model = data.get("model")
         if not isinstance(model, str) or not model:
@@ -247,8 +252,8 @@ class SweepListView(APIView):
         )
 
 
-def _server(request: Request, named: object) -> Server:
-    """The server a sweep is created on: the body's ``server`` field, else ``?server=``
+def server_named_in(request: Request, named: object) -> Server:
+    """The server a sweep or a search is created on: the body's ``server`` field, else ``?server=``
     (the default server when neither names one). A body's unknown server is a 404 on the
     field; one that contradicts ``?server=`` is a 400 rather than a guess."""
     from rest_framework.exceptions import NotFound

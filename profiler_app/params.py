@@ -558,7 +558,8 @@ def _sequence_id_range(value: Any) -> str:
     if not text:
         return ""
     parts = text.split(":")
-    if len(parts) > 2 or not all(re.fullmatch(r"\d+", part) for part in parts):
+    # ASCII digits only (\d would take full-width ones), and no more than a uint64 has.
+    if len(parts) > 2 or not all(re.fullmatch(r"[0-9]{1,20}", part) for part in parts):
         raise _Refused(f"must be START:END in whole numbers, not {text!r}", subject)
     ids = [int(part) for part in parts]
     if ids[0] < 1 or ids[-1] > MAX_SEQUENCE_ID:

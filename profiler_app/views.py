@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from repository_app.naming import is_safe_model_name, unsafe_name_message
 from repository_app.server_context import server_of
 from repository_app.servers import all as all_servers
 from team import audit
@@ -115,6 +116,8 @@ def _server_queues(seen: queues.Consumers, hidden: set[str]) -> list[dict[str, A
 @login_required
 @require_http_methods(["GET", "POST"])
 def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
+    if not is_safe_model_name(name):  # such a folder has no page anywhere (naming.py)
+        raise Http404(unsafe_name_message(name))
     server = server_of(request)
     refused = run_refusal(request.user, server, "Your role cannot run sweeps")
     status = 200
@@ -306,7 +309,10 @@ def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def sweep_compare(request: HttpRequest) -> HttpResponse:
-    ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
+    # Whole numbers a primary key can hold; anything else ('²', 10^23) names no sweep.
+    ids = [
+        int(i) for i in request.GET.getlist("ids") if i.isascii() and i.isdigit() and len(i) < 19
+    ]
     seen = Sweep.objects.exclude(server__in=hidden_servers(request.user))
     found = {s.pk: s for s in seen.filter(pk__in=ids)}
     chosen = [found[i] for i in dict.fromkeys(ids) if i in found]

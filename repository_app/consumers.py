@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from . import events, fleet, server_access
 from .naming import is_safe_model_name
 from .relay import NotFound, RelayConsumer
-from .servers import repository_key
+from .servers import repository_key, with_server
 
 
 class LiveConsumer(RelayConsumer):
@@ -86,6 +86,10 @@ class LiveConsumer(RelayConsumer):
             gap = {"type": "activity.hidden", "group": event.get("group"), "seq": event.get("seq")}
             await self.send_json(gap)
             return
+        if event.get("type") == "config.saved" and event.get("diff_url"):
+            # The diff as this page's server shows it (saving._announce_save names none).
+            event = {**event, "diff_url": with_server(event["diff_url"], self.server)}
+            message = {**message, "event": event}
         await super().relay(message)
 
     async def disconnect(self, code: int) -> None:

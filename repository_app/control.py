@@ -13,6 +13,7 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.db import close_old_connections
@@ -20,6 +21,7 @@ from django.db import close_old_connections
 from . import events
 from .models import ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
+from .repository import OUTSIDE, leaves
 from .servers import Server
 from .status import state_json
 from .triton.client import TritonError, get_client
@@ -119,6 +121,14 @@ def _check_name(name: str) -> None:
         raise ActionRefused(str(exc)) from None
 
 
+def _check_folder(server: Server, name: str) -> None:
+    """A model folder that is a link out of the repository is never loaded: Triton would
+    load (and, for the Python backend, run) whatever it points to."""
+    path = Path(server.repository) / name
+    if path.is_symlink() and leaves(path, Path(server.repository)):
+        raise ActionRefused(f"model folder '{name}' is {OUTSIDE}")
+
+
 def model_exists(server: Server, name: str) -> bool:
     """On the server's repository's disk or known to its Triton's index; True when Triton
     does not answer (the action then says why it cannot run)."""
@@ -167,6 +177,8 @@ def run_action(
     """Run one action on the server now, publish its outcome and record the desired state
     (``audit_target``: what it is part of, e.g. "rollout #3", for the audit log)."""
     _check_name(name)
+    if action != "unload":
+        _check_folder(server, name)
     client = get_client(server)
     before = _states(server, name)
     was_ready = any(s.state == "READY" for s in before)

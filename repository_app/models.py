@@ -358,6 +358,10 @@ class RolloutTarget(models.Model):
 
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="targets")
     server = models.CharField(max_length=40)
+    # The server's labels when the rollout chose it, one "key=value" a line between newlines
+    # ("\nenv=prod\ngpu=h200\n"): a narrowing to none on a label keeps hiding the rollout
+    # once the server is removed (and its labels with it).
+    labels = models.TextField(blank=True, default="")
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     reason = models.CharField(max_length=40, blank=True)
     message = models.TextField(blank=True)

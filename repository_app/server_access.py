@@ -41,7 +41,7 @@ from .server_rules import DEFAULT, LABEL_RULE, NAME_RULE
 from .servers import Server, UnknownServer
 
 __all__ = [
-    "NarrowingRefused", "check_visible", "hidden_names", "matched", "narrow", "note",
+    "NarrowingRefused", "allowed_somewhere", "check_visible", "hidden_labels", "hidden_names", "matched", "narrow", "note",
     "parse_selector", "refusal", "repository_refusal", "server_named", "unnarrow", "user_named",
     "visible", "visible_servers",
 ]  # fmt: skip
@@ -73,6 +73,12 @@ def visible_servers(user: Any, among: list[Server] | None = None) -> list[Server
     return [s for s in (servers.all() if among is None else among) if visible(user, s, found)]
 
 
+def allowed_somewhere(user: Any, perm: str) -> bool:
+    """Whether ``user`` holds ``perm`` on at least one server they see: what a route checks
+    before it reads a body that names the server (then checked on that server)."""
+    return any(user.has_perm(perm, s) for s in visible_servers(user))
+
+
 def hidden_names(user: Any) -> set[str]:
     """The names of the servers hidden from the user, removed ones named by a narrowing
     included (their stored sweeps stay hidden too)."""
@@ -83,6 +89,15 @@ def hidden_names(user: Any) -> set[str]:
         return set()
     hidden = {s.name for s in servers.all() if not visible(user, s, found)}
     return hidden | {n.value for n in found if n.role == NONE and n.kind == SERVER}
+
+
+def hidden_labels(user: Any) -> list[str]:
+    """The "key=value" labels a narrowing to none hides from the user (none for superusers):
+    what a stored record of a server's labels (a rollout's targets) is checked against once
+    the server itself may be gone."""
+    if getattr(user, "is_superuser", False):
+        return []
+    return [n.value for n in narrowings_of(user) if n.role == NONE and n.kind == LABEL]
 
 
 def server_named(name: str) -> Server:
@@ -227,8 +242,11 @@ def narrow(actor: Any, user: Any, *, server: str = "", label: str = "", role: st
 
 
 def unnarrow(actor: Any, user: Any, *, server: str = "", label: str = "") -> ServerRole:
-    """Remove one narrowing: one "user.unnarrow" audit row."""
+    """Remove one narrowing: one "user.unnarrow" audit row. Nobody lifts their own (an Admin
+    narrowed by another Admin would otherwise widen herself back)."""
     selector = parse_selector(server, label)
+    if actor is not None and getattr(actor, "pk", None) == user.pk:
+        raise _deny(actor, "user.unnarrow", user, "you cannot lift a narrowing of your own account")
     row = ServerRole.objects.filter(user=user, kind=selector.kind, value=selector.value).first()
     if row is None:
         raise _deny(

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from dashboard.api_errors import errors_response
 
-from . import fleet, server_admin, servers
+from . import fleet, server_access, server_admin, servers
 from .server_admin import NotAllowed, Refused
 from .server_rules import InvalidServer
 from .servers import Server, UnknownServer
@@ -105,8 +105,10 @@ def _json(column: fleet.Column, shares: list[str]) -> dict[str, Any]:
     return body
 
 
-def _described(shown: list[Server]) -> list[dict[str, Any]]:
-    every = servers.all()
+def _described(user: Any, shown: list[Server]) -> list[dict[str, Any]]:
+    """Each server's JSON; the servers it shares a repository with are those the reader may
+    see (a hidden server is never named)."""
+    every = server_access.visible_servers(user)
     keys = {s.name: servers.repository_key(s) for s in every}
     return [
         _json(c, [o for o in keys if o != c.name and keys[o] == keys[c.name]])
@@ -120,9 +122,10 @@ def _body(request: Request) -> dict[str, Any]:
     return dict(request.data)
 
 
-def _get(name: str) -> Server:
+def _get(request: Request, name: str) -> Server:
+    """The server, or 404 as if it did not exist when the reader's narrowing hides it."""
     try:
-        return servers.get(name)
+        return server_access.check_visible(request.user, servers.get(name))
     except UnknownServer as exc:
         raise NotFound(exc.message) from None
 
@@ -142,7 +145,7 @@ class ServerListView(APIView):
         responses=ServerSerializer(many=True), summary="Every Triton server, with its health"
     )
     def get(self, request: Request) -> Response:
-        return Response(_described(servers.all()))
+        return Response(_described(request.user, server_access.visible_servers(request.user)))
 
     @extend_schema(
         request=ServerWriteSerializer,
@@ -151,19 +154,24 @@ class ServerListView(APIView):
         description="It is not contacted: one that does not answer is added and shown down.",
     )
     def post(self, request: Request) -> Response:
+        # The role first, before the body is parsed: a non-Admin's body is never read.
+        try:
+            server_admin.require(request.user, "server.add", "")
+        except NotAllowed as exc:
+            return _refused(exc)
         named = request.data.get("name") if isinstance(request.data, dict) else ""
         try:
             server_admin.require(request.user, "server.add", str(named or "")[:40])
             server = server_admin.create(request.user, _body(request))
         except (NotAllowed, InvalidServer) as exc:
             return _refused(exc)
-        return Response(_described([server])[0], status=status.HTTP_201_CREATED)
+        return Response(_described(request.user, [server])[0], status=status.HTTP_201_CREATED)
 
 
 class ServerDetailView(APIView):
     @extend_schema(responses={200: ServerSerializer, 404: ERROR}, summary="One Triton server")
     def get(self, request: Request, name: str) -> Response:
-        return Response(_described([_get(name)])[0])
+        return Response(_described(request.user, [_get(request, name)])[0])
 
     @extend_schema(
         request=ServerWriteSerializer,
@@ -171,13 +179,13 @@ class ServerDetailView(APIView):
         summary="Change a Triton server (Admins; not its name, not 'default')",
     )
     def patch(self, request: Request, name: str) -> Response:
-        server = _get(name)
+        server = _get(request, name)
         try:
             server_admin.require(request.user, "server.change", name, server)
             server, _ = server_admin.update(request.user, name, _body(request))
         except (NotAllowed, InvalidServer, Refused, UnknownServer) as exc:
             return _refused(exc)
-        return Response(_described([server])[0])
+        return Response(_described(request.user, [server])[0])
 
     @extend_schema(
         request=None,
@@ -185,7 +193,7 @@ class ServerDetailView(APIView):
         summary="Remove a Triton server (Admins; refused while it has queued or running work)",
     )
     def delete(self, request: Request, name: str) -> Response:
-        _get(name)
+        _get(request, name)
         try:
             removed = server_admin.remove(request.user, name)
         except (NotAllowed, Refused, UnknownServer) as exc:

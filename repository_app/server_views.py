@@ -10,16 +10,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from . import fleet, server_admin, servers
+from . import fleet, server_access, server_admin, servers
 from .server_admin import NotAllowed, Refused
 from .server_forms import ServerForm
 from .server_rules import InvalidServer
 from .servers import Server, UnknownServer
 
 
-def _server(name: str) -> Server:
+def _server(request: HttpRequest, name: str) -> Server:
+    """The server, or 404 as if it did not exist when the reader's narrowing hides it."""
     try:
-        return servers.get(name)
+        return server_access.check_visible(request.user, servers.get(name))
     except UnknownServer as exc:
         raise Http404(exc.message) from None
 
@@ -36,7 +37,7 @@ def _shares(every: list[Server]) -> dict[str, list[str]]:
 @login_required
 @require_GET
 def server_list(request: HttpRequest) -> HttpResponse:
-    every = servers.all()
+    every = server_access.visible_servers(request.user)
     shares = _shares(every)
     return render(
         request,
@@ -88,7 +89,7 @@ def server_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def server_edit(request: HttpRequest, name: str) -> HttpResponse:
-    server = _server(name)
+    server = _server(request, name)
     _check(request, "server.change", name, server)
     if server.from_env:
         messages.error(request, server_admin.FROM_ENV)
@@ -118,7 +119,7 @@ def server_edit(request: HttpRequest, name: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def server_remove(request: HttpRequest, name: str) -> HttpResponse:
     """GET: the confirmation (what goes, what stays, what blocks it); POST: remove."""
-    server = _server(name)
+    server = _server(request, name)
     _check(request, "server.remove", name, server)
     if request.method == "POST":
         try:
@@ -134,6 +135,6 @@ def server_remove(request: HttpRequest, name: str) -> HttpResponse:
         {
             "server": server,
             "blockers": [] if server.from_env else server_admin.blockers(name),
-            "shares": _shares(servers.all()).get(name, []),
+            "shares": _shares(server_access.visible_servers(request.user)).get(name, []),
         },
     )

@@ -25,8 +25,9 @@ import redis
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth import REDIRECT_FIELD_NAME
+from django.contrib.auth import REDIRECT_FIELD_NAME, get_user_model
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import UsernameField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -44,7 +45,14 @@ def _redis() -> redis.Redis:
 
 
 def _username(request: HttpRequest) -> str:
-    return (request.POST.get("username") or "").strip().lower()[:150]
+    """The name authentication looks up, as Django's login form cleans it (UsernameField:
+    stripped, then NFKC within the field's length), so a look-alike such as a full-width
+    'ｌockme' shares the account's counter; case-folded, so case variants share it too."""
+    user_model = get_user_model()
+    length = user_model._meta.get_field(user_model.USERNAME_FIELD).max_length
+    return str(UsernameField(max_length=length).to_python(request.POST.get("username") or ""))[
+        :150
+    ].casefold()
 
 
 def _user_key(request: HttpRequest) -> str:

@@ -13,7 +13,7 @@ from django.test import Client
 from dashboard.asgi import application
 from repository_app import servers
 from repository_app.models import Rollout, RolloutTarget, TritonServer
-from repository_app.rollouts import choose
+from repository_app.rollouts import choose, runner
 from repository_app.server_access import narrow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,6 +89,22 @@ def test_a_rollout_never_chooses_a_hidden_server_and_does_not_know_its_name(hidd
     assert choose.by_repository("default", hidden).names == ["default"]
 
 
+def test_the_rollout_form_offers_neither_a_hidden_server_nor_its_labels(hidden, far):
+    client = Client()
+    client.force_login(hidden)
+    page = client.get("/rollouts/new", {"model": "add_sub", "action": "load"})
+    html = page.content.decode()
+    assert page.status_code == 200, html[:500]
+    assert 'value="default"' in html
+    i = html.find('value="far"')
+    assert i < 0, html[i - 300 : i + 100]
+    assert '<option value="env=prod">' not in html
+    other = Client()
+    other.force_login(type(hidden).objects.get(username="ada"))
+    html = other.get("/rollouts/new", {"model": "add_sub", "action": "load"}).content.decode()
+    assert 'value="far"' in html and '<option value="env=prod">' in html
+
+
 def test_a_rollout_that_touched_a_hidden_server_is_not_listed_or_shown(hidden):
     seen = Rollout.objects.create(action="load", model="m", chosen="hand-picked: default")
     RolloutTarget.objects.create(rollout=seen, server="default")
@@ -102,3 +118,26 @@ def test_a_rollout_that_touched_a_hidden_server_is_not_listed_or_shown(hidden):
     assert client.get(f"/rollouts/{touched.pk}/").status_code == 404
     assert client.get(f"/rollouts/{seen.pk}/").status_code == 200
     assert f"/rollouts/{touched.pk}/" not in client.get("/rollouts/").content.decode()
+
+
+def test_a_rollout_on_a_removed_server_stays_hidden_by_the_label_it_had(far, django_user_model):
+    """`far` is labelled env=prod when a rollout touches it; once it is removed, a user
+    narrowed to none on env=prod still never sees that rollout."""
+    from repository_app import server_admin
+
+    admin = django_user_model.objects.create_superuser("ada", password="pw-ada-secret-1")
+    rollout = runner.create("load", "m", choose.hand_picked(["default", "far"]), admin)
+    assert sorted(rollout.targets.values_list("server", "labels")) == [
+        ("default", ""), ("far", "\nenv=prod\n"),
+    ]  # fmt: skip
+    olga = django_user_model.objects.create_user("olga", password="pw-olga-secret-1")
+    narrow(admin, olga, label="env=prod", role="none")
+    server_admin.remove(admin, "far")
+    assert "far" not in servers.names()
+    client = Client()
+    client.force_login(olga)
+    assert [r["id"] for r in client.get("/api/v1/rollouts/").json()] == []
+    assert client.get(f"/rollouts/{rollout.pk}/").status_code == 404
+    assert client.get(f"/api/v1/rollouts/{rollout.pk}/").status_code == 404
+    other = django_user_model.objects.create_user("otto", password="pw-otto-secret-1")
+    assert list(runner.seen_by(other)) == [rollout]

@@ -193,6 +193,14 @@ BAD_ERRORS = [
         'name: "m" backend: "tensorrt" instance_group [ { profile: "abc" } ]' + IO,
         "instance-group.profile-invalid",
     ),
+    (  # a digit to str.isdigit, not to int(): was a 500
+        'name: "m" backend: "tensorrt" instance_group [ { profile: "\u00b2" } ]' + IO,
+        "instance-group.profile-invalid",
+    ),
+    (  # more digits than int() reads (and than Triton's int holds): was a 500
+        'name: "m" backend: "tensorrt" instance_group [ { profile: "' + "9" * 5000 + '" } ]' + IO,
+        "instance-group.profile-invalid",
+    ),
     (
         'name: "m" backend: "onnxruntime" version_policy { specific { versions: [ 0 ] } }' + IO,
         "version-policy.specific-invalid",

@@ -66,6 +66,38 @@ async def test_a_save_tells_everyone_looking_at_the_model_with_a_diff_link(
         await viewer.disconnect()
 
 
+async def test_a_save_through_another_server_links_each_page_to_its_own_server(
+    triton, shared_server, redis_db, admin_user
+):
+    """`shared` serves the same repository: a save through it reaches the pages of both, and
+    each page's link names its own server, never the one the save came through (which the
+    reader may not see)."""
+    from repository_app.editor import saving
+
+    on_default = await _open("/ws/editor/add_sub/", "dee")
+    on_shared = await _open("/ws/editor/add_sub/?server=shared", "sha")
+    path = triton.repository / "add_sub" / "config.pbtxt"
+    original = path.read_bytes()
+    try:
+        current = await sync_to_async(saving.read_current)("add_sub", shared_server)
+        await sync_to_async(saving.record_disk_change)("add_sub", shared_server, current)
+        text = original.decode().replace("max_batch_size: 8", "max_batch_size: 4")
+        await sync_to_async(saving.save_config)(
+            "add_sub", text, server=shared_server, base_sha256=current.sha256,
+            author_id=admin_user.pk, source="text",
+        )  # fmt: skip
+        seen = (await _next(on_default, "config.saved"))["diff_url"]
+        assert seen.startswith("/models/add_sub/config/diff/?a=") and "server=" not in seen
+        seen = (await _next(on_shared, "config.saved"))["diff_url"]
+        assert seen.startswith("/models/add_sub/config/diff/?a=") and seen.endswith(
+            "&server=shared"
+        )
+    finally:
+        path.write_bytes(original)
+        await on_default.disconnect()
+        await on_shared.disconnect()
+
+
 async def test_notifications_reach_only_their_user(redis_db):
     mine = await _open("/ws/notifications/", "me", pk=41)
     other = await _open("/ws/notifications/", "other", pk=42)

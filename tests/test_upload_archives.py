@@ -17,6 +17,7 @@ from team.models import AuditEvent
 from .test_upload_protocol import (  # noqa: F401
     MODEL_PY,
     admin,
+    create,
     operator,
     repo,
     staging_entries,
@@ -124,6 +125,35 @@ def test_a_zip_bomb_with_a_huge_uncompressed_size_is_refused_before_extracting(
     assert not (repo / "plain" / "2").exists() and staging_entries() == set()
 
 
+def test_an_archive_that_unpacks_to_far_more_than_itself_is_refused(repo, operator, settings):
+    """Past the free allowance, at most UPLOAD_MAX_ARCHIVE_RATIO:1 (a 204 KB zip of 200 MiB
+    is a bomb under every total limit a real model needs)."""
+    settings.UPLOAD_ARCHIVE_RATIO_FREE_BYTES = 1024 * 1024
+    data = make_zip([("model.onnx", ONNX), ("zeros.bin", b"\x00" * (4 * 1024 * 1024))])
+    assert len(data) * 200 < 4 * 1024 * 1024  # far over 200:1
+    _, done = upload(operator, data, model="plain", filename="model.zip", chunk=16 * 1024)
+    assert done.status_code == 422, done.content
+    assert "over 200:1 past 1,048,576 bytes (UPLOAD_MAX_ARCHIVE_RATIO)" in done.json()["message"]
+    assert not (repo / "plain" / "2").exists() and staging_entries() == set()
+    settings.UPLOAD_MAX_ARCHIVE_RATIO = 100_000  # the same archive, a looser bound: stored
+    _, done = upload(operator, data, model="plain", filename="model.zip", chunk=16 * 1024)
+    assert done.status_code == 201, done.content
+
+
+def test_an_archive_that_unpacks_to_more_than_the_free_space_is_refused(
+    repo, operator, monkeypatch
+):
+    from repository_app.uploads import archives
+
+    data = make_zip([("model.onnx", ONNX), ("weights.bin", b"\x01" * 5000)])
+    free = archives.shutil.disk_usage(repo)._replace(free=1000)
+    monkeypatch.setattr(archives.shutil, "disk_usage", lambda path: free)
+    _, done = upload(operator, data, model="plain", filename="model.zip")
+    assert done.status_code == 422, done.content
+    assert "more than the 1,000 bytes free there" in done.json()["message"]
+    assert not (repo / "plain" / "2").exists()
+
+
 def test_an_oversized_member_is_refused(repo, operator, settings):
     settings.UPLOAD_MAX_FILE_BYTES = 1000
     data = make_tar([("model.onnx", ONNX), ("big.bin", b"\x01" * 1001)], gz=True)
@@ -157,13 +187,17 @@ def test_a_python_model_with_extra_modules_lands_in_the_next_version(repo, admin
 
 
 def test_a_savedmodel_archive_of_the_folder_content_is_wrapped_into_model_savedmodel(
-    repo, operator
+    repo, operator, admin
 ):
     data = make_zip(
         [("saved_model.pb", b"graph"), ("variables/variables.data-00000-of-00001", b"w"),
          ("variables/variables.index", b"i")]
     )  # fmt: skip
-    _, done = upload(operator, data, model="tf", new_model=True,
+    # TensorFlow graphs count as code (ops that write files): an Operator may not.
+    refused = create(operator, model="tf", new_model=True, backend="tensorflow_savedmodel",
+                     filename="resnet.zip", size=len(data))  # fmt: skip
+    assert refused.status_code == 403 and "only admins" in refused.json()["message"]
+    _, done = upload(admin, data, model="tf", new_model=True,
                      backend="tensorflow_savedmodel", filename="resnet.zip")  # fmt: skip
     assert done.status_code == 201, done.content
     assert "model.savedmodel/saved_model.pb" in tree(repo / "tf" / "1")

@@ -86,8 +86,8 @@ def test_a_new_model_needs_a_known_backend_and_a_free_name(repo, operator):
     assert missing.status_code == 404 and "create the model first" in missing.json()["message"]
 
 
-def test_folder_formats_must_come_as_an_archive(repo, operator):
-    response = create(operator, model="tf", new_model=True, backend="tensorflow_savedmodel",
+def test_folder_formats_must_come_as_an_archive(repo, admin):
+    response = create(admin, model="tf", new_model=True, backend="tensorflow_savedmodel",
                       filename="saved_model.pb", size=10)  # fmt: skip
     assert response.status_code == 400
     assert "uploaded as an archive" in response.json()["message"]

@@ -181,7 +181,7 @@ async def resolve_versions(control: AioClient, items: Sequence[Composing]) -> li
             out.append(item)
             continue
         versions = [str(e.get("version", "")) for e in next(newest) or []]
-        numbers = [int(v) for v in versions if v.isdigit()]
+        numbers = [int(v) for v in versions if v.isascii() and v.isdigit()]
         out.append(dataclasses.replace(item, version=str(max(numbers)) if numbers else ""))
     return out
 

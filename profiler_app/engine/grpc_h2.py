@@ -181,7 +181,7 @@ class UnaryConnection:
         if status is None:
             raise GrpcCallError("the reply ended without a grpc-status")
         if status != "0":
-            code = int(status) if status.isdigit() else -1
+            code = int(status) if status.isascii() and status.isdigit() and len(status) < 6 else -1
             raise GrpcCallError(detail or GRPC_STATUS_NAMES.get(code, f"grpc-status {status}"))
         return b"".join(parts)[5:]  # past the gRPC message prefix (flag, length)
 

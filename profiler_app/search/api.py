@@ -13,13 +13,12 @@ from rest_framework.views import APIView
 
 from dashboard.api_errors import form_error_response
 from repository_app import server_access
-from repository_app.server_context import server_of
 from repository_app.servers import Server
 from repository_app.views import CONTROL_PERMISSION
 from team import audit
 
 from .. import kind_presets
-from ..api import MEASUREMENT_FIELDS, SEQUENCE_FIELDS
+from ..api import MEASUREMENT_FIELDS, SEQUENCE_FIELDS, server_named_in
 from ..measure_api import SearchLevelSerializer
 from ..models import Search
 from ..permissions import (
@@ -37,6 +36,10 @@ SearchCreateSerializer = inline_serializer(
     "SearchCreate",
     {
         "model": serializers.CharField(),
+        "server": serializers.CharField(
+            required=False,
+            help_text="the Triton server to search on (default: ?server=, else default)",
+        ),
         "mode": serializers.ChoiceField(["quick", "grid"], required=False),
         "objective": serializers.ChoiceField(
             ["max_throughput", "min_latency", "max_response_throughput", "max_goodput"],
@@ -132,9 +135,13 @@ class SearchListView(APIView):
         request=SearchCreateSerializer, responses={201: Snapshot}, summary="Queue a search"
     )
     def post(self, request: Request) -> Response:
-        server = server_of(request)
-        _require(request, RUN_PERMISSION, server)
+        # The role first, before the body is parsed; then the server the body names (or
+        # ?server=), as for a sweep.
+        if not server_access.allowed_somewhere(request.user, RUN_PERMISSION):
+            raise PermissionDenied("your role cannot do this")
         data = request.data if isinstance(request.data, dict) else {}
+        server = server_named_in(request, data.get("server"))
+        _require(request, RUN_PERMISSION, server)
         model = data.get("model")
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to search configs for"})
@@ -153,7 +160,7 @@ class SearchListView(APIView):
         }  # fmt: skip
         kind, _ = kind_presets.model_kind(server, model)
         form = SearchForm(
-            {**defaults, **{k: v for k, v in data.items() if k != "model"}},
+            {**defaults, **{k: v for k, v in data.items() if k not in ("model", "server")}},
             model=model,
             server=server,
             kind=kind,

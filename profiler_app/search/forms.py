@@ -48,6 +48,9 @@ STREAMING_FIELDS = ("first_response_budget", "token_output")
 STREAMING_OBJECTIVES = (Search.Objective.MAX_RESPONSE_THROUGHPUT,)
 
 
+MAX_RUNS = 10_000  # a quick search's budget of runs: far above any grid, and fits a column
+
+
 def parse_ints(text: str, knob: str) -> tuple[int, ...]:
     """'1,2,4' or '1:4' (inclusive range, optional step) -> (1, 2, 4); '' -> ().
 
@@ -166,6 +169,7 @@ class SearchForm(forms.Form):
     max_runs = forms.IntegerField(
         required=False,
         min_value=1,
+        max_value=MAX_RUNS,
         label="Quick mode: max runs",
         help_text="default: a third of the grid; it always tries the current config, one "
         "more instance and one batching change",

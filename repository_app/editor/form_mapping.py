@@ -469,7 +469,7 @@ def place_findings(
         row: int | None = None
         if top == "parameters" and index is not None and index.startswith('"'):
             row = applied.parameter_rows.get(index.strip('"'))
-        elif index is not None and index.isdigit():
+        elif index is not None and index.isascii() and index.isdigit():
             mapping = applied.rows.get(top, [])
             position = int(index)
             row = mapping[position] if position < len(mapping) else None

@@ -405,13 +405,13 @@ def _announce_save(
     from django.urls import reverse
 
     from .. import events
-    from ..servers import with_server
 
+    # No ?server= here: the event reaches the pages of every server on this repository, and
+    # each socket adds its own (consumers.LiveConsumer.relay), so no page learns the name
+    # of the server the save came through, which may be hidden from its reader.
     diff = ""
     if previous is not None:
-        diff = with_server(
-            f"{reverse('config_diff', args=[name])}?a={previous.pk}&b={revision.pk}", server
-        )
+        diff = f"{reverse('config_diff', args=[name])}?a={previous.pk}&b={revision.pk}"
     events.publish(
         events.config_group(revision.repository, name),
         "config.saved",

@@ -886,7 +886,12 @@ def check_instance_groups(ctx: RuleContext) -> Iterator[Finding]:
                     ppath,
                 )
                 break
-            if not profile.lstrip("-").isdigit() or int(profile) < 0:
+            # Triton reads it with std::stoi: ASCII digits within an int ('²' is a digit to
+            # str.isdigit, not to int()).
+            if (
+                not (profile.isascii() and profile.isdigit() and len(profile) <= 10)
+                or int(profile) > 2**31 - 1
+            ):
                 yield ctx.finding(
                     ERROR,
                     "instance-group.profile-invalid",

@@ -12,7 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import control
+from team import audit
+
+from .. import control, server_access
 from ..models import Rollout, RolloutTarget
 from . import runner
 from .choose import ChoiceError, choose
@@ -101,6 +103,11 @@ class RolloutListView(APIView):
         summary="Load, unload or reload a model on several servers (a rollout)",
     )
     def post(self, request: Request) -> Response:
+        # The role first, before the body is parsed: a Viewer's body is never read (the
+        # servers it names are checked one by one once it is read).
+        if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
+            audit.record(request.user, "rollout", outcome="denied", detail=runner.CANNOT_CONTROL)
+            return _error(runner.CANNOT_CONTROL, None, 403)
         data = request.data
         if not hasattr(data, "get"):
             return _error("send a JSON object", None, 400)

@@ -45,6 +45,7 @@ from .choose import Choice
 log = logging.getLogger(__name__)
 
 CONTROL_PERMISSION = "repository_app.control_models"
+CANNOT_CONTROL = "your role cannot load or unload models"
 NOT_PERMITTED = "your role cannot load or unload models on {server}"
 VERBS = {"load": "loaded", "unload": "unloaded", "reload": "reloaded"}
 # What a rollout's description may add after "hand-picked: a, b" (an allow-list: a page
@@ -88,6 +89,11 @@ def check_request(action: object, model: object) -> tuple[str, str]:
     return str(action), name
 
 
+def label_lines(labels: dict[str, str]) -> str:
+    """A target's stored labels (RolloutTarget.labels): "\nkey=value\n...", in name order."""
+    return "".join(f"\n{k}={v}" for k, v in sorted(labels.items())) + "\n" if labels else ""
+
+
 def permitted(user: Any, choice: Choice) -> list[Check]:
     return [Check(s.name, bool(user.has_perm(CONTROL_PERMISSION, s))) for s in choice.servers]
 
@@ -121,12 +127,14 @@ def create(action: object, model: object, choice: Choice, user: Any, *, note: st
             username=user.get_username(),
             runner=runner_id(),
         )
+        labels = {s.name: label_lines(s.labels) for s in choice.servers}
         RolloutTarget.objects.bulk_create(
-            RolloutTarget(rollout=rollout, server=c.server)
+            RolloutTarget(rollout=rollout, server=c.server, labels=labels.get(c.server, ""))
             if c.permitted
             else RolloutTarget(
                 rollout=rollout,
                 server=c.server,
+                labels=labels.get(c.server, ""),
                 state=RolloutTarget.State.FAILED,
                 reason="not permitted",
                 message=NOT_PERMITTED.format(server=c.server),
@@ -389,7 +397,11 @@ def seen_by(user: Any) -> QuerySet[Rollout]:
     (such a server does not exist for them, its name included)."""
     hidden = server_access.hidden_names(user)
     found = Rollout.objects.all()
-    return found.exclude(targets__server__in=hidden) if hidden else found
+    if hidden:
+        found = found.exclude(targets__server__in=hidden)
+    for label in server_access.hidden_labels(user):  # as the servers were labelled then
+        found = found.exclude(targets__labels__contains=f"\n{label}\n")
+    return found
 
 
 def snapshot_for(user: Any, pk: int) -> dict[str, Any] | None:

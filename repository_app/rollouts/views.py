@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from .. import control, repository, servers
+from .. import control, repository, server_access, servers
 from ..models import Rollout
 from ..naming import unsafe_name_reason
 from ..server_context import server_of
@@ -79,7 +79,8 @@ def _form_page(
     except ChoiceError as exc:
         if not error:
             error, field = exc.message, exc.field
-    every = servers.all()
+    # The choices: only the servers the reader may see, and only their labels.
+    every = server_access.visible_servers(request.user)
     labels = sorted({f"{k}={v}" for s in every for k, v in s.labels.items()})
     return render(
         request,

@@ -296,14 +296,32 @@ class TritonClient:
         return fetch_metrics(self.metrics_url, self.timeout_s)
 
 
+METRICS_MAX_BYTES = 16 * 2**20  # Triton's page with hundreds of models is a few MiB
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A metrics page that redirects is an error, never followed (to another host, say)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_metrics_opener = urllib.request.build_opener(_NoRedirects)
+
+
 def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
-    """Scrape a metrics page (the client's, or the load engine's through `aio.metrics`)."""
+    """Scrape a metrics page (the client's, or the load engine's through `aio.metrics`):
+    at most METRICS_MAX_BYTES of it, and no redirect followed."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            text = response.read().decode("utf-8", errors="replace")
+        with _metrics_opener.open(url, timeout=timeout_s) as response:
+            body = response.read(METRICS_MAX_BYTES + 1)
     except (urllib.error.URLError, OSError) as exc:
         raise TritonError(f"Triton metrics unreachable at {redact(url)}", unreachable=True) from exc
-    return parse_prometheus(text)
+    if len(body) > METRICS_MAX_BYTES:
+        raise TritonError(
+            f"Triton metrics at {redact(url)} are over {METRICS_MAX_BYTES // 2**20} MiB: not read"
+        )
+    return parse_prometheus(body.decode("utf-8", errors="replace"))
 
 
 class Endpoint(Protocol):

@@ -60,6 +60,8 @@ BACKENDS: dict[str, BackendFiles] = {
     "onnxruntime": BackendFiles("onnxruntime", "", "model.onnx", ("model.onnx",), ("model.onnx",)),
     "tensorrt": BackendFiles("tensorrt", "", "model.plan", ("model.plan",), ("model.plan",)),
     "pytorch": BackendFiles("pytorch", "", "model.pt", ("model.pt",), ("model.pt",)),
+    # A TensorFlow graph can hold ops that write files (WriteFile, py_func in a SavedModel):
+    # a crafted one could plant a model.py that a later load runs. Code, then.
     "tensorflow_savedmodel": BackendFiles(
         "tensorflow",
         TENSORFLOW_SAVEDMODEL,
@@ -67,6 +69,7 @@ BACKENDS: dict[str, BackendFiles] = {
         (),
         ("model.savedmodel/saved_model.pb",),
         folder=True,
+        code=True,
     ),
     "tensorflow_graphdef": BackendFiles(
         "tensorflow",
@@ -74,6 +77,7 @@ BACKENDS: dict[str, BackendFiles] = {
         "model.graphdef",
         ("model.graphdef",),
         ("model.graphdef",),
+        code=True,
     ),
     "openvino": BackendFiles("openvino", "", "model.xml", (), ("model.xml", "model.bin")),
     "python": BackendFiles("python", "", "model.py", ("model.py",), ("model.py",), code=True),
@@ -84,8 +88,11 @@ BACKEND_CHOICES = [
     ("onnxruntime", "ONNX Runtime (model.onnx)"),
     ("tensorrt", "TensorRT (model.plan)"),
     ("pytorch", "PyTorch / LibTorch (model.pt)"),
-    ("tensorflow_savedmodel", "TensorFlow SavedModel (model.savedmodel/ in an archive)"),
-    ("tensorflow_graphdef", "TensorFlow GraphDef (model.graphdef)"),
+    (
+        "tensorflow_savedmodel",
+        "TensorFlow SavedModel (model.savedmodel/ in an archive) - admins only",
+    ),
+    ("tensorflow_graphdef", "TensorFlow GraphDef (model.graphdef) - admins only"),
     ("openvino", "OpenVINO (model.xml + model.bin in an archive)"),
     ("python", "Python (model.py, or an archive with extra modules) - admins only"),
     ("dali", "DALI (model.dali: may be Python) - admins only"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -27,8 +26,10 @@ from profiler_app.params import (
     from_flags,
     refusal,
 )
+from profiler_app.permissions import RUN_PERMISSION
 from repository_app import servers
 from repository_app.servers import UnknownServer
+from team.cli import acting_user
 
 # The flags' names on this command line, where they are not --NAME-WITH-DASHES.
 OPTIONS = {"model": "MODEL", "version": "-x", "protocol": "-i", "batch_size": "-b"}
@@ -125,15 +126,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        user = None
-        if opts["as_user"]:
-            user = get_user_model().objects.filter(username=opts["as_user"]).first()
-            if user is None:
-                raise CommandError(f"no user named {opts['as_user']!r}")
         try:
             server = servers.get(opts["server"])
         except UnknownServer as exc:
             raise CommandError(f"--server: {exc.message}") from None
+        # A sweep stored as a user is run as that user: their role on this server, narrowings
+        # included (a server hidden from them is unknown). Without --as-user the operator of
+        # the host runs it, as before.
+        user = acting_user(opts["as_user"], RUN_PERMISSION, server) if opts["as_user"] else None
         flags = {name: opts[name] for name in DEFAULTS if opts.get(name) not in (None, [])}
         if "input_data" in flags and flags["input_data"] not in INPUT_DATA_KINDS:
             flags["input_data"] = _input_file(flags["input_data"])

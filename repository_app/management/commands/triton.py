@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from repository_app import control, repository, servers
 from repository_app.rollouts import runner
-from repository_app.rollouts.choose import hand_picked
+from repository_app.rollouts.choose import ChoiceError, hand_picked
 from repository_app.servers import Server, UnknownServer
 from repository_app.status import group_index, overall_state
 from repository_app.triton.client import TritonError, get_client
@@ -109,7 +109,10 @@ class Command(BaseCommand):
         if options.get("config_file") is not None:
             raise CommandError("--config-file loads a model on one server: name one --server")
         user = active_user(options["as_user"])
-        choice = hand_picked([s.name for s in chosen], user)
+        try:
+            choice = hand_picked([s.name for s in chosen], user)
+        except ChoiceError as exc:  # a server hidden from the user: unknown to them
+            raise CommandError(f"--server: {exc.message}") from None
         try:
             rollout = runner.create(options["action"], options["model"], choice, user)
         except runner.RolloutRefused as exc:
