@@ -27,6 +27,13 @@ class Command(BaseCommand):
     help = "Show Triton's state, or load / unload a model (explicit model control)."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        # --server before the action too (`triton --server a --server b reload m`, as the
+        # README writes it) or after it; both lists count. Its own dest: a subparser's
+        # default would overwrite the same dest set before the action.
+        parser.add_argument(
+            "--server", action="append", dest="servers_first", metavar="NAME",
+            help="the Triton server, before or after the action (repeatable)",
+        )  # fmt: skip
         sub = parser.add_subparsers(dest="action", required=True)
         sub.add_parser("status", help="server and every model's state")
         load = sub.add_parser("load", help="load (or reload) a model")
@@ -59,7 +66,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            chosen = [servers.get(n) for n in dict.fromkeys(options["servers"] or ["default"])]
+            named = [*(options.get("servers_first") or []), *(options.get("servers") or [])]
+            chosen = [servers.get(n) for n in dict.fromkeys(named or ["default"])]
         except UnknownServer as exc:
             raise CommandError(f"--server: {exc.message}") from None
         if options["action"] != "status" and len(chosen) > 1:
