@@ -25,6 +25,7 @@ MAX_DEPTH = 64
 MAX_CONTAINERS = 100_000
 MAX_VALUES = 1_000_000
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_DEEP = re.compile(r"[\[{](?:\s*[\[{]){" + str(MAX_DEPTH) + "}")  # MAX_DEPTH + 1 openers in a row
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -34,6 +35,10 @@ def check_size(text: str) -> None:
     blanked, so the refusal costs a few passes over the body and nothing more."""
     bare = _STRINGS.sub('""', text)
     containers = bare.count("{") + bare.count("[")
+    if containers > MAX_CONTAINERS and _DEEP.search(bare):
+        # The usual deep document is said as such (a smaller one is refused with its path
+        # once parsed: check_document).
+        raise ParseError(f"JSON nested deeper than {MAX_DEPTH} levels")
     if containers > MAX_CONTAINERS:
         raise ParseError(
             f"JSON document too large: more than {MAX_CONTAINERS:,} objects and arrays"

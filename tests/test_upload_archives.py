@@ -140,20 +140,6 @@ def test_an_archive_that_unpacks_to_far_more_than_itself_is_refused(repo, operat
     assert done.status_code == 201, done.content
 
 
-def test_an_archive_that_unpacks_to_more_than_the_free_space_is_refused(
-    repo, operator, monkeypatch
-):
-    from repository_app.uploads import archives
-
-    data = make_zip([("model.onnx", ONNX), ("weights.bin", b"\x01" * 5000)])
-    free = archives.shutil.disk_usage(repo)._replace(free=1000)
-    monkeypatch.setattr(archives.shutil, "disk_usage", lambda path: free)
-    _, done = upload(operator, data, model="plain", filename="model.zip")
-    assert done.status_code == 422, done.content
-    assert "more than the 1,000 bytes free there" in done.json()["message"]
-    assert not (repo / "plain" / "2").exists()
-
-
 def test_an_oversized_member_is_refused(repo, operator, settings):
     settings.UPLOAD_MAX_FILE_BYTES = 1000
     data = make_tar([("model.onnx", ONNX), ("big.bin", b"\x01" * 1001)], gz=True)

@@ -3,8 +3,8 @@
 Refused (the whole archive, nothing extracted): absolute paths, ``..``, symlinks, hard links,
 device files, FIFOs, encrypted or duplicate members, more than UPLOAD_MAX_ARCHIVE_MEMBERS
 members, a member over UPLOAD_MAX_FILE_BYTES or a declared uncompressed total over
-UPLOAD_MAX_TOTAL_BYTES, a total over UPLOAD_MAX_ARCHIVE_RATIO times the archive's size past
-UPLOAD_ARCHIVE_RATIO_FREE_BYTES, or over the free space (zip bombs). Extraction writes only regular files and folders with
+UPLOAD_MAX_TOTAL_BYTES, or a total over UPLOAD_MAX_ARCHIVE_RATIO times the archive's size
+past UPLOAD_ARCHIVE_RATIO_FREE_BYTES (zip bombs). Extraction writes only regular files and folders with
 fixed permissions (0644 / 0755), never follows links, and stops a member that grows past
 its declared size.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import stat
 import tarfile
 import zipfile
@@ -124,8 +123,8 @@ def scan(path: Path, kind: str) -> Scan:
 
 def _check_expansion(path: Path, result: Scan) -> None:
     """Refuse an archive whose declared total is over UPLOAD_MAX_ARCHIVE_RATIO times its own
-    size (once past UPLOAD_ARCHIVE_RATIO_FREE_BYTES), or over the free space where it is
-    unpacked (the staging area shares the repository's file system)."""
+    size (once past UPLOAD_ARCHIVE_RATIO_FREE_BYTES). One that does not fit the free space is
+    not refused here: publishing keeps the upload and answers 507, so it can be retried."""
     packed = max(path.stat().st_size, 1)
     ratio, free_below = settings.UPLOAD_MAX_ARCHIVE_RATIO, settings.UPLOAD_ARCHIVE_RATIO_FREE_BYTES
     if result.total > free_below and result.total > ratio * packed:
@@ -133,12 +132,6 @@ def _check_expansion(path: Path, result: Scan) -> None:
             f"the archive unpacks to {result.total:,} bytes, {result.total // packed:,} times "
             f"its {packed:,} bytes: over {ratio}:1 past {free_below:,} bytes "
             "(UPLOAD_MAX_ARCHIVE_RATIO); refused before extracting anything"
-        )
-    free = shutil.disk_usage(path.parent).free
-    if result.total > free:
-        raise ArchiveError(
-            f"the archive unpacks to {result.total:,} bytes, more than the {free:,} bytes free "
-            "there: refused before extracting anything"
         )
 
 
