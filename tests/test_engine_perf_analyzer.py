@@ -189,9 +189,10 @@ async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
         start=1,
         end=2,
         measurement_window_ms=500,
-        # Loose on purpose: this checks running and parsing, and perf_analyzer exits 2 when a
-        # level never stabilises, which a busy two-core CI machine can cause at 50%.
-        stability_percentage=300,
+        # Loose on purpose (max/min of 3 windows within 11x): this checks running and
+        # parsing, and perf_analyzer exits 2 when a level never settles, which a busy two-core
+        # CI machine can cause at 50% (and, more rarely, with another test lane beside it).
+        stability_percentage=1000,
         max_windows=10,
     )
     windows: list[pa.PaWindow] = []
@@ -213,7 +214,7 @@ async def test_the_real_perf_analyzer_takes_json_input_data(triton) -> None:
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     document = {"data": [{"INPUT0": [float(i)] * 16} for i in range(3)]}
     params = SweepParams(
-        model="add_batched", measurement_window_ms=300, stability_percentage=300,
+        model="add_batched", measurement_window_ms=300, stability_percentage=1000,
         max_windows=5, input_data=document,
     )  # fmt: skip
     result = await pa.run_perf_analyzer(params, triton.grpc_url)
