@@ -9,12 +9,12 @@ import json
 import tracemalloc
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from rest_framework.exceptions import ParseError
 
 from dashboard import api_parsers
-from team.roles import ADMIN, OPERATOR, VIEWER, set_role
+from team.roles import ADMIN, OPERATOR, VIEWER
+
+from .test_polish_pages import _client
 
 JUNK = ('{"junk": [' + ",".join(["{}"] * 3_000_000) + "]}").encode()  # 9 MB, under the 10 MiB cap
 
@@ -51,14 +51,6 @@ def test_deep_nesting_and_lone_surrogates_are_still_refused_with_their_path() ->
         _parse(json.dumps({"a": [[[0]]]}).replace("[[[0]]]", "[" * 70 + "0" + "]" * 70).encode())
     with pytest.raises(ParseError, match=r"b\[1\]: the text holds a lone UTF-16 surrogate"):
         _parse(b'{"b": ["ok", "\\ud800"]}')
-
-
-def _client(name: str, role: str) -> Client:
-    user = get_user_model().objects.create_user(name, password=f"pw-{name}-12345")
-    set_role(user, role)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.django_db
