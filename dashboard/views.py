@@ -38,6 +38,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             models = {"total": len(names), "ready": len(ready)}
     from django.conf import settings
 
+    from team import audit
     from team.models import AuditEvent
 
     from .supervisor_note import supervisor_note
@@ -51,8 +52,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             "triton": triton,
             "models": models,
             # Servers hidden from the user (narrowed to none) are left out, as everywhere.
-            "activity": AuditEvent.objects.exclude(
-                server__in=server_access.hidden_names(request.user)
+            "activity": audit.visible_events(
+                AuditEvent.objects.all(), server_access.hidden_concerns(request.user)
             )[:15],
         },
     )

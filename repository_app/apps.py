@@ -9,7 +9,9 @@ class RepositoryAppConfig(AppConfig):
     def ready(self) -> None:
         from team import audit
 
-        from . import events
+        from . import events, servers
 
         # Every audit event goes to the overview's activity feed (best effort).
         audit.recorded.connect(events.announce_activity, dispatch_uid="repository_app.activity")
+        # An event's concerns carry its servers' labels (team knows no registry).
+        audit.labels_of = servers.labels_of

@@ -12,6 +12,8 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
+from team import audit
+
 from . import events, fleet, server_access
 from .naming import is_safe_model_name
 from .relay import NotFound, RelayConsumer
@@ -24,8 +26,9 @@ class LiveConsumer(RelayConsumer):
     URL names (``?server=``; relay.RelayConsumer)."""
 
     presence_group = ""
-    # The activity feed is every server's: events of servers hidden from this user (a
-    # narrowing to none, as of the handshake) are relayed as their sequence number alone.
+    # The activity feed is every server's: events that concern servers or labels hidden from
+    # this user (a narrowing to none, as of the handshake) are relayed as their sequence
+    # number alone.
     hidden: frozenset[str] = frozenset()
 
     def server_scoped(self) -> bool:
@@ -51,7 +54,7 @@ class LiveConsumer(RelayConsumer):
             groups.append(events.server_group(server))
         if self.topic == "activity":
             groups.append(events.ACTIVITY_GROUP)
-            self.hidden = frozenset(await sync_to_async(server_access.hidden_names)(user))
+            self.hidden = await sync_to_async(server_access.hidden_concerns)(user)
         if name:
             groups.append(events.model_group(server, name))
             # Saves and editor presence belong to the repository: whoever looks at the model
@@ -81,7 +84,7 @@ class LiveConsumer(RelayConsumer):
 
     async def relay(self, message: dict[str, Any]) -> None:
         event = message["event"]
-        if self.hidden and event.get("type") == "activity" and event.get("server") in self.hidden:
+        if event.get("type") == "activity" and not audit.shown(event, self.hidden):
             # Its seq keeps the client's sequence whole (no resync); nothing else is said.
             gap = {"type": "activity.hidden", "group": event.get("group"), "seq": event.get("seq")}
             await self.send_json(gap)

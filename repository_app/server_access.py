@@ -41,7 +41,7 @@ from .server_rules import DEFAULT, LABEL_RULE, NAME_RULE
 from .servers import Server, UnknownServer
 
 __all__ = [
-    "NarrowingRefused", "allowed_somewhere", "check_visible", "hidden_labels", "hidden_names", "matched", "narrow", "note",
+    "NarrowingRefused", "allowed_somewhere", "check_visible", "hidden_concerns", "hidden_labels", "hidden_names", "matched", "narrow", "note",
     "parse_selector", "refusal", "repository_refusal", "server_named", "unnarrow", "user_named",
     "visible", "visible_servers",
 ]  # fmt: skip
@@ -89,6 +89,12 @@ def hidden_names(user: Any) -> set[str]:
         return set()
     hidden = {s.name for s in servers.all() if not visible(user, s, found)}
     return hidden | {n.value for n in found if n.role == NONE and n.kind == SERVER}
+
+
+def hidden_concerns(user: Any) -> frozenset[str]:
+    """What hides an audit event from the user (team.audit.visible_events / shown): the
+    servers and labels narrowed to none for them."""
+    return audit.hidden_tokens(hidden_names(user), hidden_labels(user))
 
 
 def hidden_labels(user: Any) -> list[str]:
@@ -231,12 +237,15 @@ def narrow(actor: Any, user: Any, *, server: str = "", label: str = "", role: st
             )
     except IntegrityError as exc:  # a concurrent add of the same selector
         raise NarrowingRefused(f"not saved: {exc}") from None
+    matches = matched(row)
     audit.record(
         actor,
         "user.narrow",
         target=user.get_username(),
         server=selector.value if selector.kind == SERVER else "",
-        detail=f"{selector.value} → {chosen} (matches: {', '.join(matched(row)) or 'no server now'})",
+        servers=matches,
+        labels=[selector.value] if selector.kind == LABEL else [],
+        detail=f"{selector.value} → {chosen} (matches: {', '.join(matches) or 'no server now'})",
     )
     return row
 
@@ -253,12 +262,15 @@ def unnarrow(actor: Any, user: Any, *, server: str = "", label: str = "") -> Ser
             actor, "user.unnarrow", user,
             f"{user.get_username()} has no narrowing on {selector.value}",
         )  # fmt: skip
+    matches = matched(row)
     row.delete()
     audit.record(
         actor,
         "user.unnarrow",
         target=user.get_username(),
         server=selector.value if selector.kind == SERVER else "",
+        servers=matches,
+        labels=[selector.value] if selector.kind == LABEL else [],
         detail=f"{selector.value} (was {row.role})",
     )
     return row

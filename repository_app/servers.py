@@ -122,6 +122,14 @@ def get(name: object) -> Server:
     return Server.from_row(row)
 
 
+def labels_of(name: str) -> dict[str, str]:
+    """The labels of the server called ``name`` ({} for one that is not registered)."""
+    try:
+        return dict(get(name).labels)
+    except UnknownServer:
+        return {}
+
+
 def all() -> list[Server]:  # noqa: A001 - servers.all(), as the registry reads
     """Every server: ``default`` first, then the stored ones by name."""
     from .models import TritonServer

@@ -66,6 +66,24 @@ class AuditEvent(models.Model):
         raise ValueError("audit events are append-only")
 
 
+class AuditConcern(models.Model):
+    """One server (``server:NAME``) or label (``label:KEY=VALUE``) an audit event concerns,
+    as data: what a reader's narrowing to none hides is filtered on these, not on the prose
+    of ``detail`` ("reload on default, t2"). Labels are the servers' labels when recorded, so
+    a row stays hidden by label once its server is removed."""
+
+    event = models.ForeignKey(AuditEvent, on_delete=models.CASCADE, related_name="concerns")
+    token = models.CharField(max_length=140, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["event", "token"], name="audit_concern_once")
+        ]
+
+    def __str__(self) -> str:
+        return self.token
+
+
 class ServerRole(models.Model):
     """A user's role narrowed on one Triton server (by name) or on every server with a label
     (``key=value``): to Viewer (reads only) or to none (the server does not exist for the

@@ -62,7 +62,7 @@ def manages_users(action: str | None = None) -> Callable[..., Any]:
 def filtered_events(params, reader) -> tuple[AuditFilterForm, QuerySet[AuditEvent]]:  # type: ignore[no-untyped-def]
     """The events ``params`` filter for, without those about servers hidden from ``reader``."""
     form = AuditFilterForm(params)
-    events = AuditEvent.objects.exclude(server__in=server_access.hidden_names(reader))
+    events = audit.visible_events(AuditEvent.objects.all(), server_access.hidden_concerns(reader))
     if form.is_valid():
         if form.cleaned_data["user"]:
             events = events.filter(username=form.cleaned_data["user"])

@@ -367,14 +367,78 @@ async def test_the_activity_feed_relays_a_hidden_servers_events_as_their_seq_alo
     publish = sync_to_async(events.publish)
     await publish(events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "server": "far", "model": "m"})
     await publish(events.ACTIVITY_GROUP, "activity", {**ACTIVITY, "server": "default"})
+    # A row with no server column that concerns `far` among others (a rollout's).
+    await sync_to_async(audit.record)("ada", "rollout", servers=["default", "far"])
     received = []
-    while len(received) < 2:  # a snapshot of default's repository may come first
+    while len(received) < 3:  # a snapshot of default's repository may come first
         event = await feed.receive_json_from(5)
         if event.get("group") == events.ACTIVITY_GROUP:
             received.append(event)
-    hidden_event, shown = received
-    assert (
-        set(hidden_event) == {"type", "group", "seq"} and hidden_event["type"] == "activity.hidden"
-    )
+    hidden_event, shown, rollout = received
+    for gap in (hidden_event, rollout):
+        assert set(gap) == {"type", "group", "seq"} and gap["type"] == "activity.hidden"
     assert shown["server"] == "default" and shown["seq"] == hidden_event["seq"] + 1
     await feed.disconnect()
+
+
+@pytest.mark.django_db
+def test_audit_rows_that_name_a_hidden_server_in_their_text_are_left_out_everywhere(hidden):
+    """Rows with no server column whose text names `far` (a rollout of two servers, a label
+    narrowing that matches it): the page, its CSV, the API and the overview leave them out
+    for vera, and keep them once the server is removed (by the labels stored with them)."""
+    from repository_app.rollouts import choose, runner
+
+    vera, _ = hidden
+    ada = _user("ada", ADMIN)
+    runner.create("reload", "secret_model", choose.hand_picked(["default", "far"], ada), ada)
+    server_access.narrow(ada, _user("olga", OPERATOR), label="env=prod", role="viewer")
+    rows = AuditEvent.objects.filter(action__in=("rollout", "user.narrow"))
+    assert [r.server for r in rows] == ["", ""] and all("far" in r.detail for r in rows)
+    page = Client()
+    page.force_login(vera)
+    token, _ = Token.objects.get_or_create(user=vera)
+    api = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    other = Client()
+    other.force_login(_user("otto", OPERATOR))
+
+    def seen(client: Client) -> list[str]:
+        return [
+            client.get("/audit/").content.decode(),
+            client.get("/audit.csv").getvalue().decode(),
+            str(client.get("/api/v1/audit/").json()),
+            client.get("/").content.decode(),
+        ]
+
+    for text in seen(page) + [str(api.get("/api/v1/audit/").json())]:
+        assert "far" not in text and "env=prod" not in text
+    assert all("default, far" in text for text in seen(other)[:3])
+    # Removed, `far` is still hidden from vera through the label its rows carry.
+    TritonServer.objects.filter(name="far").delete()
+    assert all("far" not in text for text in seen(page))
+    assert set(rows.get(action="rollout").concerns.values_list("token", flat=True)) == {
+        "server:default", "server:far", "label:env=prod",
+    }  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_rows_stored_before_concerns_get_them_from_their_column_and_text(hidden):
+    """team 0005's backfill: the server column, and each server name its text names as a
+    whole word, with that server's labels; a name inside another word is not one."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    backfill = import_module("team.migrations.0005_audit_concerns").concerns_of_stored_rows
+    AuditConcern = apps.get_model("team", "AuditConcern")
+    AuditConcern.objects.all().delete()
+    old = AuditEvent.objects.create(username="ada", action="rollout", outcome="ok",
+                                    detail="reload on default, far (hand-picked)")  # fmt: skip
+    unrelated = AuditEvent.objects.create(username="ada", action="upload", outcome="ok",
+                                          detail="farther away: nothing")  # fmt: skip
+    backfill(apps, None)
+    assert set(old.concerns.values_list("token", flat=True)) == {
+        "server:default", "server:far", "label:env=prod",
+    }  # fmt: skip
+    assert not unrelated.concerns.exists()
+    column = AuditEvent.objects.get(model_name="secret_model")  # the fixture's, server="far"
+    assert "server:far" in column.concerns.values_list("token", flat=True)

@@ -145,7 +145,7 @@ def create(action: object, model: object, choice: Choice, user: Any, *, note: st
         )
     label = f"rollout #{rollout.pk}"
     audit.record(
-        user, "rollout", model_name=name, target=label,
+        user, "rollout", model_name=name, target=label, servers=choice.names,
         detail=f"{action} on {', '.join(choice.names)} ({chosen})",
     )  # fmt: skip
     for check in checks:
