@@ -139,3 +139,27 @@ def test_it_maps_field_paths_to_positions(
 def test_the_locator_tolerates_broken_text() -> None:
     locator = FieldLocator.scan('name: "m" input [ { name: ')
     assert locator.locate("name") == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "what", "line"),
+    [
+        # 20,000 parameters under 1 MB (the editor's check took seconds for any reader).
+        ('\n'.join(f'parameters {{key:"k{i}" value{{string_value:"v"}}}}' for i in range(20_000)),
+         "more than 5,000 messages", 2 + 2500),
+        # A dims list of 300,000 values, on one line.
+        ('input [{ name: "x" data_type: TYPE_FP32 dims: [' + ",".join(["1"] * 300_000) + "] }]",
+         "more than 50,000 values and symbols", 2),
+    ],
+    ids=["20k-parameters", "300k-dims"],
+)  # fmt: skip
+def test_a_config_with_too_many_messages_or_values_is_refused_where_the_limit_is_reached(
+    body: str, what: str, line: int
+) -> None:
+    result = parse_config(f'name: "m"\n{body}')
+    (finding,) = result.findings
+    assert result.config is None and finding.rule == "parse.too-many"
+    assert what in finding.message and finding.line == line
+    # The limits are far above real configs (tens of messages): 1,000 parameters parse.
+    many = "\n".join(f'parameters {{key:"k{i}" value{{string_value:"v"}}}}' for i in range(1000))
+    assert parse_config(f'name: "m"\n{many}').ok
