@@ -38,7 +38,8 @@ probe: $(STAMP)
 	bash scripts/security_probe/run.sh
 
 compose-check:
-	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet
+	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check REDIS_PASSWORD=check \
+	  docker-compose -f docker-compose.yml config --quiet
 	POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check REDIS_PASSWORD=check \
 	  FLEET_REPOSITORIES=/srv/fleet MAIN_HOST_PRIVATE_IP=10.0.0.10 \
 	  docker-compose -f docker-compose.yml -f compose/main-host.yml config --quiet

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from . import services as svc
 from .console import fail, say
@@ -68,7 +68,15 @@ def main() -> None:
                 f"Redis: nothing answers at {redact(settings.REDIS_URL)}; starting a private redis-server"
             )
             started.append(
-                ("redis-server", svc.start_redis(var_dir, redis_port, logs / "redis.log"))
+                (
+                    "redis-server",
+                    svc.start_redis(
+                        var_dir,
+                        redis_port,
+                        logs / "redis.log",
+                        password=unquote(redis_url.password or ""),
+                    ),
+                )
             )
             say(f"Redis: started on 127.0.0.1:{redis_port} (data in {var_dir / 'redis'})")
         else:

@@ -218,8 +218,10 @@ def redis_server_binary() -> str:
 
 
 def start_redis(
-    var_dir: Path, port: int, log_path: Path, *, new_session: bool = True
+    var_dir: Path, port: int, log_path: Path, *, new_session: bool = True, password: str = ""
 ) -> subprocess.Popen:
+    """A private redis-server on 127.0.0.1 only, with REDIS_URL's password when it has one
+    (the application would otherwise fail to log in to it)."""
     if port_is_open("127.0.0.1", port):
         raise ServiceError(f"port {port} is taken; set REDIS_URL to another port")
     data_dir = var_dir / "redis"
@@ -239,6 +241,13 @@ def start_redis(
         "--daemonize",
         "no",
     ]
+    if password:  # in a file of its own, not on the command line (ps shows that to all)
+        conf = data_dir / "auth.conf"
+        conf.touch(mode=0o600)
+        conf.chmod(0o600)
+        quoted = password.replace("\\", "\\\\").replace('"', '\\"')
+        conf.write_text(f'requirepass "{quoted}"\n')
+        cmd.insert(1, str(conf))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
         tied_to_parent(cmd),

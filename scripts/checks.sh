@@ -17,4 +17,4 @@ $VENV_BIN/ruff format --check .
 echo "== mypy (the application packages; tests and benchmarks are not checked yet)"
 $VENV_BIN/mypy dashboard repository_app profiler_app team devstack
 echo "== docker-compose config"
-POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check docker-compose -f docker-compose.yml config --quiet
+POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check REDIS_PASSWORD=check docker-compose -f docker-compose.yml config --quiet

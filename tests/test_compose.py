@@ -16,6 +16,7 @@ ENV = {
     "POSTGRES_PASSWORD": "check",
     "DJANGO_SECRET_KEY": "check",
     "TRITON_API_KEY": "check",
+    "REDIS_PASSWORD": "check",
 }
 
 
@@ -49,10 +50,15 @@ def test_compose_defines_the_production_services():
     # One model repository volume shared by the three that touch it.
     for name in ("web", "worker", "triton"):
         assert "model-repository:/models:rw" in services[name]["volumes"]
+    # Redis (the broker) answers only with the password, on one host too.
+    assert services["redis"]["command"][-2:] == ["--requirepass", "check"]
+    for name in ("web", "worker"):
+        assert services[name]["environment"]["REDIS_URL"] == "redis://:check@redis:6379/0"
 
 
-def test_compose_refuses_to_start_without_its_secrets():
-    env = {k: v for k, v in ENV.items() if k != "DJANGO_SECRET_KEY"}
+@pytest.mark.parametrize("secret", ["DJANGO_SECRET_KEY", "REDIS_PASSWORD"])
+def test_compose_refuses_to_start_without_its_secrets(secret):
+    env = {k: v for k, v in ENV.items() if k != secret}
     result = subprocess.run(
         ["docker-compose", "-f", "docker-compose.yml", "config", "--quiet"],
         cwd=ROOT,
@@ -61,7 +67,7 @@ def test_compose_refuses_to_start_without_its_secrets():
         text=True,
     )
     assert result.returncode != 0
-    assert "set DJANGO_SECRET_KEY in .env" in result.stderr
+    assert f"set {secret} in .env" in result.stderr
 
 
 @pytest.mark.django_db

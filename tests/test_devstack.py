@@ -157,3 +157,23 @@ def test_make_run_names_the_taken_port(tmp_path):
     assert f"port {taken} is taken (web server)" in result.stderr
     assert "WEB_PORT=" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_private_redis_takes_the_password_of_redis_url_from_a_file_not_the_command_line(
+    tmp_path,
+):
+    import redis
+
+    from devstack import services as svc
+
+    port = free_port()
+    secret = 'p"a\\ss'  # quotes and backslashes survive the config file
+    proc = svc.start_redis(tmp_path, port, tmp_path / "redis.log", password=secret)
+    try:
+        assert secret not in " ".join(proc.args)
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()
+        assert redis.Redis(port=port, password=secret).ping()
+        assert (tmp_path / "redis" / "auth.conf").stat().st_mode & 0o077 == 0
+    finally:
+        svc.stop(proc)

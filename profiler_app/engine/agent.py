@@ -15,7 +15,9 @@ and answers "ready". Then, command by command:
 
 It stops on its own, stopping its workers, when the coordinator's key is gone (that
 process died or ended) or `should_stop()` says so (the job no longer runs); any error goes
-back as ("error", message), which fails the sweep naming this host.
+back as ("error", message), which fails the sweep naming this host. A command its
+coordinator did not sign for this agent and place never reaches this loop
+(`remote.AgentLink.next_command` drops it).
 """
 
 from __future__ import annotations

@@ -23,7 +23,12 @@ pool whatever the number of hosts:
   throughput the pooled count over the coordinator's window. The hosts' clocks are assumed
   synchronised (NTP): an offset of d ms moves d ms of records between neighbouring windows.
 - What a host sends is msgpack, numpy arrays of an allow-listed dtype included (`encode`,
-  `decode`): nothing crosses Redis as pickle.
+  `decode`): nothing crosses Redis as pickle. Every message each way is signed (`sign`,
+  `verify`): an HMAC-SHA256 under a key derived from Django's SECRET_KEY, over the message,
+  the Redis key it is pushed to (its job, session, agent and direction) and its number on
+  that key. Whoever reaches Redis without the secret cannot pose as an agent or a
+  coordinator, nor replay a message from another session, agent or place in the
+  exchange: such a message is dropped, logged once per key, and never counted.
 
 Redis keys (`Keys`), under loadgen:<job>:<session>, each with a TTL and deleted at the end:
 the coordinator's `alive` key (refreshed every BEAT_S; when it is gone the agents stop),
@@ -40,6 +45,9 @@ window's records (REPLY_TIMEOUT_S) and their stop (STOP_TIMEOUT_S).
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
+import hmac
 import inspect
 import logging
 import secrets
@@ -52,6 +60,7 @@ from typing import Any, Protocol, cast
 import msgpack
 import numpy as np
 import redis
+from django.conf import settings
 
 from ..params import SweepError, SweepParams
 from .load_workers import split_load
@@ -126,9 +135,50 @@ def encode(message: Any) -> bytes:
     return msgpack.packb(message, default=_default, use_bin_type=True)
 
 
-def decode(raw: bytes) -> Any:
+def decode(raw: bytes | memoryview) -> Any:
     """`encode`'s message; sequences come back as tuples (the workers' replies are)."""
     return msgpack.unpackb(raw, ext_hook=_ext, use_list=False, raw=False)
+
+
+_KEY_PURPOSE = b"dashboard.load-agent.v1"
+_MAC_BYTES = hashlib.sha256().digest_size
+
+
+class Forged(ValueError):
+    """A message whose signature is missing or is not for this key and number."""
+
+
+@functools.lru_cache(maxsize=4)
+def _derive(secret: str) -> bytes:
+    # A key of its own: a MAC of the load agents' messages never doubles as one of Django's.
+    return hmac.new(secret.encode(), _KEY_PURPOSE, hashlib.sha256).digest()
+
+
+def _mac(scope: str, body: bytes | memoryview) -> bytes:
+    mac = hmac.new(_derive(settings.SECRET_KEY), scope.encode(), hashlib.sha256)
+    mac.update(b"\0")  # a key name holds no NUL: scope and body cannot shift into each other
+    mac.update(body)
+    return mac.digest()
+
+
+def numbered(key: str, number: int) -> str:
+    """The scope of the `number`-th message pushed to `key` (counted from 0 by both ends)."""
+    return f"{key}#{number}"
+
+
+def sign(message: Any, scope: str) -> bytes:
+    """`encode(message)` after its HMAC over `scope` (`numbered(key, n)`, or the joins key)."""
+    body = encode(message)
+    return _mac(scope, body) + body
+
+
+def verify(raw: bytes, scope: str) -> Any:
+    """`sign`'s message if it was signed for `scope` with this SECRET_KEY, else Forged."""
+    view = memoryview(raw)
+    body = view[_MAC_BYTES:]
+    if len(raw) < _MAC_BYTES or not hmac.compare_digest(view[:_MAC_BYTES], _mac(scope, body)):
+        raise Forged(f"a message on {scope} whose signature is missing or wrong")
+    return decode(body)
 
 
 # --- keys ---------------------------------------------------------------------------------------
@@ -256,6 +306,9 @@ class RemoteHosts:
         self.queue = queue
         self.join_timeout_s = join_timeout_s
         self.agents: list[Agent] = []
+        self._sent: dict[int, int] = {}  # per agent: the commands pushed, signed in turn
+        self._read: dict[int, int] = {}  # ... and the replies taken
+        self._warned: set[str] = set()
         self._beat: _Beat | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -284,6 +337,7 @@ class RemoteHosts:
         so meanwhile; SweepError when too few joined."""
         deadline = time.monotonic() + self.join_timeout_s
         names = {self.name}
+        refused = 0
         while len(self.agents) < self.wanted and (left := deadline - time.monotonic()) > 0:
             item = await asyncio.to_thread(
                 self._redis_call, _blpop, self.redis, [self.keys.joins], min(POLL_S, left)
@@ -295,20 +349,37 @@ class RemoteHosts:
             if item is None:
                 continue
             try:
-                index, node, pid, task = decode(item[1])
+                index, node, pid, task = verify(item[1], self.keys.joins)
+            except Forged:
+                refused += 1
+                self._dropped(self.keys.joins, "an agent")
+                continue
             except (ValueError, TypeError, msgpack.UnpackException):
                 log.warning("load hosts: an unreadable join of sweep #%s", self.keys.job)
                 continue
+            # A signed join replayed in this session: its seat is taken already.
+            if not 1 <= int(index) <= self.wanted or int(index) in {a.index for a in self.agents}:
+                self._dropped(self.keys.joins, f"the load agent {index}")
+                continue
+            self._sent[int(index)] = self._read[int(index)] = 0
             host = str(node) if str(node) not in names else f"{node}/{pid}"
             names.add(host)
             self.agents.append(Agent(int(index), host, str(task)))
         self.agents.sort(key=lambda a: a.index)
         if len(self.agents) < self.wanted:
             joined = len(self.agents)
+            # The likeliest cause of a refused join: a worker with another DJANGO_SECRET_KEY.
+            wrong_key = (
+                f"; {refused} join(s) refused for a wrong signature: every worker needs the "
+                "same DJANGO_SECRET_KEY"
+                if refused
+                else ""
+            )
             raise SweepError(
                 f"only {joined} of the {self.wanted} load agents joined within "
                 f"{self.join_timeout_s:g} s ({joined + 1} of {self.hosts} load hosts): start "
                 f"another worker on queue {self.queue} (one per host), or lower the load hosts"
+                f"{wrong_key}"
             )
         return True
 
@@ -326,9 +397,22 @@ class RemoteHosts:
     def _send(self, messages: Sequence[tuple]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for agent, message in zip(self.agents, messages, strict=True):
-            pipe.rpush(self.keys.commands(agent.index), encode(message))
-            pipe.expire(self.keys.commands(agent.index), KEY_TTL_S)
+            key = self.keys.commands(agent.index)
+            pipe.rpush(key, sign(message, numbered(key, self._sent[agent.index])))
+            pipe.expire(key, KEY_TTL_S)
         pipe.execute()
+        for agent in self.agents:
+            self._sent[agent.index] += 1
+
+    def _dropped(self, key: str, sender: str) -> None:
+        """Say once per key that forged messages on it are dropped."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(
+                "sweep #%s: dropped a message from %s on %s: its signature is missing or "
+                "wrong, or it was replayed (further ones on this key are dropped silently)",
+                self.keys.job, sender, key,
+            )  # fmt: skip
 
     async def collect(self, kind: str, timeout: float) -> list[tuple]:
         """Each agent's next reply, in the agents' order; SweepError naming the host of one
@@ -363,12 +447,17 @@ class RemoteHosts:
                     got[agent.index] = ("stopped",)
                 continue
             agent = pending[item[0]]
+            replies = self.keys.replies(agent.index)
             try:
-                message = decode(item[1])
+                message = verify(item[1], numbered(replies, self._read[agent.index]))
+            except Forged:
+                self._dropped(replies, f"the load agent on {agent.host}")
+                continue
             except (ValueError, TypeError, msgpack.UnpackException):
                 raise SweepError(
                     f"the load agent on {agent.host} sent an unreadable reply"
                 ) from None
+            self._read[agent.index] += 1
             if stopping and message[0] != kind:
                 continue
             del pending[item[0]]
@@ -432,6 +521,9 @@ class AgentLink:
         self._push = client.register_script(_GUARDED_PUSH)
         self._set = client.register_script(_GUARDED_SET)
         self._beat: _Beat | None = None
+        self._sent = 0  # replies pushed, signed in turn
+        self._read = 0  # commands taken
+        self._warned = False
         self.stopping = False  # told to stop: it answers "stopped" once its workers are
 
     @classmethod
@@ -456,21 +548,42 @@ class AgentLink:
         self._beat_once()
         self._beat = _Beat(self._beat_once, f"loadgen-agent-{self.index}-beat")
         self._beat.start()
-        return self._push_to(self.keys.joins, (self.index, host, pid, task))
+        return self._push(
+            keys=[self.keys.alive, self.keys.joins],
+            args=[sign((self.index, host, pid, task), self.keys.joins), KEY_TTL_S],
+        )
 
     def _beat_once(self) -> None:
         self._set(keys=[self.keys.alive, self.keys.agent(self.index)], args=[b"1", ALIVE_TTL_S])
 
-    def _push_to(self, key: str, message: tuple) -> bool:
-        return bool(self._push(keys=[self.keys.alive, key], args=[encode(message), KEY_TTL_S]))
-
     def reply(self, message: tuple) -> bool:
         """False when the coordinator is gone."""
-        return self._push_to(self.keys.replies(self.index), message)
+        key = self.keys.replies(self.index)
+        signed = sign(message, numbered(key, self._sent))
+        pushed = bool(self._push(keys=[self.keys.alive, key], args=[signed, KEY_TTL_S]))
+        self._sent += pushed
+        return pushed
 
     def next_command(self, timeout: float = POLL_S) -> tuple | None:
-        item = _blpop(self.redis, [self.keys.commands(self.index)], timeout=timeout)
-        return decode(item[1]) if item is not None else None
+        """The next command, or None: none came within `timeout`, or one not signed by
+        this sweep's coordinator for this place (dropped, logged once)."""
+        key = self.keys.commands(self.index)
+        item = _blpop(self.redis, [key], timeout=timeout)
+        if item is None:
+            return None
+        try:
+            message = verify(item[1], numbered(key, self._read))
+        except Forged:
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "load agent %s of sweep #%s: dropped a command on %s: its signature is "
+                    "missing or wrong, or it was replayed (further ones are dropped silently)",
+                    self.index, self.keys.job, key,
+                )  # fmt: skip
+            return None
+        self._read += 1
+        return cast("tuple", message)
 
     def coordinator_alive(self) -> bool:
         return bool(self.redis.exists(self.keys.alive))
