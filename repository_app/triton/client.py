@@ -89,6 +89,13 @@ class ServerInfo:
         return self.control_mode == "explicit"
 
 
+def _close(client: grpcclient.InferenceServerClient) -> None:
+    with contextlib.suppress(Exception):  # already closed or half torn down
+        client.close()
+    # Its __del__ calls close() again, which fails once grpc is torn down.
+    client.close = lambda: None  # type: ignore[method-assign]
+
+
 class TritonClient:
     def __init__(
         self,
@@ -108,33 +115,40 @@ class TritonClient:
         self.metrics_url = metrics_url
         self.timeout_s = timeout_s
         self.load_timeout_s = load_timeout_s
-        self._local = threading.local()
-        self._opened: list[grpcclient.InferenceServerClient] = []
+        # One gRPC client (one channel) for every thread of the process: gRPC channels are
+        # thread-safe, and Django runs each request's sync code in a thread of its own, so
+        # a client per thread was a client (and ~45 KiB) per request, never freed.
+        self._shared: grpcclient.InferenceServerClient | None = None
+        self._lock = threading.Lock()
+        self.opened = 0  # clients made over the process's life (a new one after a failure)
         # tritonclient's __del__ prints a traceback when it runs during interpreter
-        # shutdown; closing the channels first keeps command output clean.
+        # shutdown; closing the channel first keeps command output clean.
         atexit.register(self.close)
 
     def close(self) -> None:
-        while self._opened:
-            client = self._opened.pop()
-            with contextlib.suppress(Exception):  # already closed or half torn down
-                client.close()
-            # Its __del__ calls close() again, which fails once grpc is torn down.
-            client.close = lambda: None  # type: ignore[method-assign]
+        with self._lock:
+            client, self._shared = self._shared, None
+        if client is not None:
+            _close(client)
 
     # --- plumbing ----------------------------------------------------------------------------
 
     def _client(self) -> grpcclient.InferenceServerClient:
-        client = getattr(self._local, "client", None)
+        client = self._shared
         if client is None:
-            client = grpcclient.InferenceServerClient(self.grpc_url, channel_args=CHANNEL_ARGS)
-            self._local.client = client
-            self._opened.append(client)
+            with self._lock:
+                if self._shared is None:
+                    self._shared = grpcclient.InferenceServerClient(
+                        self.grpc_url, channel_args=CHANNEL_ARGS
+                    )
+                    self.opened += 1
+                client = self._shared
         return client
 
     def _call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        client = self._client()
         try:
-            return getattr(self._client(), method)(
+            return getattr(client, method)(
                 *args, headers=self.headers, client_timeout=timeout or self.timeout_s, **kwargs
             )
         except InferenceServerException as exc:
@@ -143,16 +157,17 @@ class TritonClient:
             error = TritonError(f"Triton unreachable at {self.grpc_url}", unreachable=True)
         if error.unreachable:
             # A fresh channel next time: recovery must not wait out gRPC's reconnect backoff.
-            self._drop_client()
+            self._drop_client(client)
         raise error
 
-    def _drop_client(self) -> None:
-        client = getattr(self._local, "client", None)
-        self._local.client = None
-        if client is not None and client in self._opened:
-            self._opened.remove(client)
-            with contextlib.suppress(Exception):
-                client.close()
+    def _drop_client(self, client: grpcclient.InferenceServerClient) -> None:
+        """Forget ``client`` (the one a failed call used) unless another thread already
+        replaced it; calls still on it end as they would have: Triton is unreachable."""
+        with self._lock:
+            if self._shared is not client:
+                return
+            self._shared = None
+        _close(client)
 
     def _translate(self, exc: InferenceServerException) -> TritonError:
         status = exc.status() or ""
