@@ -1,56 +1,47 @@
 """The config Triton serves, beside the file on disk, and where they differ (drift).
 
 Triton answers its model-config API with the config it loaded: the file as it was at the
-last load (or a load's override), completed with what Triton fills in itself (a version
-policy, instance group names, default file names, pinned-memory options, I/O for
-backends that auto-complete). So drift is judged field by field on what the file says:
-- a top-level field the file sets is compared with the served value, after the fills
-  that never mean a change (instance group names, count 0 as 1, version policy latest 1);
-- a field the file leaves out is ignored when Triton fills it, except the ones Triton
-  never invents (batching, scheduling, parameters, warmup, cache, transaction policy):
-  served but gone from the file is drift too.
-A hand edit, a save without reload and a load with an override all show up here.
+last load (or a load's override), completed with what Triton fills in itself. So the file
+is completed the same way first (``modelconfig.autocomplete.as_triton_completes``, the one
+model of Triton's fills) and compared with the served config field by field; a field
+Triton may fill from what the file cannot tell (a backend reading the model file, an
+ensemble's steps, unknown GPUs) is left out while the file leaves it out. A hand edit, a
+save without reload and a load with an override all show up here; a reload clears them.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from .modelconfig import to_text
+from .modelconfig import FolderFacts, to_text
+from .modelconfig.autocomplete import as_triton_completes
+from .modelconfig.folder import folder_facts
 
 if TYPE_CHECKING:
     from .triton.client import Endpoint
-
-# Fields Triton never fills in: present in what it serves means the file once had them.
-USER_OWNED = (
-    "dynamic_batching",
-    "sequence_batching",
-    "ensemble_scheduling",
-    "parameters",
-    "model_warmup",
-    "response_cache",
-    "model_transaction_policy",
-    "model_metrics",
-)
-IGNORED = ("name",)
 
 
 @dataclass(frozen=True)
 class Drift:
     field: str
-    disk: str  # the file's value, short ("" when the file does not set it)
+    disk: str  # the file's value as Triton completes it, short ("" when it has none)
     served: str  # Triton's value, short ("" when it serves none)
+    filled: bool = False  # the disk value includes Triton's own fills
 
     def describe(self) -> str:
         if not self.disk:
             return f"{self.field}: served {self.served}, not in config.pbtxt"
+        where = "config.pbtxt with Triton's defaults" if self.filled else "config.pbtxt"
         if not self.served:
-            return f"{self.field}: {self.disk} in config.pbtxt, not served"
-        return f"{self.field}: {self.disk} in config.pbtxt, {self.served} served"
+            return f"{self.field}: {self.disk} in {where}, not served"
+        return f"{self.field}: {self.disk} in {where}, {self.served} served"
 
 
 def from_triton(config_json: dict[str, Any]) -> pb.ModelConfig:
@@ -58,23 +49,8 @@ def from_triton(config_json: dict[str, Any]) -> pb.ModelConfig:
     return json_format.ParseDict(config_json, pb.ModelConfig(), ignore_unknown_fields=True)
 
 
-def _normalized(config: pb.ModelConfig) -> pb.ModelConfig:
-    copy = pb.ModelConfig()
-    copy.CopyFrom(config)
-    for group in copy.instance_group:
-        group.ClearField("name")
-        if group.count == 0:
-            group.count = 1
-    policy = copy.version_policy
-    if not copy.HasField("version_policy") or (
-        policy.HasField("latest") and policy.latest.num_versions == 0
-    ):
-        policy.latest.num_versions = 1  # Triton's default, written out when it serves
-    return copy
-
-
-def _value(config: pb.ModelConfig, field: str) -> Any:
-    return json_format.MessageToDict(config, preserving_proto_field_name=True).get(field)
+def _values(config: pb.ModelConfig) -> dict[str, Any]:
+    return json_format.MessageToDict(config, preserving_proto_field_name=True)
 
 
 def _short(value: Any) -> str:
@@ -85,35 +61,28 @@ def _short(value: Any) -> str:
 
 
 def _compact(value: Any) -> str:
-    import json
-
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def _is_set(config: pb.ModelConfig, field: str) -> bool:
-    descriptor = config.DESCRIPTOR.fields_by_name[field]
-    if descriptor.label == descriptor.LABEL_REPEATED:
-        return len(getattr(config, field)) > 0
-    if descriptor.message_type is not None:
-        return config.HasField(field)
-    return getattr(config, field) != descriptor.default_value
-
-
-def drift(disk: pb.ModelConfig, served: pb.ModelConfig) -> list[Drift]:
-    """Where the served config differs from the file, one entry per top-level field."""
-    a, b = _normalized(disk), _normalized(served)
+def drift(
+    disk: pb.ModelConfig,
+    served: pb.ModelConfig,
+    *,
+    folder: FolderFacts | None = None,
+    gpus: Collection[int] | None = None,
+) -> list[Drift]:
+    """Where the served config differs from the file as Triton completes it, one entry per
+    top-level field. ``folder`` and ``gpus``: see ``as_triton_completes``."""
+    completion = as_triton_completes(disk, folder=folder, gpus=gpus)
+    expected, own, answer = _values(completion.config), _values(disk), _values(served)
     found = []
     for field in pb.ModelConfig.DESCRIPTOR.fields_by_name:
-        if field in IGNORED:
+        if field in completion.unknown:
             continue
-        on_disk = _is_set(disk, field) or field == "version_policy"
-        if not on_disk and not (field in USER_OWNED and _is_set(served, field)):
-            continue  # Triton's own fill of something the file leaves out
-        if field in ("backend", "platform") and not _is_set(disk, field):
-            continue
-        left, right = _value(a, field), _value(b, field)
+        left, right = expected.get(field), answer.get(field)
         if left != right:
-            found.append(Drift(field, _short(left), _short(right)))
+            filled = left is not None and left != own.get(field)
+            found.append(Drift(field, _short(left), _short(right), filled))
     return found
 
 
@@ -125,9 +94,12 @@ class Served:
     error: str = ""  # why Triton could not be asked
 
 
-def served_config(server: Endpoint, name: str, disk: pb.ModelConfig | None) -> Served:
-    """What ``server`` serves for ``name`` and its drift from ``disk``; only for a model with
-    a READY version (an unloaded model serves nothing, so nothing can drift)."""
+def served_config(
+    server: Endpoint, name: str, disk: pb.ModelConfig | None, folder: Path | None = None
+) -> Served:
+    """What ``server`` serves for ``name`` and its drift from ``disk`` (the config.pbtxt of
+    the model folder ``folder``); only for a model with a READY version (an unloaded model
+    serves nothing, so nothing can drift)."""
     from .triton.client import TritonError, get_client
 
     client = get_client(server)
@@ -137,7 +109,25 @@ def served_config(server: Endpoint, name: str, disk: pb.ModelConfig | None) -> S
         config = from_triton(client.model_config(name))
     except TritonError as exc:
         return Served(None, "", [], exc.message)
-    return Served(config, to_text(config), drift(disk, config) if disk is not None else [])
+    if disk is None:
+        return Served(config, to_text(config), [])
+    facts = folder_facts(folder, disk.default_model_filename) if folder else None
+    # The server's GPUs only where its fill of the instance groups depends on them.
+    gpus = _server_gpus(server) if _needs_gpus(disk, facts) else None
+    return Served(config, to_text(config), drift(disk, config, folder=facts, gpus=gpus))
+
+
+def _needs_gpus(disk: pb.ModelConfig, facts: FolderFacts | None) -> bool:
+    """Whether Triton's fill of the instance groups depends on the server's GPUs."""
+    return "instance_group" in as_triton_completes(disk, folder=facts).unknown
+
+
+def _server_gpus(server: Endpoint) -> list[int] | None:
+    """The server's GPU ids from its metrics (cached), None when they do not answer."""
+    from .triton.server_facts import server_facts
+
+    facts = server_facts(server)
+    return facts.gpu_ids if facts is not None and facts.gpus_known else None
 
 
 def policy_versions(config: pb.ModelConfig | None, on_disk: list[int]) -> set[int]:

@@ -133,7 +133,9 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
             stats = summarize_all(get_client(server).model_statistics(name)).get(name, [])
         except TritonError:
             stats = []
-        served = served_config(server, name, folder.config if folder else None)
+        served = served_config(
+            server, name, folder.config if folder else None, folder.path if folder else None
+        )
     versions = repository.version_folders(folder) if folder else []
     for version in versions:
         for model_file in version.files:

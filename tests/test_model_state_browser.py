@@ -81,3 +81,45 @@ def test_drift_confirmations_outcome_and_delete(
         client.unload("drift_browser")
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(spare, ignore_errors=True)
+
+
+def test_the_drift_banner_leaves_live_once_a_reload_serves_the_file(
+    browser, web_server, celery_worker, triton, admin_credentials
+):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    # busy_compute leaves Triton fills (preferred batch size, instance group name...).
+    folder = triton.repository / "drift_live"
+    shutil.copytree(
+        triton.repository / "busy_compute", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    config = folder / "config.pbtxt"
+    original = config.read_text().replace('"busy_compute"', '"drift_live"')
+    config.write_text(original)
+    client.load("drift_live")
+    page = browser.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/drift_live/")
+        page.wait_for_selector("#live-status.ok")
+        # What Triton filled in itself is no drift.
+        assert page.locator("#drift-card").count() == 0, page.text_content("#drift-slot")
+        assert "(the same as config.pbtxt)" in page.text_content("#served-config summary")
+
+        config.write_text(original.replace("max_batch_size: 32", "max_batch_size: 16"))
+        page.goto(f"{web_server.url}/models/drift_live/")
+        page.wait_for_selector("#live-status.ok")
+        assert "max_batch_size: 16 in config.pbtxt, 32 served" in page.text_content("#drift-card")
+        page.evaluate("window.sameDocument = true")  # gone if the page navigates
+        page.once("dialog", lambda dialog: dialog.accept())  # it is serving: reload asks
+        page.click("#drift-reload")
+        page.wait_for_selector("#drift-card", state="detached")
+        wait_js(
+            page,
+            "document.getElementById('action-message').textContent.includes('reloaded: READY')",
+        )
+        assert page.evaluate("window.sameDocument === true")
+        assert "(the same as config.pbtxt)" in page.text_content("#served-config summary")
+        assert client.model_config("drift_live")["max_batch_size"] == 16
+    finally:
+        client.unload("drift_live")
+        shutil.rmtree(folder, ignore_errors=True)

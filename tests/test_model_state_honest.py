@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
+from tritonclient.grpc import model_config_pb2
 
 from repository_app import control, served, servers
-from repository_app.modelconfig import parse_config
+from repository_app.modelconfig import FolderFacts, parse_config
+from repository_app.modelconfig.autocomplete import as_triton_completes
 from repository_app.status import display, state_json
 from repository_app.triton.client import ModelState, TritonClient
 from repository_app.uploads import publish
@@ -20,6 +22,7 @@ from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
+KIND = model_config_pb2.ModelInstanceGroup
 DISK = """name: "m"
 backend: "python"
 max_batch_size: 8
@@ -28,7 +31,8 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 100 }
 instance_group [ { count: 1 kind: KIND_CPU } ]
 """
-# What Triton answers for DISK: the same, plus the fields it fills itself.
+# What Triton 2.51 answers for DISK (its model-config API, as JSON): the same, plus the
+# fields it fills itself.
 SERVED = {
     "name": "m",
     "backend": "python",
@@ -38,9 +42,14 @@ SERVED = {
     "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": ["4"]}],
     "instance_group": [{"name": "m_0", "count": 1, "kind": "KIND_CPU"}],
     "default_model_filename": "model.py",
-    "dynamic_batching": {"max_queue_delay_microseconds": "100"},
-    "optimization": {"input_pinned_memory": {"enable": True}},
+    "dynamic_batching": {"max_queue_delay_microseconds": "100", "preferred_batch_size": [8]},
+    "optimization": {
+        "input_pinned_memory": {"enable": True},
+        "output_pinned_memory": {"enable": True},
+    },
 }
+# A model folder whose model.py does not complete its own config.
+PYTHON_FOLDER = FolderFacts(Path("m"), version_files={"model.py"}, python_auto_complete=False)
 
 
 def config(text: str = DISK):  # type: ignore[no-untyped-def]
@@ -50,20 +59,87 @@ def config(text: str = DISK):  # type: ignore[no-untyped-def]
 
 
 def test_what_triton_fills_in_itself_is_not_drift():
-    assert served.drift(config(), served.from_triton(SERVED)) == []
+    assert served.drift(config(), served.from_triton(SERVED), folder=PYTHON_FOLDER) == []
 
 
 def test_a_changed_removed_or_added_field_is_drift():
     changed = config(DISK.replace("max_batch_size: 8", "max_batch_size: 4"))
-    fields = {d.field: d for d in served.drift(changed, served.from_triton(SERVED))}
-    assert set(fields) == {"max_batch_size"}
+    fields = {
+        d.field: d for d in served.drift(changed, served.from_triton(SERVED), folder=PYTHON_FOLDER)
+    }
+    # Triton would also fill the preferred batch size from the new max_batch_size.
+    assert set(fields) == {"max_batch_size", "dynamic_batching"}
     assert fields["max_batch_size"].describe() == "max_batch_size: 4 in config.pbtxt, 8 served"
+    assert "in config.pbtxt with Triton's defaults" in fields["dynamic_batching"].describe()
     removed = config(DISK.replace("dynamic_batching { max_queue_delay_microseconds: 100 }\n", ""))
-    drift = served.drift(removed, served.from_triton(SERVED))
+    drift = served.drift(removed, served.from_triton(SERVED), folder=PYTHON_FOLDER)
     assert [d.field for d in drift] == ["dynamic_batching"]
     assert "not in config.pbtxt" in drift[0].describe()
     added = config(DISK + 'parameters [ { key: "k" value: { string_value: "v" } } ]\n')
-    assert [d.field for d in served.drift(added, served.from_triton(SERVED))] == ["parameters"]
+    assert [
+        d.field for d in served.drift(added, served.from_triton(SERVED), folder=PYTHON_FOLDER)
+    ] == ["parameters"]
+
+
+def completed(text: str, **facts):  # type: ignore[no-untyped-def]
+    return as_triton_completes(config(text), **facts)
+
+
+def test_triton_fills_batching_scheduling_policy_and_pinned_memory():
+    sparse = completed(
+        'name: "m"\nmax_batch_size: 8\ndynamic_batching { }\n', folder=PYTHON_FOLDER, gpus=[]
+    )
+    c = sparse.config
+    assert (c.backend, c.default_model_filename) == ("python", "model.py")
+    assert list(c.dynamic_batching.preferred_batch_size) == [8]
+    assert c.version_policy.latest.num_versions == 1
+    assert c.optimization.input_pinned_memory.enable and c.optimization.output_pinned_memory.enable
+    assert [(g.name, g.kind, g.count) for g in c.instance_group] == [("m", KIND.KIND_CPU, 1)]
+    assert sparse.unknown == frozenset()
+    unbatched = completed('name: "m"\nbackend: "python"\ndynamic_batching { }\n').config
+    assert list(unbatched.dynamic_batching.preferred_batch_size) == []
+    sequence = completed(
+        'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+        "sequence_batching { oldest { max_candidate_sequences: 2 } }\n"
+    ).config.sequence_batching
+    assert sequence.max_sequence_idle_microseconds == 1_000_000
+    assert list(sequence.oldest.preferred_batch_size) == [4]
+    off = completed('name: "m"\noptimization { input_pinned_memory { enable: false } }\n')
+    assert not off.config.optimization.input_pinned_memory.enable
+
+
+def test_instance_groups_follow_the_servers_gpus_and_the_backend():
+    groups = 'name: "m"\nbackend: "python"\ninstance_group [ { kind: KIND_AUTO }, { count: 2 } ]\n'
+    on_gpus = completed(groups, gpus=[0, 1]).config.instance_group
+    assert [(g.name, g.kind, list(g.gpus), g.count) for g in on_gpus] == [
+        ("m_0", KIND.KIND_GPU, [0, 1], 1),
+        ("m_1", KIND.KIND_GPU, [0, 1], 2),
+    ]
+    assert all(g.kind == KIND.KIND_CPU for g in completed(groups, gpus=[]).config.instance_group)
+    missing = 'name: "m"\nbackend: "python"\ninstance_group [ { gpus: [ 3 ] } ]\n'
+    assert completed(missing, gpus=[0]).config.instance_group[0].kind == KIND.KIND_CPU
+    assert "instance_group" in completed(groups, gpus=None).unknown  # unknown GPUs
+    assert "instance_group" not in completed(groups, gpus=[]).unknown
+    onnx = completed('name: "m"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 1\n', gpus=[])
+    assert [(g.kind, g.count) for g in onnx.config.instance_group] == [(KIND.KIND_CPU, 2)]
+    openvino = completed('name: "m"\nbackend: "openvino"\n', gpus=[0]).config.instance_group
+    assert [(g.kind, g.count) for g in openvino] == [(KIND.KIND_CPU, 1)]
+
+
+def test_what_a_backend_or_an_ensembles_steps_decide_is_left_out():
+    onnx = completed('name: "m"\nplatform: "onnxruntime_onnx"\n', gpus=[])
+    assert onnx.unknown == {"input", "output", "max_batch_size", "dynamic_batching"}
+    # Its batch size would fill the preferred sizes of the file's batching.
+    oldest = 'name: "m"\nplatform: "onnxruntime_onnx"\nsequence_batching { oldest { } }\n'
+    assert {"max_batch_size", "sequence_batching"} <= completed(oldest, gpus=[]).unknown
+    assert completed(DISK, folder=PYTHON_FOLDER).unknown == frozenset()
+    hooked = FolderFacts(Path("m"), version_files={"model.py"}, python_auto_complete=True)
+    assert "model_transaction_policy" in completed('name: "m"\n', folder=hooked).unknown
+    ensemble = 'name: "e"\nplatform: "ensemble"\nensemble_scheduling { step [ ] }\n'
+    assert completed(ensemble).unknown == {"model_transaction_policy"}
+    steps = completed(ensemble, steps_decoupled=True).config
+    assert steps.model_transaction_policy.decoupled and not steps.instance_group
+    assert not steps.HasField("optimization") and not steps.backend
 
 
 def test_versions_say_whether_triton_serves_them():
@@ -216,6 +292,95 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
 
 
 # --- against the real tritonserver --------------------------------------------------------
+
+
+# Python models, each leaving Triton one of its fills (on top of the version policy, the
+# instance groups, default file name and pinned memory every one of them leaves it).
+ADD_SUB_IO = """input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] },
+        { name: "INPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] },
+         { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 16 ] } ]
+"""
+FILLS = {
+    "batching_empty": "max_batch_size: 8\ndynamic_batching { }\n",
+    "batching_unbatched": "dynamic_batching { }\n",
+    "sequence_empty": "max_batch_size: 8\nsequence_batching { }\n",
+    "sequence_oldest": "max_batch_size: 8\nsequence_batching { oldest { max_candidate_sequences: 4 } }\n",
+    "groups_none": "max_batch_size: 8\n",
+    "groups_partial": "instance_group [ { kind: KIND_CPU }, { count: 2 }, { kind: KIND_AUTO } ]\n",
+    "pinned_off": "optimization { input_pinned_memory { enable: false } }\n",
+}
+PREFIX = "fills_"
+
+
+def write_fill_models(repository: Path) -> list[str]:
+    """Private copies of the demo models (an ensemble over the copies) and the FILLS models,
+    named PREFIX + name; the names, the ensemble last (it needs its steps loaded)."""
+    names = []
+    demo = sorted(p.name for p in DEMO.iterdir() if (p / "config.pbtxt").is_file())
+    for model in demo:
+        target = repository / f"{PREFIX}{model}"
+        shutil.copytree(DEMO / model, target, ignore=shutil.ignore_patterns("__pycache__"))
+        text = (target / "config.pbtxt").read_text()
+        for other in demo:  # its own name and an ensemble's steps
+            text = text.replace(f'"{other}"', f'"{PREFIX}{other}"')
+        (target / "config.pbtxt").write_text(text)
+        names.append(target.name)
+    for model, body in FILLS.items():
+        target = repository / f"{PREFIX}{model}"
+        (target / "1").mkdir(parents=True)
+        shutil.copy(DEMO / "add_sub" / "1" / "model.py", target / "1" / "model.py")
+        # Neither name nor backend: Triton takes them from the folder and model.py.
+        (target / "config.pbtxt").write_text(ADD_SUB_IO + body)
+        names.append(target.name)
+    return sorted(names, key=lambda n: "ensemble" in n)
+
+
+def drift_of(server, repository: Path, name: str) -> list[str]:  # type: ignore[no-untyped-def]
+    from repository_app.repository import read_config
+
+    config, error = read_config(repository / name / "config.pbtxt")
+    assert config is not None, error
+    found = served.served_config(server, name, config, repository / name)
+    assert found.config is not None, (name, found.error)
+    return [d.describe() for d in found.drift]
+
+
+@pytest.mark.integration
+def test_what_a_real_triton_fills_is_no_drift_after_a_load_but_an_edit_is(triton):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    server = servers.default()
+    names = write_fill_models(triton.repository)
+    try:
+        for name in names:
+            assert any(s.state == "READY" for s in client.load(name)), name
+        assert {name: drift_of(server, triton.repository, name) for name in names} == {
+            name: [] for name in names
+        }
+        # An edit after the load is still drift, also where Triton fills the field.
+        edits = {
+            "batching_empty": ("dynamic_batching { }\n", ""),
+            "groups_none": ("max_batch_size: 8\n", "max_batch_size: 8\ninstance_group [ { count: 2 } ]\n"),
+            "ensemble_two_step": ("model_version: -1", "model_version: 1"),
+        }  # fmt: skip
+        for model, (old, new) in edits.items():
+            path = triton.repository / f"{PREFIX}{model}" / "config.pbtxt"
+            path.write_text(path.read_text().replace(old, new, 1))
+        assert drift_of(server, triton.repository, f"{PREFIX}batching_empty") == [
+            'dynamic_batching: served {"preferred_batch_size":[8]}, not in config.pbtxt'
+        ]
+        groups = drift_of(server, triton.repository, f"{PREFIX}groups_none")
+        assert [d.split(":")[0] for d in groups] == ["instance_group"], groups
+        steps = drift_of(server, triton.repository, f"{PREFIX}ensemble_two_step")
+        assert [d.split(":")[0] for d in steps] == ["ensemble_scheduling"], steps
+        # A reload serves the file: no drift left.
+        client.load(f"{PREFIX}groups_none")
+        assert drift_of(server, triton.repository, f"{PREFIX}groups_none") == []
+    finally:
+        for name in reversed(names):
+            client.unload(name)
+        for name in names:
+            shutil.rmtree(triton.repository / name, ignore_errors=True)
 
 
 @pytest.mark.integration
