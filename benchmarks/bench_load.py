@@ -2,10 +2,13 @@
 polling costs Triton.
 
     .venv/bin/python benchmarks/bench_load.py [--viewers 200] [--users 50] [--browse-s 60] [--rounds 6]
-        [--only fanout|browse|poller]
+        [--only fanout|browse|think|poller] [--workers 1,2] [--think-s 1]
 
-Starts its own tritonserver and Daphne (with a throwaway SQLite database); uses the Redis
-at REDIS_URL (default redis://127.0.0.1:6379/7, a database number it may flush).
+Starts its own tritonserver and the web server (`python -m dashboard.serve --workers N`,
+once per value of --workers, in turn, against the same Triton: side by side in one run)
+with a throwaway SQLite database; uses the Redis at REDIS_URL (default
+redis://127.0.0.1:6379/7, a database number it may flush). Each web server's RSS (all its
+processes) is printed after a warm-up and at the end.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ def pct(values: list[float], p: float) -> float:
     return (
         ordered[min(len(ordered) - 1, int(p / 100 * (len(ordered) - 1) + 0.5))] if ordered else 0.0
     )
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The RSS of a process and its children (the web front and its Daphnes)."""
+    pids = {pid}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        pids |= {int(c) for c in (task / "children").read_text().split()}
+    return sum(rss_mb(p)[0] for p in pids if Path(f"/proc/{p}").exists())
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -96,7 +107,11 @@ async def websocket_fanout(base: str, cookie: str, viewers: int, events_n: int, 
     )
 
 
-async def browsing(base: str, cookie: str, users: int, seconds: float, models: list[str]) -> str:
+async def browsing(
+    base: str, cookie: str, users: int, seconds: float, models: list[str], think_s: float = 0.0
+) -> str:
+    """``users`` closed-loop users over /models/ and model pages, each pausing ``think_s``
+    between pages (0: as fast as answers come)."""
     import aiohttp
 
     latencies: list[float] = []
@@ -120,10 +135,13 @@ async def browsing(base: str, cookie: str, users: int, seconds: float, models: l
                 except aiohttp.ClientError:
                     errors += 1
                 latencies.append((time.perf_counter() - start) * 1000)
+                if think_s:
+                    await asyncio.sleep(think_s)
 
     await asyncio.gather(*(user(i) for i in range(users)))
+    think = f", {think_s:g} s think time" if think_s else " (closed loop)"
     return (
-        f"| {users} users browsing /models/ and model pages for {seconds:.0f} s | "
+        f"| {users} users browsing /models/ and model pages for {seconds:.0f} s{think} | "
         f"{len(latencies) / seconds:.1f} requests/s | p50 {pct(latencies, 50):.0f} ms, "
         f"p95 {pct(latencies, 95):.0f} ms | {errors} errors |"
     )
@@ -195,7 +213,11 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--browse-s", type=float, default=60)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--only", choices=["fanout", "browse", "poller"], help="one scenario")
+    parser.add_argument(
+        "--only", choices=["fanout", "browse", "think", "poller"], help="one scenario"
+    )
+    parser.add_argument("--workers", default="1,2", help="web processes, one run per value")
+    parser.add_argument("--think-s", type=float, default=1.0, help="the think-time scenario's")
     args = parser.parse_args()
     work = setup_django()
     import redis
@@ -222,7 +244,6 @@ def main() -> int:
     session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
     session["_auth_user_hash"] = user.get_session_auth_hash()
     session.save()
-    port = svc.free_port()
     env = {
         **os.environ,
         "DATABASE_URL": os.environ["DATABASE_URL"],
@@ -231,34 +252,52 @@ def main() -> int:
         "TRITON_METRICS_URL": settings.TRITON_METRICS_URL,
         "MODEL_REPOSITORY": str(repo),
     }
-    web = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    models = ["add_sub", "add_batched", "busy_compute"]
+    rows = []
     try:
-        svc.wait_until(lambda: svc.port_is_open("127.0.0.1", port), 30, "daphne", web)
         TritonClient(grpc_url, settings.TRITON_METRICS_URL).repository_index()
-        rows = []
-        if args.only in (None, "fanout"):
-            rows.append(
-                asyncio.run(
-                    websocket_fanout(base, session.session_key, args.viewers, args.events, web.pid)
+        for workers in [int(w) for w in args.workers.split(",")]:
+            port = svc.free_port()
+            web = subprocess.Popen(
+                [sys.executable, "-m", "dashboard.serve", "--workers", str(workers), "-b",
+                 "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+            base = f"http://127.0.0.1:{port}"
+            label = f"{workers} Daphne process{'es' if workers > 1 else ''}"
+            try:
+                svc.wait_until(lambda p=port: svc.port_is_open("127.0.0.1", p), 60, "web", web)
+                key = session.session_key
+                asyncio.run(browsing(base, key, 8, 5, models))  # warm-up
+                warm = tree_rss_mb(web.pid)
+                if args.only in (None, "fanout"):
+                    row = asyncio.run(
+                        websocket_fanout(base, key, args.viewers, args.events, web.pid)
+                    )
+                    rows.append(f"| {label} {row[1:]}")
+                if args.only in (None, "browse"):
+                    row = asyncio.run(browsing(base, key, args.users, args.browse_s, models))
+                    rows.append(f"| {label} {row[1:]}")
+                if args.only in (None, "think"):
+                    row = asyncio.run(
+                        browsing(base, key, args.users, args.browse_s, models, args.think_s)
+                    )
+                    rows.append(f"| {label} {row[1:]}")
+                end = tree_rss_mb(web.pid)
+                rows.append(
+                    f"| {label}: web RSS (all processes) | {warm:.0f} MiB after warm-up | "
+                    f"{end:.0f} MiB at the end | {end - warm:+.0f} MiB |"
                 )
-            )
-        if args.only in (None, "browse"):
-            models = ["add_sub", "add_batched", "busy_compute"]
-            rows.append(
-                asyncio.run(browsing(base, session.session_key, args.users, args.browse_s, models))
-            )
+            finally:
+                svc.stop(web)
         if args.only in (None, "poller"):
             rows.append(poller_overhead(grpc_url, settings.TRITON_METRICS_URL, args.rounds))
     finally:
-        svc.stop(web)
         svc.stop(triton)
         shutil.rmtree(work, ignore_errors=True)
-    print("### Load figures (one Daphne process, one tritonserver, this machine)\n")
-    print("| scenario | result | latency | other |")
+    print("### Load figures (web processes side by side, one tritonserver, this machine)\n")
+    print("| web: scenario | result | latency | other |")
     print("|---|---|---|---|")
     for row in rows:
         print(row)

@@ -17,12 +17,26 @@ Daphne writes every event into the TCP connection's buffer however far behind it
 is. Here each websocket connection tells, through Twisted's producer API, when its send
 buffer is over the read size; a client that stays behind by WEBSOCKET_MAX_BACKLOG bytes
 more is disconnected (the page reconnects and resyncs over HTTP, see static/js/live.js).
+
+Several processes: one Daphne is one Python process, bound by its GIL (50 users on the
+model pages: 41-51 requests/s on one, about twice that on two). With ``--workers N``
+(default WEB_WORKERS, else the number of cores) the first process binds the address,
+starts N Daphnes that accept on that one listening socket (``--fd``: the kernel hands each
+connection to one of them), restarts one that dies, and stops them all on SIGTERM or
+SIGINT. Each keeps everything above. Websockets work across them through the Channels
+Redis layer; nothing a request needs lives in one process's memory alone.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
+import os
+import signal
+import socket
+import subprocess
 import sys
+import time
 from typing import Any
 
 from daphne import server as daphne_server
@@ -40,6 +54,9 @@ from .memory import tune_malloc
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
 WEBSOCKET_MAX_BACKLOG = env_int("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024, minimum=64 * 1024)
+WEB_WORKERS = env_int("WEB_WORKERS", os.cpu_count() or 1, minimum=1)
+MAX_WORKERS = 64
+RESTART_PAUSE_S = 1.0
 log = logging.getLogger("dashboard.serve")
 
 
@@ -184,11 +201,97 @@ class DashboardCommandLine(CommandLineInterface):
     server_class = DashboardServer
 
 
-def main(argv: list[str] | None = None) -> None:
+def serve_one(argv: list[str]) -> None:
+    """One Daphne, with the changes above, on Daphne's own command line."""
     tune_malloc()
     # A class attribute Twisted documents as the read size of a connection.
     tcp.Connection.bufferSize = READ_SIZE
-    DashboardCommandLine().run(sys.argv[1:] if argv is None else argv)
+    DashboardCommandLine().run(argv)
+
+
+def _front_arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """``--workers`` and the address (``-b``/``-p``) the front binds; the rest is Daphne's."""
+    front = argparse.ArgumentParser(add_help=False)
+    front.add_argument("--workers", type=int, default=WEB_WORKERS)
+    front.add_argument("-b", "--bind", default="127.0.0.1")
+    front.add_argument("-p", "--port", type=int, default=8000)
+    options, rest = front.parse_known_args(argv)
+    if not 1 <= options.workers <= MAX_WORKERS:
+        raise SystemExit(f"--workers (WEB_WORKERS): 1 to {MAX_WORKERS}, got {options.workers}")
+    return options, rest
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Workers:
+    """N Daphnes on one listening socket, each restarted when it dies, all stopped on
+    SIGTERM/SIGINT (what the supervisor, Docker or Ctrl-C send)."""
+
+    def __init__(self, sock: socket.socket, count: int, daphne_args: list[str]) -> None:
+        self.sock = sock
+        self.count = count
+        self.daphne_args = daphne_args
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.stopping = False
+
+    def start(self, index: int) -> None:
+        fd = self.sock.fileno()
+        self.procs[index] = subprocess.Popen(
+            [sys.executable, "-m", "dashboard.serve", "--worker", "--fd", str(fd),
+             *self.daphne_args],
+            pass_fds=(fd,),
+            env={**os.environ, "WEB_WORKER_INDEX": str(index)},
+        )  # fmt: skip
+
+    def stop(self, *_: object) -> None:
+        self.stopping = True
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+        for index in range(self.count):
+            self.start(index)
+        log.info("web: %d Daphne workers on one socket", self.count)
+        while not self.stopping:
+            time.sleep(0.5)
+            for index, proc in list(self.procs.items()):
+                if proc.poll() is not None and not self.stopping:
+                    log.error("web worker %d exited with %s: restarting it", index, proc.returncode)
+                    time.sleep(RESTART_PAUSE_S)
+                    self.start(index)
+        deadline = time.monotonic() + 20
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if "--worker" in args:  # one of the front's Daphnes
+        serve_one([a for a in args if a != "--worker"])
+        return
+    options, daphne_args = _front_arguments(args)
+    if options.workers == 1 or any(a in daphne_args for a in ("--fd", "-u", "-e")):
+        serve_one(["-b", options.bind, "-p", str(options.port), *daphne_args])
+        return
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    sock = listening_socket(options.bind, options.port)
+    raise SystemExit(Workers(sock, options.workers, daphne_args).run())
 
 
 if __name__ == "__main__":

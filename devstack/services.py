@@ -8,6 +8,7 @@ Debian's redis-server, with its data under var/.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -34,7 +35,30 @@ def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+LISTEN_PORTS_FROM = 20000
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A free port to listen on, below the kernel's ephemeral range: a port the kernel
+    handed out for binding (port 0) comes from that range, where any outgoing connection (a
+    load generator opens thousands) may take it before the server binds it."""
+    top = _ephemeral_start()
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.randrange(LISTEN_PORTS_FROM, top) if top > LISTEN_PORTS_FROM else 0
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

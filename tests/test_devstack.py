@@ -177,3 +177,13 @@ def test_a_private_redis_takes_the_password_of_redis_url_from_a_file_not_the_com
         assert (tmp_path / "redis" / "auth.conf").stat().st_mode & 0o077 == 0
     finally:
         svc.stop(proc)
+
+
+def test_free_ports_come_from_below_the_ephemeral_range():
+    """An ephemeral port (what binding port 0 gives) can be taken by any outgoing connection
+    before the server binds it: a load generator's thousands collided with test stacks."""
+    from devstack import services as svc
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [svc.free_port() for _ in range(20)]
+    assert all(svc.LISTEN_PORTS_FROM <= port < low for port in ports), ports

@@ -3,6 +3,7 @@ ASGI server's memory stays flat however many requests it serves."""
 
 from __future__ import annotations
 
+import os
 import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -64,3 +65,59 @@ def test_every_thread_shares_one_grpc_client_per_server(triton: TritonFixture):
     assert client.opened == 1
     client.close()
     assert client.is_live() and client.opened == 2  # reopened after close, once
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def test_several_daphnes_share_one_socket_and_a_dead_one_is_replaced(
+    service_env: dict[str, str], tmp_path: Path
+):
+    """`python -m dashboard.serve --workers 2`, as `make run` and the image start it."""
+    import signal
+    import subprocess
+    import sys
+
+    from devstack import services as svc
+
+    from .conftest import ROOT, SERVICE_START_S, wait_for
+
+    port = svc.free_port()
+    log = tmp_path / "web.log"
+    front = subprocess.Popen(
+        svc.tied_to_parent(
+            [sys.executable, "-m", "dashboard.serve", "--workers", "2", "-b", "127.0.0.1",
+             "-p", str(port), "dashboard.asgi:application"]
+        ),
+        cwd=ROOT, env={**service_env, "WEB_WORKERS": "1"}, stdout=log.open("ab"),
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        svc.wait_until(
+            lambda: svc.port_is_open("127.0.0.1", port), SERVICE_START_S, "web", front, log
+        )
+        login = f"http://127.0.0.1:{port}/accounts/login/"
+
+        def answers() -> bool:
+            with urllib.request.urlopen(login, timeout=60) as answer:
+                return bool(answer.status == 200)
+
+        workers = wait_for(lambda: len(_children(front.pid)) == 2 and _children(front.pid),
+                           SERVICE_START_S, "two web workers")  # fmt: skip
+        assert all(answers() for _ in range(20))
+        dead = min(workers)
+        os.kill(dead, signal.SIGKILL)
+        wait_for(lambda: dead not in _children(front.pid) and len(_children(front.pid)) == 2,
+                 SERVICE_START_S, "the dead web worker replaced")  # fmt: skip
+        wait_for(answers, SERVICE_START_S, "the web answering again")
+        assert all(answers() for _ in range(20))
+        left = _children(front.pid)
+        front.terminate()
+        assert front.wait(30) == 0
+        assert not [pid for pid in left if Path(f"/proc/{pid}").exists()]
+    finally:
+        svc.stop(front)
