@@ -10,12 +10,15 @@ set of that server for "restore previous loads". Every function takes the server
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
+from django.conf import settings
 from django.db import close_old_connections
 
 from . import events
@@ -36,8 +39,49 @@ NOT_EXPLICIT = (
 )
 
 _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="triton-control")
-_inflight: set[tuple[str, str]] = set()  # (server, model)
+# (server, model) -> this process's token for its claim. The claim itself is a Redis key,
+# shared by every web process, worker and command (the web runs several processes); the
+# set alone stands in while Redis does not answer.
+_inflight: dict[tuple[str, str], str] = {}
 _inflight_lock = threading.Lock()
+# A claim outlives no action: a load is bounded by TRITON_LOAD_TIMEOUT_S, and a process
+# killed mid-action leaves a key that expires.
+CLAIM_MARGIN_S = 60
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+def _claim_key(server: str, name: str) -> str:
+    return f"dashboard:control:inflight:{server}:{name}"
+
+
+def _take(server: str, name: str) -> bool:
+    """Mark (server, model) in flight for every process; False when it already is."""
+    token = secrets.token_hex(8)
+    with _inflight_lock:
+        if (server, name) in _inflight:
+            return False
+        try:
+            ttl = int(settings.TRITON_LOAD_TIMEOUT_S) + CLAIM_MARGIN_S
+            if not events.shared_redis().set(_claim_key(server, name), token, nx=True, ex=ttl):
+                return False
+        except (redis.RedisError, OSError) as exc:
+            log.warning("control claims in this process only (Redis: %s)", exc)
+        _inflight[(server, name)] = token
+        return True
+
+
+def _give_back(server: str, name: str) -> None:
+    with _inflight_lock:
+        token = _inflight.pop((server, name), None)
+    if token is None:
+        return
+    try:
+        events.shared_redis().eval(_RELEASE, 1, _claim_key(server, name), token)
+    except (redis.RedisError, OSError) as exc:  # the key expires on its own
+        log.warning("control claim of %s on %s not released now (Redis: %s)", name, server, exc)
 
 
 @dataclass
@@ -88,10 +132,8 @@ def claim(server: Server, action: str, name: str, username: str) -> None:
         raise ActionRefused(
             f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it", reason="busy"
         )
-    with _inflight_lock:
-        if (server.name, name) in _inflight:
-            raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
-        _inflight.add((server.name, name))
+    if not _take(server.name, name):
+        raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
     events.publish(
         events.repository_group(server.name),
         "model.action",
@@ -101,8 +143,7 @@ def claim(server: Server, action: str, name: str, username: str) -> None:
 
 def release(server: Server, name: str) -> None:
     """The end of what ``claim`` began (whatever the outcome)."""
-    with _inflight_lock:
-        _inflight.discard((server.name, name))
+    _give_back(server.name, name)
 
 
 def start_action(

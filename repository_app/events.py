@@ -106,6 +106,11 @@ def snapshot_key(server: str) -> str:
 _clients: dict[str, redis.Redis] = {}
 
 
+def shared_redis() -> redis.Redis:
+    """The pooled client of REDIS_URL, for what several processes must share."""
+    return _redis()
+
+
 def _redis() -> redis.Redis:
     """One pooled client per Redis URL (redis-py's pool is thread-safe and starts afresh in
     a forked worker); a new client per publish cost a TCP connect each time."""
