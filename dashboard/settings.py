@@ -69,6 +69,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A reading request asks Triton, the registry and the narrowings each question once.
+    "dashboard.request_memo.RequestMemoMiddleware",
     "dashboard.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -211,6 +213,21 @@ TRITON_API_KEY = env_str("TRITON_API_KEY", "")
 TRITON_REQUIRE_LOCAL_WORKER = env_bool("TRITON_REQUIRE_LOCAL_WORKER", False)
 TRITON_POLL_INTERVAL_S = env_number("TRITON_POLL_INTERVAL_S", 1.0, minimum=0.1)
 MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
+
+# The folders a registered server's model repository must lie in (or be): absolute paths
+# separated by commas or os.pathsep. Empty: MODEL_REPOSITORY's parent folder, read when used
+# (repository_app.server_rules.repository_roots). MODEL_REPOSITORY itself is always allowed.
+_roots = [
+    item.strip()
+    for part in env_str("MODEL_REPOSITORY_ROOTS", "").split(os.pathsep)
+    for item in part.split(",")
+    if item.strip()
+]
+if any(not Path(root).expanduser().is_absolute() for root in _roots):
+    from .env import config_error
+
+    config_error("MODEL_REPOSITORY_ROOTS", f"must list absolute paths, got {_roots!r}")
+MODEL_REPOSITORY_ROOTS: list[Path] = [Path(root).expanduser().resolve() for root in _roots]
 
 LOGGING = {
     "version": 1,

@@ -7,11 +7,17 @@ Paths are resolved before they are used: a model folder, config.pbtxt or model f
 is a symbolic link to somewhere outside its model repository is refused (``model_folder``,
 ``read_config``) or listed without being read (``version_folders``), so nobody reads or
 writes outside the repository through a link planted in it.
+
+A repository outside MODEL_REPOSITORY_ROOTS (a server stored before the setting changed,
+or before it existed) is not read at all: ``scan`` and ``model_names`` list nothing (and log
+why) and ``model_folder`` and ``sha256_of`` refuse it (``check_root``), so a server's
+repository is checked when it is read, not only when it is stored.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -23,9 +29,16 @@ from tritonclient.grpc import model_config_pb2
 from .disk import version_numbers
 from .modelconfig.parsing import parse_config
 from .naming import RepositoryError, check_model_name, unsafe_name_reason
+from .server_rules import outside_roots
 
-__all__ = ["RepositoryError", "check_model_name"]
+__all__ = ["RepositoryError", "check_model_name", "check_root"]
+log = logging.getLogger(__name__)
 OUTSIDE = "a symbolic link to outside the model repository: the dashboard does not follow it"
+# Shown to any reader: no server paths.
+OUTSIDE_ROOTS = (
+    "this server's model repository is outside MODEL_REPOSITORY_ROOTS: the dashboard neither "
+    "lists nor reads it until an Admin moves it there (the Servers page)"
+)
 
 CONFIG_FILE = "config.pbtxt"
 KIND_NAMES = {v: k for k, v in model_config_pb2.ModelInstanceGroup.Kind.items()}
@@ -106,11 +119,19 @@ def leaves(path: Path, root: Path) -> bool:
     return real != base and base not in real.parents
 
 
+def check_root(root: Path) -> None:
+    """RepositoryError (OUTSIDE_ROOTS) when ``root`` is not a model repository the dashboard
+    may read: outside MODEL_REPOSITORY_ROOTS, every link resolved (server_rules)."""
+    if outside_roots(root):
+        raise RepositoryError(OUTSIDE_ROOTS)
+
+
 def model_folder(name: str, root: Path) -> Path:
     """``root/name`` for a model name in the safe set whose folder exists inside the
     repository; RepositoryError (its message fit for a user, without the server's paths)
     otherwise. The one place a model name becomes a folder."""
     check_model_name(name)
+    check_root(root)
     path = Path(root) / name
     if path.is_symlink() and leaves(path, Path(root)):
         raise RepositoryError(f"model folder '{name}' is {OUTSIDE}")
@@ -152,7 +173,11 @@ def _describe(finding) -> str:  # type: ignore[no-untyped-def]
 
 
 def _model_entries(root: Path) -> list[os.DirEntry[str]]:
-    """The model folders under root: every folder but hidden ones."""
+    """The model folders under root: every folder but hidden ones; none outside
+    MODEL_REPOSITORY_ROOTS (the page lists nothing rather than fail)."""
+    if outside_roots(root):
+        log.warning("not listing the model repository %s: %s", root, OUTSIDE_ROOTS)
+        return []
     if not root.is_dir():
         return []
     with os.scandir(root) as entries:
@@ -266,6 +291,7 @@ def sha256_of(path: Path, root: Path) -> str:
     size and mtime are unchanged."""
     from .models import FileDigest
 
+    check_root(Path(root))
     if path.is_symlink() and leaves(path, Path(root)):
         raise RepositoryError(f"{path.name} is {OUTSIDE}")
     stat = path.stat()

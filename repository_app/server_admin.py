@@ -27,7 +27,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from . import events, poller, reachability, servers
+from . import events, poller, reachability, server_access, servers
 from .models import ModelIntent, TritonServer
 from .server_rules import NAME_RULE, InvalidServer, check, labels_text
 from .servers import Server, UnknownServer
@@ -126,10 +126,13 @@ def with_defaults(fields: Mapping[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def validate(fields: Mapping[str, Any], *, editing: TritonServer | None = None) -> dict[str, Any]:
+def validate(
+    fields: Mapping[str, Any], *, editing: TritonServer | None = None, user: Any = None
+) -> dict[str, Any]:
     """The fields of a new server (``editing`` None: what was left out filled in) or the
     changes to a stored one, cleaned as they are stored; InvalidServer naming every field
-    at fault, unknown fields and a new name included. Reads only."""
+    at fault, unknown fields and a new name included. Reads only. A taken address names its
+    server only when ``user`` may see it (no user: it is never named)."""
     errors: dict[str, str] = {
         f: f"unknown field; a server has {', '.join(FIELDS)}" for f in fields if f not in FIELDS
     }
@@ -141,8 +144,13 @@ def validate(fields: Mapping[str, Any], *, editing: TritonServer | None = None) 
             errors["name"] = RENAME
         if given.get("api_key") is None:
             given.pop("api_key", None)  # absent (or null): the stored key stays
+    hidden = server_access.hidden_names(user) if user is not None else None
     try:
-        cleaned = check(given, exclude_pk=editing.pk if editing is not None else None)
+        cleaned = check(
+            given,
+            exclude_pk=editing.pk if editing is not None else None,
+            may_see=lambda name: hidden is not None and name not in hidden,
+        )
     except InvalidServer as exc:
         errors.update(exc.errors)
     if errors:
@@ -157,9 +165,10 @@ def create(user: Any, fields: Mapping[str, Any]) -> Server:
     require(user, "server.add", name)
     try:
         with transaction.atomic():
-            row = TritonServer.objects.create(**validate(fields))
+            row = TritonServer.objects.create(**validate(fields, user=user))
     except IntegrityError:
-        validate(fields)  # added meanwhile under this name or address: says which, on its field
+        # Added meanwhile under this name or address: says which, on its field.
+        validate(fields, user=user)
         raise
     server = Server.from_row(row)
     _audit(user, "server.add", server.name, detail=_describe(server))
@@ -191,7 +200,7 @@ def update(user: Any, name: str, changes: Mapping[str, Any]) -> tuple[Server, li
     server = _stored(user, "server.change", name)
     with transaction.atomic():
         row = _locked_row(name)
-        cleaned = validate(changes, editing=row)
+        cleaned = validate(changes, editing=row, user=user)
         changed = [f for f in FIELDS if f in cleaned and getattr(row, f) != cleaned[f]]
         for field in changed:
             setattr(row, field, cleaned[field])

@@ -7,9 +7,7 @@ from typing import Any
 
 from django import forms
 
-from . import server_admin
-from .models import TritonServer
-from .server_rules import InvalidServer, labels_from_text, labels_text
+from .server_rules import InvalidServer, Refusal, labels_from_text, labels_text
 from .servers import Server
 
 
@@ -56,9 +54,6 @@ class ServerForm(forms.Form):
     def __init__(self, *args: Any, editing: Server | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.editing = editing
-        self.stored = (
-            TritonServer.objects.filter(name=editing.name).first() if editing is not None else None
-        )
         if editing is None:
             del self.fields["clear_api_key"]
             return
@@ -84,27 +79,21 @@ class ServerForm(forms.Form):
             }
 
     def fields_for_admin(self) -> dict[str, Any]:
-        """What ``server_admin`` gets; the labels box's refusal raises on its field."""
+        """What ``server_admin`` gets. The form's own refusals (the labels box, a key typed
+        and cleared at once) travel as ``Refusal`` values: ``server_admin`` reports them with
+        every other refusal, each on its field, its checks knowing who asks."""
         data = dict(self.cleaned_data)
         clear = data.pop("clear_api_key", False)
-        errors = {}
         try:
             data["labels"] = labels_from_text(data.get("labels") or "")
         except ValueError as exc:
-            errors["labels"] = str(exc)
-            del data["labels"]
+            data["labels"] = Refusal(str(exc))
         if clear and data.get("api_key"):
-            errors["api_key"] = "type a new key or clear the stored one, not both"
-        if clear:
+            data["api_key"] = Refusal("type a new key or clear the stored one, not both")
+        elif clear:
             data["api_key"] = ""
         elif not data.get("api_key"):
             data.pop("api_key", None)  # an empty box: the stored key stays (or none is set)
-        if errors:  # every other field's refusal comes with them, as on a plain refusal
-            try:
-                server_admin.validate(data, editing=self.stored)
-            except InvalidServer as exc:
-                errors = {**exc.errors, **errors}
-            raise InvalidServer(errors)
         return data
 
     def refused(self, exc: InvalidServer) -> None:

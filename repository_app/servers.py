@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from dashboard.request_memo import remembered
+
 from .server_rules import DEFAULT, NAME_RULE
 
 if TYPE_CHECKING:
@@ -134,7 +136,10 @@ def all() -> list[Server]:  # noqa: A001 - servers.all(), as the registry reads
     """Every server: ``default`` first, then the stored ones by name."""
     from .models import TritonServer
 
-    return [default(), *(Server.from_row(row) for row in TritonServer.objects.order_by("name"))]
+    def read() -> list[Server]:
+        return [default(), *(Server.from_row(r) for r in TritonServer.objects.order_by("name"))]
+
+    return list(remembered("servers.all", read))
 
 
 def names() -> list[str]:

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dashboard.request_memo import remembered
+
 from .models import ServerRole
 from .roles import ADMIN, OPERATOR, ROLE_PERMISSIONS, VIEWER, role_of
 
@@ -71,10 +73,15 @@ def matches(narrowing: ServerRole, server: Any) -> bool:
 
 def narrowings_of(user: Any) -> list[ServerRole]:
     """Read on every call (never cached on the user): each step of a long action sees a
-    narrowing added meanwhile."""
+    narrowing added meanwhile. A reading request reads them once (dashboard.request_memo)."""
     if not getattr(user, "pk", None):
         return []
-    return list(ServerRole.objects.filter(user_id=user.pk).order_by("id"))
+    return list(
+        remembered(
+            ("narrowings", user.pk),
+            lambda: list(ServerRole.objects.filter(user_id=user.pk).order_by("id")),
+        )
+    )
 
 
 def effective(user: Any, server: Any, narrowings: Sequence[ServerRole] | None = None) -> Effective:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
+from dashboard.request_memo import remembered
+
 VIEWER, OPERATOR, ADMIN = "Viewer", "Operator", "Admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 
@@ -52,7 +54,9 @@ def role_of(user) -> str:  # type: ignore[no-untyped-def]
     """The highest role a user holds (superusers are Admin)."""
     if user.is_superuser:
         return ADMIN
-    names = set(user.groups.values_list("name", flat=True))
+    names = remembered(
+        ("groups", user.pk), lambda: set(user.groups.values_list("name", flat=True))
+    )
     for role in (ADMIN, OPERATOR, VIEWER):
         if role in names:
             return role

@@ -69,6 +69,15 @@ def collected_static() -> None:
         call_command("collectstatic", interactive=False, verbosity=0)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def repository_roots(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Tests keep model repositories in tmp_path folders: MODEL_REPOSITORY_ROOTS holds them
+    (and MODEL_REPOSITORY's parent, the default), in this process and in `service_env`'s."""
+    roots = [tmp_path_factory.getbasetemp().resolve(), Path(settings.MODEL_REPOSITORY).parent]
+    settings.MODEL_REPOSITORY_ROOTS = roots
+    return roots
+
+
 @dataclass
 class TritonFixture:
     repository: Path
@@ -252,7 +261,9 @@ def database_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture) -> dict[str, str]:
+def service_env(
+    django_db_setup: None, django_db_blocker, triton: TritonFixture, repository_roots: list[Path]
+) -> dict[str, str]:
     """Environment for the web and worker subprocesses: same database, Redis and Triton.
 
     pytest-django creates the test database only when a collected test is marked for it,
@@ -265,8 +276,12 @@ def service_env(django_db_setup: None, django_db_blocker, triton: TritonFixture)
         "DATABASE_URL": url,
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "MODEL_REPOSITORY_ROOTS": os.pathsep.join(str(root) for root in repository_roots),
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",
         "PYTHONUNBUFFERED": "1",
+        # One Daphne per test web server (two xdist workers share two cores); the front's
+        # several workers have a test of their own (test_web_tier).
+        "WEB_WORKERS": "1",
     }
 
 

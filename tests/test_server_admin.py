@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from profiler_app.models import Sweep, SweepSlot
 from repository_app import events, poller, servers
 from repository_app.models import ModelIntent, ModelMetricPoint, TritonServer
-from team.models import AuditEvent
+from team.models import AuditEvent, ServerRole
 from team.roles import ADMIN, OPERATOR, set_role
 
 pytestmark = pytest.mark.django_db
@@ -139,7 +139,8 @@ def test_each_bad_field_is_refused_on_its_field_and_nothing_is_stored(ada, tmp_p
             "already the HTTP address of the server 'edge-a'",
         ),
         ({"metrics_url": "ftp://x/metrics"}, "metrics_url", "http:// or https://"),
-        ({"repository": "/no/such/folder"}, "repository", "not an existing folder"),
+        ({"repository": str(tmp_path / "missing")}, "repository", "not an existing folder"),
+        ({"repository": "/etc"}, "repository", "MODEL_REPOSITORY_ROOTS"),
         ({"repository": "relative"}, "repository", "absolute path"),
         ({"labels": {"gpu type": "H200"}}, "labels", "label name"),
         ({"labels": ["gpu=H200"]}, "labels", "JSON object"),
@@ -159,6 +160,84 @@ def test_each_bad_field_is_refused_on_its_field_and_nothing_is_stored(ada, tmp_p
     assert _post(api, ["not", "an", "object"]).status_code == 400
     assert _rows() == before
     assert not AuditEvent.objects.filter(action="server.add").exclude(target="edge-a").exists()
+
+
+def test_a_repository_outside_the_roots_is_refused_by_the_api_the_page_and_the_cli(
+    ada, tmp_path, settings
+):
+    page, api = ada
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "repo").mkdir(parents=True)
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    settings.MODEL_REPOSITORY_ROOTS = [root]
+    assert _post(api, _body(root / "repo")).status_code == 201
+    before = _rows()
+    says = f"must be MODEL_REPOSITORY or a folder in MODEL_REPOSITORY_ROOTS ({root})"
+    for path in ("/etc", str(outside), f"{root}/../outside", str(root / "link")):
+        body = _body(tmp_path, name="edge-b", grpc_url="b:1", http_url="b:2", repository=path)
+        created = _post(api, body)
+        assert created.status_code == 400, (path, created.content)
+        assert list(created.json()["errors"]) == ["repository"]
+        assert says in created.json()["errors"]["repository"][0]
+        changed = _patch(api, "edge-a", {"repository": path})
+        assert changed.status_code == 400 and says in changed.json()["errors"]["repository"][0]
+        form = page.post("/servers/new/", {"name": "edge-b", "grpc_url": "b:1", "repository": path})
+        assert form.status_code == 400
+        block = form.content.decode().split('data-field="repository"', 1)[1].split("</p>", 1)[0]
+        assert "MODEL_REPOSITORY_ROOTS" in block, block
+        edit = page.post("/servers/edge-a/edit/", {
+            "grpc_url": "127.0.0.1:1", "http_url": "127.0.0.1:2", "repository": path,
+            "metrics_url": "http://127.0.0.1:3/metrics", "api_key_header": "dashboard-key",
+        })  # fmt: skip
+        assert edit.status_code == 400 and "MODEL_REPOSITORY_ROOTS" in edit.content.decode()
+        with pytest.raises(CommandError, match=r"--repository: the model repository must be"):
+            _run("add", "edge-b", "--grpc", "b:1", "--repository", path, "--as-user", "ada")
+    assert _rows() == before
+    assert not AuditEvent.objects.filter(action="server.add").exclude(target="edge-a").exists()
+    assert not AuditEvent.objects.filter(action="server.change").exists()
+
+
+def test_another_name_of_a_registered_address_is_refused_naming_only_a_server_one_sees(
+    ada, django_user_model, tmp_path
+):
+    """An Admin narrowed to none on edge-a may not register it again as localhost: that
+    would lift the narrowing. The refusal does not tell her its name."""
+    page, api = ada
+    body = _body(tmp_path, grpc_url="127.0.0.1:7001", http_url="127.0.0.1:7002")
+    assert _post(api, body).status_code == 201
+    alias = _body(tmp_path, name="edge-b", grpc_url="localhost:7001", http_url="b:2")
+    refused = _post(api, alias)
+    assert refused.status_code == 400
+    assert refused.json()["errors"] == {
+        "grpc_url": ["localhost:7001 is already the gRPC address of the server 'edge-a' "
+                     "(as 127.0.0.1:7001, the same host)"],
+    }  # fmt: skip
+    assert _post(api, {**alias, "grpc_url": "b:1", "http_url": "[::1]:7002"}).json()["errors"] == {
+        "http_url": ["[::1]:7002 is already the HTTP address of the server 'edge-a' "
+                     "(as 127.0.0.1:7002, the same host)"],
+    }  # fmt: skip
+    assert (
+        _post(api, _body(tmp_path, name="edge-c", grpc_url="c:1", http_url="c:2")).status_code
+        == 201
+    )
+    before = _rows()
+    ServerRole.objects.create(user=django_user_model.objects.get(username="ada"), kind="server",
+                              value="edge-a", role="none")  # fmt: skip
+    hidden = [_post(api, alias), _post(api, {**alias, "grpc_url": "127.0.0.1:7001"}),
+              _patch(api, "edge-c", {"grpc_url": "[::1]:7001"})]  # fmt: skip
+    for answer in hidden:
+        assert answer.status_code == 400, answer.content
+        assert answer.json()["errors"] == {"grpc_url": ["this address is already registered"]}
+        assert b"edge-a" not in answer.content
+    form = page.post("/servers/new/", {"name": "edge-b", "grpc_url": "localhost:7001"})
+    assert form.status_code == 400
+    html = form.content.decode()
+    block = html.split('data-field="grpc_url"', 1)[1].split("</p>", 1)[0]
+    assert "this address is already registered" in block and "edge-a" not in html
+    with pytest.raises(CommandError, match="--grpc: this address is already registered"):
+        _run("add", "edge-b", "--grpc", "LOCALHOST:7001", "--as-user", "ada")
+    assert _rows() == before
 
 
 def test_the_api_changes_a_server_keeps_clears_and_never_shows_the_key(ada, tmp_path):
@@ -288,6 +367,8 @@ def test_a_removed_servers_poller_stops_at_the_next_refresh(ada, tmp_path, redis
 
 def test_the_pages_add_edit_and_remove_with_errors_on_their_fields(ada, tmp_path, settings):
     page, _ = ada
+    # Every loopback address is this host: edge-a's default HTTP port must be free there.
+    settings.TRITON_HTTP_URL = "127.0.0.1:18000"
     form = page.get("/servers/new/").content.decode()
     assert 'type="password"' in form and 'name="api_key"' in form
     bad = page.post("/servers/new/", {"name": "Edge", "grpc_url": settings.TRITON_URL,
@@ -363,9 +444,10 @@ def _run(*args: str) -> str:
 
 
 def test_the_cli_adds_lists_changes_and_removes_reading_the_key_from_the_environment(
-    ada, tmp_path, monkeypatch
+    ada, tmp_path, monkeypatch, settings
 ):
     monkeypatch.setenv("EDGE_KEY", SECRET)
+    settings.TRITON_HTTP_URL = "127.0.0.1:18000"  # as in the pages' test
     added = _run("add", "edge-a", "--grpc", "127.0.0.2:1", "--label", "gpu=H200",
                  "--label", "env=prod", "--repository", str(tmp_path),
                  "--api-key-env", "EDGE_KEY", "--as-user", "ada")  # fmt: skip

@@ -4,6 +4,8 @@ on pages, the API and websockets, per-server state, the pollers' bookkeeping, mi
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 from pathlib import Path
 
@@ -62,7 +64,7 @@ def refused(tmp_path: Path, **fields: object) -> dict[str, list[str]]:
         ("labels", {f"k{i}": "v" for i in range(33)}, "at most 32"),
         ("labels", ["gpu=H200"], "JSON object"),
         ("repository", "relative/path", "absolute path"),
-        ("repository", "/no/such/folder/anywhere", "not an existing folder"),
+        ("repository", "/no/such/folder/anywhere", "outside them"),  # MODEL_REPOSITORY_ROOTS
         ("api_key_header", "Dashboard Key", "lower-case"),
     ],
 )
@@ -70,6 +72,102 @@ def test_each_bad_field_is_refused_on_its_own_field(tmp_path, field, value, says
     errors = refused(tmp_path, **{field: value})
     assert list(errors) == [field], errors
     assert says in errors[field][0]
+
+
+@pytest.mark.django_db
+def test_a_repository_is_a_root_or_a_folder_under_one_with_links_and_dots_resolved(
+    tmp_path, settings
+):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "repo").mkdir(parents=True)
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    settings.MODEL_REPOSITORY_ROOTS = [root]
+    for allowed in (root, root / "repo", root / "repo" / ".." / "repo"):
+        assert server_rules.check_repository(str(allowed)) == Path(os.path.normpath(allowed))
+    for path, says in (
+        ("/etc", "is outside them"),
+        (str(outside), "is outside them"),
+        (f"{root}/../outside", "is outside them"),
+        (str(root / "link"), "leads out of them through a symbolic link"),
+        (str(root / "repo" / ".." / "link"), "leads out of them through a symbolic link"),
+    ):
+        errors = refused(tmp_path, repository=path)
+        assert list(errors) == ["repository"], (path, errors)
+        assert errors["repository"] == [
+            f"the model repository must be MODEL_REPOSITORY or a folder in "
+            f"MODEL_REPOSITORY_ROOTS ({root}); {path} {says}"
+        ], path
+    # Within the roots only does it say whether a folder exists.
+    assert (
+        "not an existing folder" in refused(tmp_path, repository=str(root / "no"))["repository"][0]
+    )
+    # MODEL_REPOSITORY itself is always allowed; without roots set, its parent is the root.
+    settings.MODEL_REPOSITORY = outside
+    assert server_rules.check_repository(str(outside)) == outside
+    settings.MODEL_REPOSITORY_ROOTS = []
+    settings.MODEL_REPOSITORY = root / "repo"
+    assert server_rules.repository_roots() == [root]
+    assert not server_rules.outside_roots(root / "repo" / "..")
+    # The link resolves first: root/link/.. is outside's parent.
+    assert server_rules.outside_roots(outside) and server_rules.outside_roots(root / "link" / "..")
+    assert not TritonServer.objects.exists()
+
+
+def _getaddrinfo(host: str, *args: object, **kwargs: object) -> list[tuple]:
+    """A resolver that knows gpu-a (IPv4 and IPv6) and gpu-a.lan, and nothing else."""
+    table = {"gpu-a": ["10.0.0.5", "2001:db8::5"], "gpu-a.lan": ["10.0.0.5"]}
+    if host not in table:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return [
+        (socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, 0))
+        for ip in table[host]
+    ]
+
+
+def test_one_server_under_another_host_name_is_the_same_address(monkeypatch):
+    monkeypatch.setattr(socket, "getaddrinfo", _getaddrinfo)
+    same = server_rules.same_address
+    # Every loopback address reaches a Triton listening on 0.0.0.0 (its default).
+    for alias in ("localhost:8001", "LOCALHOST:8001", "[::1]:8001", "127.0.0.2:8001",
+                  "[::ffff:127.0.0.1]:8001", "0.0.0.0:8001"):  # fmt: skip
+        assert same(alias, "127.0.0.1:8001"), alias
+    assert same("[::ffff:10.0.0.5]:8001", "10.0.0.5:8001")
+    # A name is every address it resolves to, IPv4 and IPv6.
+    assert same("gpu-a:8001", "10.0.0.5:8001") and same("gpu-a:8001", "[2001:db8::5]:8001")
+    assert same("gpu-a.lan:8001", "gpu-a:8001")
+    assert not same("gpu-a:8001", "10.0.0.5:8002") and not same("localhost:8001", "gpu-a:8001")
+    # A name that does not resolve compares by its text, without failing.
+    assert not same("nowhere:8001", "10.0.0.5:8001") and same("NOWHERE:8001", "nowhere:8001")
+    assert server_rules.taken_by("gpu-a:8001", [("x", "nowhere:8001"), ("y", "10.0.0.5:8001")]) == (
+        "y", "10.0.0.5:8001"
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_taken_address_names_its_server_only_to_a_caller_who_may_see_it(tmp_path):
+    row(tmp_path, grpc_url="127.0.0.1:7001", http_url="127.0.0.1:7002").save()
+    fields = {"name": "edge-b", "grpc_url": "localhost:7001", "http_url": "[::1]:7002"}
+    with pytest.raises(server_rules.InvalidServer) as seen:
+        server_rules.check(fields, may_see=lambda name: True)
+    assert seen.value.errors == {
+        "grpc_url": "localhost:7001 is already the gRPC address of the server 'edge-a' "
+        "(as 127.0.0.1:7001, the same host)",
+        "http_url": "[::1]:7002 is already the HTTP address of the server 'edge-a' "
+        "(as 127.0.0.1:7002, the same host)",
+    }
+    for fields_of in (fields, {**fields, "grpc_url": "127.0.0.1:7001"}):
+        with pytest.raises(server_rules.InvalidServer) as hidden:
+            server_rules.check(fields_of, may_see=lambda name: name != "edge-a")
+        assert hidden.value.errors == {
+            "grpc_url": server_rules.ADDRESS_TAKEN, "http_url": server_rules.ADDRESS_TAKEN
+        }  # fmt: skip
+    # The model's own checks (the shell, fixtures) have nobody to hide it from.
+    assert (
+        "the server 'edge-a'"
+        in refused(tmp_path, name="edge-b", grpc_url="LOCALHOST:7001")["grpc_url"][0]
+    )
+    assert TritonServer.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -199,6 +297,34 @@ def test_a_page_of_another_server_shows_its_repository_the_switcher_and_keeps_it
     viewer.force_login(operator)
     response = viewer.post("/models/only_here/load?server=far")
     assert response.status_code == 302 and response["Location"] == "/models/only_here/?server=far"
+
+
+@pytest.mark.django_db
+def test_a_stored_repository_outside_the_roots_is_neither_listed_nor_read(
+    viewer, unreachable, tmp_path, settings
+):
+    """`far` was stored while its repository was allowed; MODEL_REPOSITORY_ROOTS changed."""
+    from repository_app import repository
+
+    settings.MODEL_REPOSITORY_ROOTS = [tmp_path / "elsewhere"]
+    stored = list(TritonServer.objects.values_list())
+    page = viewer.get("/models/", {"server": "far"})
+    assert page.status_code == 200 and "only_here" not in page.content.decode()
+    detail = viewer.get("/models/only_here/", {"server": "far"})
+    assert detail.status_code == 404
+    assert "outside MODEL_REPOSITORY_ROOTS" in detail.content.decode()
+    assert viewer.get("/api/v1/models/", {"server": "far"}).json() == []
+    assert viewer.get("/api/v1/models/only_here/", {"server": "far"}).status_code == 404
+    versions = viewer.get("/api/v1/models/only_here/versions/", {"server": "far"})
+    assert versions.status_code == 404 and versions.json()["message"] == repository.OUTSIDE_ROOTS
+    assert str(tmp_path) not in versions.content.decode() + detail.content.decode()
+    assert repository.model_names(unreachable.repository) == []
+    with pytest.raises(repository.RepositoryError, match="outside MODEL_REPOSITORY_ROOTS"):
+        repository.sha256_of(tmp_path / "only_here" / "config.pbtxt", unreachable.repository)
+    assert list(TritonServer.objects.values_list()) == stored
+    # Back inside the roots, it is read again.
+    settings.MODEL_REPOSITORY_ROOTS = [tmp_path]
+    assert "only_here" in viewer.get("/models/", {"server": "far"}).content.decode()
 
 
 @pytest.mark.django_db

@@ -27,8 +27,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import tritonclient.grpc as grpcclient
@@ -36,6 +37,7 @@ from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
 
 from dashboard.redact import redact
+from dashboard.request_memo import remembered
 
 from .prometheus import MetricSample, parse_prometheus
 
@@ -44,6 +46,9 @@ RESTRICTED_REFUSAL = "This protocol is restricted"
 PROBE_MODEL = "__dashboard_control_mode_probe__"
 # Triton's repository-index states; "not loaded" is ours, for folders Triton never loaded.
 STATES = ("READY", "UNAVAILABLE", "LOADING", "UNLOADING")
+T = TypeVar("T")
+# How long a live server's facts (live, ready, version, extensions, control mode) are kept.
+SERVER_FACTS_TTL_S = 3.0
 # gRPC backs off up to 120 s between reconnects by default; a dashboard must notice a
 # restarted Triton within seconds.
 CHANNEL_ARGS = [
@@ -121,6 +126,7 @@ class TritonClient:
         self._shared: grpcclient.InferenceServerClient | None = None
         self._lock = threading.Lock()
         self.opened = 0  # clients made over the process's life (a new one after a failure)
+        self._facts: tuple[float, ServerInfo] | None = None  # (when, what): server_info
         # tritonclient's __del__ prints a traceback when it runs during interpreter
         # shutdown; closing the channel first keeps command output clean.
         atexit.register(self.close)
@@ -145,6 +151,21 @@ class TritonClient:
                 client = self._shared
         return client
 
+    def _once(self, question: str, ask: Callable[[], T]) -> T:
+        """``ask()`` once per reading request, its TritonError included (a page whose
+        Triton is down waits out one timeout, not one per question)."""
+
+        def outcome() -> T | TritonError:
+            try:
+                return ask()
+            except TritonError as exc:
+                return exc
+
+        answer = remembered(("triton", question, self.grpc_url), outcome)
+        if isinstance(answer, TritonError):
+            raise answer
+        return answer
+
     def _call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         client = self._client()
         try:
@@ -158,6 +179,7 @@ class TritonClient:
         if error.unreachable:
             # A fresh channel next time: recovery must not wait out gRPC's reconnect backoff.
             self._drop_client(client)
+            self._facts = None
         raise error
 
     def _drop_client(self, client: grpcclient.InferenceServerClient) -> None:
@@ -219,7 +241,21 @@ class TritonClient:
         return "explicit"
 
     def server_info(self) -> ServerInfo:
-        """Liveness, readiness, version, extensions and control mode in one call."""
+        """Liveness, readiness, version, extensions and control mode in one call (asked
+        once per reading request)."""
+        return self._once("server_info", self._recent_server_info)
+
+    def _recent_server_info(self) -> ServerInfo:
+        """The facts of a live server are kept SERVER_FACTS_TTL_S: every page and socket of
+        every user asked them (four calls) on each view. Not a failure: that is asked anew."""
+        kept = self._facts
+        if kept is not None and time.monotonic() - kept[0] < SERVER_FACTS_TTL_S:
+            return kept[1]
+        info = self._server_info()
+        self._facts = (time.monotonic(), info) if info.live else None
+        return info
+
+    def _server_info(self) -> ServerInfo:
         live = self.is_live()
         meta = self.server_metadata()
         return ServerInfo(
@@ -233,6 +269,10 @@ class TritonClient:
     # --- repository --------------------------------------------------------------------------
 
     def repository_index(self) -> list[ModelState]:
+        """Every model's versions and states (asked once per reading request)."""
+        return list(self._once("index", self._repository_index))
+
+    def _repository_index(self) -> list[ModelState]:
         index = self._call("get_model_repository_index", as_json=True)
         return [
             ModelState(
