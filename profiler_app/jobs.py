@@ -137,10 +137,11 @@ def check_queue(noun: str = "sweep") -> None:
 def config_snapshot(server: Server, model: str) -> tuple[str, str]:
     """(sha256, text) of the model's config.pbtxt in the server's repository; empty when
     there is none."""
-    path = server.repository / model / "config.pbtxt"
-    try:
-        raw = path.read_bytes()
-    except OSError:
+    from repository_app.repository import RepositoryError, model_folder
+
+    try:  # the one way from a model name to its folder (roots, links and names checked)
+        raw = (model_folder(model, server.repository) / "config.pbtxt").read_bytes()
+    except (RepositoryError, OSError):
         return "", ""
     return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8", errors="replace")
 

@@ -129,7 +129,9 @@ def test_a_gpu_host_runs_its_triton_and_a_worker_on_that_servers_queue_only():
     assert env["DATABASE_URL"] == "postgres://dashboard:check@10.0.0.10:5432/dashboard"
     assert env["REDIS_URL"] == "redis://:redis-check@10.0.0.10:6379/0"
     assert env["TRITON_URL"] == "10.0.0.10:8001"
-    # The repository at the path the dashboard registers, and the same folder for Triton.
+    # The repository at the path the dashboard registers (a root it may read), and the
+    # same folder for Triton.
+    assert env["MODEL_REPOSITORY_ROOTS"] == "/models,/fleet"
     assert "/srv/gpu1:/fleet/gpu1:rw" in worker["volumes"]
     assert "/srv/gpu1:/models/repository:rw" in triton["volumes"]
     key = "--grpc-restricted-protocol=model-repository:dashboard-key=gpu1-key"
@@ -156,6 +158,8 @@ def test_the_main_host_publishes_redis_behind_a_password_and_postgres_on_its_pri
     for name in ("web", "worker"):
         assert services[name]["environment"]["REDIS_URL"] == "redis://:redis-check@redis:6379/0"
         assert "/srv/fleet:/fleet:rw" in services[name]["volumes"]
+        # Servers registered at /fleet/<name> lie in the repository roots.
+        assert services[name]["environment"]["MODEL_REPOSITORY_ROOTS"] == "/models,/fleet"
 
 
 @pytest.mark.django_db

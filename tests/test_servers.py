@@ -322,6 +322,13 @@ def test_a_stored_repository_outside_the_roots_is_neither_listed_nor_read(
     with pytest.raises(repository.RepositoryError, match="outside MODEL_REPOSITORY_ROOTS"):
         repository.sha256_of(tmp_path / "only_here" / "config.pbtxt", unreachable.repository)
     assert list(TritonServer.objects.values_list()) == stored
+    # Nor does it take an upload, nor does a sweep snapshot its config.
+    from profiler_app.jobs import config_snapshot
+    from repository_app.uploads.staging import UploadError, staging_root
+
+    with pytest.raises(UploadError, match="outside MODEL_REPOSITORY_ROOTS"):
+        staging_root(unreachable)
+    assert config_snapshot(unreachable, "only_here") == ("", "")
     # Back inside the roots, it is read again.
     settings.MODEL_REPOSITORY_ROOTS = [tmp_path]
     assert "only_here" in viewer.get("/models/", {"server": "far"}).content.decode()

@@ -18,6 +18,7 @@ BAD_SETTINGS = [
     ("TRITON_METRICS_URL", "ftp://x/metrics", "must start with http://"),
     ("DATABASE_URL", "nonsense", "database URL"),
     ("CELERY_VISIBILITY_TIMEOUT_S", "1.5", "must be at least 60"),
+    ("MODEL_REPOSITORY_ROOTS", "relative/models", "must list absolute paths"),
 ]
 
 

@@ -31,11 +31,11 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.utils import timezone
 
-from .. import servers
+from .. import server_rules, servers
 from ..disk import flock, staging_folder, version_numbers
 from ..models import Upload
 from ..naming import InvalidModelName
-from ..repository import CONFIG_FILE, RepositoryError, model_folder, read_config
+from ..repository import CONFIG_FILE, OUTSIDE_ROOTS, RepositoryError, model_folder, read_config
 from ..servers import Server
 from . import names
 
@@ -68,7 +68,10 @@ class UploadError(Exception):
 
 
 def staging_root(server: Server) -> Path:
-    """The staging folder of the server's repository: outside it, on its file system."""
+    """The staging folder of the server's repository: outside it, on its file system. A
+    repository outside MODEL_REPOSITORY_ROOTS (stored before they changed) takes no upload."""
+    if server_rules.outside_roots(server.repository):
+        raise UploadError(OUTSIDE_ROOTS, 409)
     repo = server.repository.resolve()
     root = staging_folder(server.repository)
     root.mkdir(parents=True, exist_ok=True)
