@@ -154,12 +154,17 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    # Plotly's own bundled plotly.min.js, served as static/vendor/plotly.min.js (no CDN).
+    # Plotly served by the project (no CDN) as static/vendor/plotly.min.js: its basic bundle,
+    # or the plotly wheel's full one while that is not installed (dashboard/staticfinders.py).
     "dashboard.staticfinders.PlotlyFinder",
 ]
+# Plotly's basic bundle (scatter, bar, pie: every trace the pages draw; 1.1 MB against the
+# full bundle's 4.85 MB), where scripts/install_plotly_basic.py puts it (make run, make test
+# and the image build run it). Point it at a missing file to serve the full bundle.
+PLOTLY_BASIC_JS = env_path("PLOTLY_BASIC_JS", BASE_DIR / "var" / "vendor" / "plotly-basic.min.js")
 # collectstatic writes content-hashed copies (plotly.min.<hash>.js) with .gz and .br
 # (Brotli) beside them; whitenoise serves those with a 10-year immutable Cache-Control,
-# so a browser fetches the 4.85 MB plotly.min.js (1.1 MB as Brotli) once per release.
+# so a browser fetches plotly.min.js (basic: 1.1 MB, about 0.3 MB as Brotli) once per release.
 # With DEBUG on, {% static %} keeps plain names (served through the finders, no
 # collectstatic needed); with DEBUG off it needs the manifest collectstatic writes.
 STORAGES = {
@@ -213,7 +218,6 @@ TRITON_API_KEY = env_str("TRITON_API_KEY", "")
 TRITON_REQUIRE_LOCAL_WORKER = env_bool("TRITON_REQUIRE_LOCAL_WORKER", False)
 TRITON_POLL_INTERVAL_S = env_number("TRITON_POLL_INTERVAL_S", 1.0, minimum=0.1)
 MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
-
 # The folders a registered server's model repository must lie in (or be): absolute paths
 # separated by commas or os.pathsep. Empty: MODEL_REPOSITORY's parent folder, read when used
 # (repository_app.server_rules.repository_roots). MODEL_REPOSITORY itself is always allowed.

@@ -11,6 +11,7 @@ tmp=$(mktemp)
 # What the tests need, the benchmarks need too (perf_analyzer links against libb64).
 bash scripts/ensure_system_packages.sh
 $PY scripts/install_perf_analyzer.py >/dev/null
+$PY scripts/install_plotly_basic.py --offline-ok >/dev/null
 
 {
   echo "# Benchmarks"

@@ -23,6 +23,8 @@ fi
 bash scripts/ensure_system_packages.sh
 # perf_analyzer, the reference load generator (from the tritonclient 2.48.0 wheel).
 $VENV_BIN/python scripts/install_perf_analyzer.py
+# Plotly's basic bundle, which the pages load (offline: the plotly wheel's full one instead).
+$VENV_BIN/python scripts/install_plotly_basic.py --offline-ok
 
 export DJANGO_SETTINGS_MODULE=dashboard.settings
 export VAR_DIR="${TEST_VAR_DIR:-$PWD/var/test}"

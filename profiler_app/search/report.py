@@ -269,7 +269,9 @@ def _space_text(space: dict[str, Any], baseline: Knobs) -> str:
 
 def build(search: Search) -> str:
     """The whole report as one HTML string."""
-    from plotly.offline import get_plotlyjs
+    # The Plotly the pages load (basic, or the full bundle while basic is not installed):
+    # the report draws only scatter traces, and inlines 1.1 MB instead of 4.85 MB.
+    from dashboard.staticfinders import plotly_js
 
     snapshot = runner.snapshot(search.pk)
     assert snapshot is not None
@@ -371,7 +373,7 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 #facts th {{ width: 12rem; color: #475467; font-weight: 500; }}
 .chart {{ height: 420px; }} pre {{ background: #f9fafb; padding: .6rem; overflow: auto; }}
 </style>
-<script>{get_plotlyjs()}</script>
+<script>{plotly_js().read_text(encoding="utf-8")}</script>
 </head><body>
 <h1>{html.escape(title)}</h1>
 <p><strong id="recommendation">{html.escape(snapshot["result"]["recommendation"])}</strong></p>
