@@ -8,8 +8,9 @@ rollouts) check roles afresh at every step outside any request's memo.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
 from django.http import HttpRequest, HttpResponse
@@ -31,6 +32,17 @@ def remembered(key: Hashable, compute: Callable[[], T]) -> T:
     return memo[key]  # type: ignore[no-any-return]
 
 
+@contextlib.contextmanager
+def remembering() -> Iterator[None]:
+    """Remember answers until the block ends (one reading request, or one upload chunk:
+    its role and narrowing checks read the user's groups and narrowings once)."""
+    token = _memo.set({})
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
 class RequestMemoMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -38,8 +50,5 @@ class RequestMemoMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.method not in ("GET", "HEAD"):
             return self.get_response(request)
-        token = _memo.set({})
-        try:
+        with remembering():
             return self.get_response(request)
-        finally:
-            _memo.reset(token)

@@ -468,3 +468,55 @@ def test_completion_without_wait_publishes_in_the_background(repo, operator):
         every=0.05,
     )
     assert state["state"] == "published" and state["version"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_through_the_asgi_path_costs_a_small_fixed_number_of_queries(repo, operator):
+    """The chunk path (chunk_asgi.handle_chunk): one authentication, the upload's row, the
+    role and narrowing checks reading the user's groups and narrowings once, and one UPDATE.
+    Before, the groups and narrowings were read once per permission asked."""
+    import asyncio
+    import threading
+    from io import BytesIO
+
+    from django.core.handlers.asgi import ASGIRequest
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from repository_app.uploads.chunk_asgi import BodyStream, handle_chunk
+
+    data = b"\x01" * 5000
+    created = create(operator, model="plain", filename="model.onnx", size=len(data), version=2)
+    assert created.status_code == 201, created.content
+    upload_id = created.json()["id"]
+    token = operator.defaults["HTTP_AUTHORIZATION"].encode()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    def chunk(body: bytes, offset: int) -> tuple[int, dict, int]:
+        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+        async def receive():  # type: ignore[no-untyped-def]
+            return next(messages)
+
+        scope = {
+            "type": "http", "method": "PATCH", "path": f"/api/v1/uploads/{upload_id}/",
+            "query_string": b"", "server": ("testserver", 80), "client": ("127.0.0.1", 1),
+            "headers": [(b"host", b"testserver"), (b"authorization", token),
+                        (b"upload-offset", str(offset).encode()),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"content-type", b"application/octet-stream")],
+        }  # fmt: skip
+        request = ASGIRequest(scope, BytesIO())
+        with CaptureQueriesContext(connection) as queries:
+            status, answer, _ = handle_chunk(request, upload_id, BodyStream(receive, loop))
+        return status, answer, len(queries)
+
+    try:
+        status, answer, first = chunk(data[:2500], 0)
+        assert status == 200 and answer["offset"] == 2500
+        status, answer, second = chunk(data[2500:], 2500)
+        assert status == 200 and answer["offset"] == 5000
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+    assert second <= 9, second  # 11 before

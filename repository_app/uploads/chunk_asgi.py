@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from io import BytesIO
-from typing import Any, cast
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost
@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from dashboard.memory import release_free_memory
+from dashboard.request_memo import remembering
 
 from . import staging
 from .staging import UploadError
@@ -55,11 +56,13 @@ class BodyStream:
         self._pending = memoryview(b"")
         self._more = True
 
+    async def _receive_one(self) -> MutableMapping[str, Any]:
+        # A coroutine whatever the server's receive returns (Daphne's is an async def,
+        # granian's an awaitable object): run_coroutine_threadsafe takes only coroutines.
+        return await self._receive()
+
     def _next_message(self) -> None:
-        # The server's receive is an async def, so this awaitable is a coroutine (which
-        # run_coroutine_threadsafe requires); Receive is typed with the ASGI spec's Awaitable.
-        pending = cast(Coroutine[Any, Any, MutableMapping[str, Any]], self._receive())
-        message = asyncio.run_coroutine_threadsafe(pending, self._loop).result()
+        message = asyncio.run_coroutine_threadsafe(self._receive_one(), self._loop).result()
         if message["type"] == "http.disconnect":
             raise ConnectionResetError("the client went away during the chunk")
         self._pending = memoryview(message.get("body", b""))
@@ -101,9 +104,19 @@ def handle_chunk(
     request: ASGIRequest, upload_id: str, stream: BodyStream
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(status, JSON body, extra headers) for one chunk; runs in a worker thread."""
+    close_old_connections()
+    try:
+        with remembering():  # the chunk's checks read the user's groups and narrowings once
+            return _checked_chunk(request, upload_id, stream)
+    finally:
+        close_old_connections()
+
+
+def _checked_chunk(
+    request: ASGIRequest, upload_id: str, stream: BodyStream
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     from .api import error_parts, get_owned
 
-    close_old_connections()
     try:
         try:
             request.get_host()  # ALLOWED_HOSTS, as Django's CommonMiddleware checks it
@@ -125,8 +138,6 @@ def handle_chunk(
         offset_now = staging.append_chunk(upload, offset, stream, size, user=request.user)
     except UploadError as exc:
         return error_parts(exc)
-    finally:
-        close_old_connections()
     body = {"id": str(upload.id), "offset": offset_now, "size": upload.size}
     return 200, body, {"Upload-Offset": str(offset_now)}
 
