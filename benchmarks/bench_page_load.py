@@ -24,7 +24,10 @@ import time
 from pathlib import Path
 from statistics import median
 
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
+# The Redis database it may flush: REDIS_URL, else BENCH_REDIS_DB (default 9) of the local one.
+os.environ.setdefault(
+    "REDIS_URL", f"redis://127.0.0.1:6379/{os.environ.get('BENCH_REDIS_DB', '9')}"
+)
 # One key for this process (which signs the session) and both servers: a session's
 # auth hash is an HMAC with it.
 os.environ["DJANGO_SECRET_KEY"] = "bench-page-load-only"
