@@ -12,7 +12,9 @@ conditional UPDATE, so any number of checkers may run at once.
 It runs as a thread in each Celery worker's main process (started on `worker_ready`,
 every `CHECK_EVERY_S`), so a dead worker is noticed within STALE_AFTER_S + CHECK_EVERY_S
 (< 60 s) while any worker lives. Pages only read: they show a running job whose
-heartbeat stopped as such (`jobs.heartbeat_stale`) until a watchdog declares it.
+heartbeat stopped as such (`jobs.heartbeat_stale`) until a watchdog declares it. The same
+pass ends the rollouts whose process stopped (`rollouts.runner.reap_stopped`; only a worker
+on that process's host can tell).
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ def check() -> list[int]:
             jobs.dispatch(head.pk)
     for kind in jobs.KINDS.values():
         kind.tidy()
+    # Rollouts whose web process stopped mid-way (their pages only read).
+    from repository_app.rollouts.runner import reap_stopped
+
+    reap_stopped()
     return interrupted
 
 

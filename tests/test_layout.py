@@ -54,8 +54,26 @@ def test_only_the_triton_package_holds_a_triton_client_and_knows_the_gpu_metrics
 
 def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():
     for path, text in _sources().items():
-        if path.name in ("views.py", "api.py"):
-            assert "watchdog" not in text and "restore_pending" not in text, path
+        if path.name in ("views.py", "api.py", "consumers.py") or path.name.endswith("_views.py"):
+            for call in ("watchdog", "restore_pending", "reap(", "reap_stopped("):
+                assert call not in text, (path, call)
+
+
+def test_a_rollout_snapshot_only_reads():
+    """What the rollout page, its API and its socket show (runner.snapshot) ends nothing:
+    the workers' watchdog does (runner.reap_stopped)."""
+    import ast
+
+    from repository_app.rollouts import runner
+
+    tree = ast.parse(Path(runner.__file__).read_text())
+    snapshot = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "snapshot")
+    called = {
+        node.func.id
+        for node in ast.walk(snapshot)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    assert not called & {"reap", "reap_stopped", "_end", "_finish_if_done"}, called
 
 
 # --- permissions on a Triton server name the server (team.narrowing) -------------------------

@@ -153,15 +153,23 @@ def test_the_summary_counts_and_names_each_failure():
 
 
 @pytest.mark.django_db
-def test_a_rollout_whose_process_is_gone_ends_interrupted_when_looked_at(
+def test_a_rollout_whose_process_is_gone_is_ended_interrupted_by_the_watchdog_not_a_page(
     fleet, django_user_model, redis_db
 ):
+    from profiler_app import watchdog
+
     user = django_user_model.objects.create_user("ops")
     set_role(user, OPERATOR)
     rollout = runner.create("load", "m", choose(servers=["default", "far"]), user)
+    watchdog.check()
     assert runner.snapshot(rollout.pk)["state"] == "running"  # its process is this one
     # A pid no process has (above the kernel's pid_max).
     Rollout.objects.filter(pk=rollout.pk).update(runner=f"{socket.gethostname()}:99999999:1")
+    # Looking at it changes nothing (pages and the API only read)...
+    assert runner.snapshot(rollout.pk)["state"] == "running"
+    assert not RolloutTarget.objects.filter(rollout=rollout, reason="interrupted").exists()
+    # ...the workers' watchdog ends it.
+    watchdog.check()
     data = runner.snapshot(rollout.pk)
     assert data["state"] == "failed"
     assert [t["reason"] for t in data["targets"]] == ["interrupted", "interrupted"]
@@ -169,6 +177,7 @@ def test_a_rollout_whose_process_is_gone_ends_interrupted_when_looked_at(
     # Another host's process cannot be looked up from here: left as it is.
     other = runner.create("load", "m", choose(servers=["default"]), user)
     Rollout.objects.filter(pk=other.pk).update(runner="elsewhere:1:1")
+    watchdog.check()
     assert runner.snapshot(other.pk)["state"] == "running"
 
 

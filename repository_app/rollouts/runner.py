@@ -329,11 +329,11 @@ def rollout_json(rollout: Rollout) -> dict[str, Any]:
 
 
 def snapshot(pk: int) -> dict[str, Any] | None:
-    """The rollout as it is now (after ``reap``), or None when there is none."""
+    """The rollout as it is now, or None when there is none. It only reads: a rollout whose
+    process stopped is ended by the workers' watchdog (``reap_stopped``)."""
     rollout = Rollout.objects.filter(pk=pk).first()
     if rollout is None:
         return None
-    reap(rollout)
     return rollout_json(rollout)
 
 
@@ -367,6 +367,17 @@ def _gone(runner: str) -> bool:
     except (PermissionError, ValueError):
         return False
     return bool(started) and _start_time(pid_text) not in ("", started)
+
+
+def reap_stopped() -> list[int]:
+    """``reap`` every unfinished rollout (the watchdog's pass in each worker); the ids of
+    those it ended."""
+    ended = []
+    for rollout in Rollout.objects.filter(finished_at__isnull=True):
+        reap(rollout)
+        if rollout.finished_at is not None:
+            ended.append(rollout.pk)
+    return ended
 
 
 def reap(rollout: Rollout) -> None:
