@@ -187,8 +187,7 @@ class ModelActionView(APIView):
             if not control.model_exists(server, name):
                 raise NotFound(f"no model '{name}' on disk or in Triton")
             if request.query_params.get("wait") in ("1", "true", "yes"):
-                control.check_can_control(server)
-                outcome = control.run_action(
+                outcome = control.act(
                     server,
                     self.action_name,
                     name,

@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,9 +59,10 @@ def _claim_key(server: str, name: str) -> str:
     return f"dashboard:control:inflight:{server}:{name}"
 
 
-def _take(server: str, name: str) -> bool:
-    """Mark (server, model) in flight for every process; False when it already is."""
-    token = secrets.token_hex(8)
+def _take(server: str, name: str, what: str = "") -> bool:
+    """Mark (server, model) in flight for every process; False when it already is. ``what``
+    ("load started by alice") is kept with the claim, for ``running``."""
+    token = secrets.token_hex(8) + (f" {what}" if what else "")
     with _inflight_lock:
         if (server, name) in _inflight:
             return False
@@ -71,6 +74,20 @@ def _take(server: str, name: str) -> bool:
             log.warning("control claims in this process only (Redis: %s)", exc)
         _inflight[(server, name)] = token
         return True
+
+
+def running(server: Server, name: str) -> str:
+    """What runs on the model now ("load started by alice"), from its claim; "" when nothing
+    does. A page shows it until the outcome arrives, never a stale "started"."""
+    value: Any
+    try:
+        value = events.shared_redis().get(_claim_key(server.name, name))
+    except (redis.RedisError, OSError):
+        with _inflight_lock:
+            value = _inflight.get((server.name, name))
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    return str(value or "").partition(" ")[2]
 
 
 def _give_back(server: str, name: str) -> None:
@@ -132,7 +149,7 @@ def claim(server: Server, action: str, name: str, username: str) -> None:
         raise ActionRefused(
             f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it", reason="busy"
         )
-    if not _take(server.name, name):
+    if not _take(server.name, name, f"{action} started by {username}"):
         raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
     events.publish(
         events.repository_group(server.name),
@@ -152,6 +169,40 @@ def start_action(
     """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
     claim(server, action, name, username)
     _executor.submit(_run_in_thread, server, action, name, username, user_id)
+
+
+def act(
+    server: Server,
+    action: str,
+    name: str,
+    username: str,
+    *,
+    user_id: int | None = None,
+    config: dict[str, Any] | None = None,
+    audit_target: str = "",
+) -> ActionOutcome:
+    """Run an action now, between ``claim`` and ``release``: what the CLI, the API's
+    ``?wait=1`` and a search's Apply call, so that they exclude each other and every web
+    process (ActionRefused when another action on the model runs, anywhere)."""
+    claim(server, action, name, username)
+    try:
+        return run_action(
+            server, action, name, username,
+            user_id=user_id, config=config, audit_target=audit_target,
+        )  # fmt: skip
+    finally:
+        release(server, name)
+
+
+@contextmanager
+def claimed(server: Server, name: str, action: str, username: str) -> Iterator[None]:
+    """Hold the model's claim around Triton calls made elsewhere (a trial load, a search's
+    candidate loads): ActionRefused when another action on it runs."""
+    claim(server, action if action in ACTIONS else "reload", name, username)
+    try:
+        yield
+    finally:
+        release(server, name)
 
 
 def _check_name(name: str) -> None:
@@ -223,10 +274,17 @@ def run_action(
     client = get_client(server)
     before = _states(server, name)
     was_ready = any(s.state == "READY" for s in before)
+    # Triton unloads the ensembles whose steps use the model along with it.
+    serving_dependants = _serving_dependants(server, name) if action == "unload" else []
+    taken_down: list[ActionOutcome] = []
     try:
         if action == "unload":
             states = client.unload(name)
+            taken_down = _taken_down(server, name, serving_dependants)
             outcome = ActionOutcome(name, action, True, f"{name} unloaded")
+            if taken_down:
+                names = ", ".join(d.model for d in taken_down)
+                outcome.message += f", and with it {names} (its steps use {name})"
         else:
             states = client.load(name, config=config)
             verb = "reloaded" if was_ready else "loaded"
@@ -250,8 +308,46 @@ def run_action(
         )
     group = events.repository_group(server.name)
     events.publish(group, "model.action", outcome.as_event(username))
-    events.publish(group, "models.states", {"models": {name: outcome.states}, "full": False})
+    for down in taken_down:
+        target = audit_target or f"unload of {name}"
+        _audit(server, "unload", down.model, username, user_id, down, target)
+        ModelIntent.objects.update_or_create(
+            server=server.name, name=down.model, defaults={"loaded": False, "updated_by_id": user_id}
+        )
+        events.publish(group, "model.action", down.as_event(username))
+    changed = {name: outcome.states, **{down.model: down.states for down in taken_down}}
+    events.publish(group, "models.states", {"models": changed, "full": False})
     return outcome
+
+
+def _serving_dependants(server: Server, name: str) -> list[str]:
+    """The ensembles of the server's repository that use ``name`` and that Triton serves."""
+    from .repository import dependants
+
+    names = dependants(Path(server.repository), name)
+    if not names:
+        return []
+    try:
+        index = get_client(server).repository_index()
+    except TritonError:
+        return []
+    return [n for n in names if any(s.name == n and s.state == "READY" for s in index)]
+
+
+def _taken_down(server: Server, name: str, serving: list[str]) -> list[ActionOutcome]:
+    """The outcome, for each ensemble in ``serving``, of the unload of ``name`` that it did
+    not survive (its reason reads "unloaded" in Triton, which says nothing of why)."""
+    down = []
+    for ensemble in serving:
+        try:
+            states = get_client(server).wait_until_settled(ensemble)
+        except TritonError:
+            continue
+        if any(s.state == "READY" for s in states):
+            continue
+        message = f"unloaded with {name}, a step it needs"
+        down.append(ActionOutcome(ensemble, "unload", True, message, state_json(states)))
+    return down
 
 
 def _audit(

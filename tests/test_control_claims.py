@@ -3,6 +3,8 @@ several Daphnes, and the CLI and the workers act too."""
 
 from __future__ import annotations
 
+import pytest
+
 from devstack.services import free_port
 from repository_app import control, events
 
@@ -34,3 +36,34 @@ def test_without_redis_a_claim_still_holds_in_its_own_process(settings):
         assert not control._inflight
     finally:
         events._clients.clear()
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_and_the_apis_wait_and_a_page_action_refuse_a_model_another_process_holds(
+    triton, redis_db, django_user_model
+):
+    """Another process (a web worker, a CLI) holds add_sub's claim: every door refuses."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    from team.roles import OPERATOR, set_role
+
+    redis_db.set(control._claim_key("default", "add_sub"), "another-process")
+    user = django_user_model.objects.create_user("otto-ops")
+    set_role(user, OPERATOR)
+    with pytest.raises(CommandError, match="already running"):
+        call_command("triton", "reload", "add_sub", "--as-user", "otto-ops")
+    api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    answer = api.post("/api/v1/models/add_sub/reload?wait=1")
+    assert answer.status_code == 409 and "already running" in answer.json()["message"]
+    page = Client()
+    page.force_login(user)
+    answer = page.post("/models/add_sub/reload", HTTP_ACCEPT="application/json")
+    assert answer.status_code == 409 and "already running" in answer.content.decode()
+    # Once it is released, the CLI acts.
+    redis_db.delete(control._claim_key("default", "add_sub"))
+    call_command("triton", "reload", "add_sub", "--as-user", "otto-ops")
+    assert not redis_db.exists(control._claim_key("default", "add_sub"))

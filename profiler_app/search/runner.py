@@ -1057,13 +1057,17 @@ def apply_candidate(search: Search, key: str, user: Any) -> str:
     if not saved.changed:
         return "config.pbtxt already holds this config: nothing to save."
     username = user.get_username() if hasattr(user, "get_username") else str(user)
-    outcome = control.run_action(
-        server,
-        "reload" if is_ready(server, search.model) else "load",
-        search.model,
-        username,
-        user_id=getattr(user, "pk", None),
-    )
+    try:
+        outcome = control.act(
+            server,
+            "reload" if is_ready(server, search.model) else "load",
+            search.model,
+            username,
+            user_id=getattr(user, "pk", None),
+        )
+    except control.ActionRefused as exc:
+        revision = saved.revision.number if saved.revision else "?"
+        return f"Saved as revision #{revision}, but not reloaded: {exc}"
     revision = saved.revision.number if saved.revision else "?"
     if outcome.ok:
         return f"Saved as revision #{revision} and {outcome.message}."

@@ -25,6 +25,10 @@ from team.roles import role_of
 
 class Command(BaseCommand):
     help = "Show Triton's state, or load / unload a model (explicit model control)."
+    # A command scripts call often: Django's system checks import every view (the URL
+    # check), half a second of each start. `manage.py check` (make test) and `migrate`
+    # (every start of the web container) still run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         # --server before the action too (`triton --server a --server b reload m`, as the
@@ -99,7 +103,7 @@ class Command(BaseCommand):
             config = _read_override(options.get("config_file"))
             if config is not None:
                 _check_override(server, name, config, user)
-            outcome = control.run_action(
+            outcome = control.act(
                 server,
                 options["action"],
                 name,
