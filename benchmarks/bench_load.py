@@ -217,6 +217,11 @@ def main() -> int:
         "--only", choices=["fanout", "browse", "think", "poller"], help="one scenario"
     )
     parser.add_argument("--workers", default="1,2", help="web processes, one run per value")
+    parser.add_argument(
+        "--baseline-tree",
+        help="another checkout (e.g. `git worktree add /tmp/before <commit>`): its web "
+        "server (one Daphne, its own flags) is measured first, beside this tree's",
+    )
     parser.add_argument("--think-s", type=float, default=1.0, help="the think-time scenario's")
     args = parser.parse_args()
     work = setup_django()
@@ -256,16 +261,23 @@ def main() -> int:
     rows = []
     try:
         TritonClient(grpc_url, settings.TRITON_METRICS_URL).repository_index()
+        variants: list[tuple[str, Path, list[str]]] = []
+        if args.baseline_tree:
+            variants.append(("before (1 Daphne)", Path(args.baseline_tree), []))
         for workers in [int(w) for w in args.workers.split(",")]:
+            plural = "es" if workers > 1 else ""
+            variants.append(
+                (f"{workers} Daphne process{plural}", ROOT, ["--workers", str(workers)])
+            )
+        for label, tree, flags in variants:
             port = svc.free_port()
             web = subprocess.Popen(
-                [sys.executable, "-m", "dashboard.serve", "--workers", str(workers), "-b",
-                 "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
+                [sys.executable, "-m", "dashboard.serve", *flags, "-b", "127.0.0.1", "-p",
+                 str(port), "dashboard.asgi:application"],
+                cwd=tree, env={**env, "PYTHONPATH": str(tree)}, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             base = f"http://127.0.0.1:{port}"
-            label = f"{workers} Daphne process{'es' if workers > 1 else ''}"
             try:
                 svc.wait_until(lambda p=port: svc.port_is_open("127.0.0.1", p), 60, "web", web)
                 key = session.session_key
