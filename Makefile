@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
+# `make run TRITONS=3`: the default Triton and local-2, local-3 (devstack/fleet.py).
 run: $(STAMP)
-	$(PY) -m devstack
+	$(PY) -m devstack $(if $(TRITONS),--tritons '$(TRITONS)')
 
 # TEST_ARGS go to scripts/test.sh: `make test TEST_ARGS="--no-checks tests/test_jobs.py"`.
 test: $(STAMP)

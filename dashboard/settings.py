@@ -236,9 +236,17 @@ MODEL_REPOSITORY_ROOTS: list[Path] = [Path(root).expanduser().resolve() for root
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    # A 403 is one line (method, path, user, reason), not a traceback; a 500 keeps its own.
+    "filters": {"one_line_403": {"()": "dashboard.log_filters.OneLineForbidden"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        "django.request": {"filters": ["one_line_403"]},
+        # Not Django's own console handler too: the root's prints every django.* line once.
+        "django": {"handlers": []},
+    },
 }
 
 # Whitenoise serves static files from the finders too, so Daphne alone serves plotly.min.js

@@ -3,11 +3,14 @@
 Redis and Triton are used when they answer at REDIS_URL / TRITON_HTTP_URL; otherwise a
 private redis-server and a local tritonserver (from the nvidia-pytriton wheel) are
 started with their data and logs under var/. Every process started here is stopped on
-Ctrl-C; nothing is left running.
+Ctrl-C; nothing is left running. `make run TRITONS=N` (or DEMO_TRITONS=N) starts N - 1
+more local tritonservers, registered as the servers local-2 ... local-N (devstack.fleet).
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import os
 import secrets
 import shutil
@@ -18,14 +21,37 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from . import fleet
 from . import services as svc
 from .console import fail, say
 from .supervisor import TritonSupervisor
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+DEMO_REPOSITORY = BASE_DIR / "examples" / "model_repository"
+# Every tritonserver make run starts: alive when a model fails to load, and with the latency
+# summaries the server page's p50/p99 chart reads.
+TRITON_ARGS = ("--exit-on-error=false", svc.SUMMARY_LATENCIES)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m devstack", description="make run")
+    parser.add_argument(
+        "--tritons",
+        metavar="N",
+        default=os.environ.get(fleet.ENV),
+        help="local Tritons to start, the default one included: N > 1 adds the servers "
+        f"local-2 ... local-N (default ${fleet.ENV}, else 1)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        args.tritons = fleet.count_from(args.tritons)
+    except ValueError as exc:
+        fail(str(exc))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     import django
 
@@ -47,7 +73,7 @@ def main() -> None:
                 svc.stop(proc)
         started.clear()
 
-    supervisor: TritonSupervisor | None = None
+    supervisors: dict[str, TritonSupervisor] = {}  # by the name in `started`
     signal.signal(signal.SIGTERM, _interrupt)
     # Also SIGINT: a shell without job control starts `make run &` with SIGINT ignored, and
     # Python keeps an ignored SIGINT ignored, so Ctrl-C (or `kill -INT`) would do nothing.
@@ -93,7 +119,7 @@ def main() -> None:
         elif http_host in ("127.0.0.1", "localhost"):
             repo = Path(triton.repository)
             if not repo.exists():
-                shutil.copytree(BASE_DIR / "examples" / "model_repository", repo)
+                shutil.copytree(DEMO_REPOSITORY, repo)
                 say(f"Triton: seeded {repo} from examples/model_repository")
             metrics_port = urlparse(triton.metrics_url).port or 8002
             ports = svc.TritonPorts(
@@ -106,24 +132,26 @@ def main() -> None:
             for name, reason in skipped:
                 say(f"Triton: not loading folder {name!r}: {reason}; rename it on disk")
 
-            def start_triton() -> subprocess.Popen:
-                return svc.start_tritonserver(
-                    repo,
-                    var_dir,
-                    ports,
-                    logs / "tritonserver.log",
-                    load=models_to_load(repo)[0],
-                    extra_args=("--exit-on-error=false",),
-                )
-
-            proc = start_triton()
-            supervisor = TritonSupervisor(start_triton, var_dir)
+            start = functools.partial(start_triton, repo, var_dir, ports, logs / "tritonserver.log")
+            proc = start()
+            supervisors["tritonserver"] = TritonSupervisor(start, var_dir)
             started.append(("tritonserver", proc))
             say(
                 f"Triton: started on ports {ports.http}/{ports.grpc}/{ports.metrics} (log {logs / 'tritonserver.log'})"
             )
         else:
             fail(f"Triton unreachable at {triton.http_url} (TRITON_HTTP_URL)")
+
+        # --- Plotly's basic bundle (var/vendor/); offline, the pages load the wheel's full one.
+        installer = BASE_DIR / "scripts" / "install_plotly_basic.py"
+        install = [sys.executable, str(installer), "--offline-ok"]
+        subprocess.run(install, stdout=subprocess.DEVNULL, check=False)  # stderr says why not
+        from dashboard.staticfinders import describe
+
+        say(f"Charts: {describe()}")
+
+        # --- perf_analyzer (var/tools/), the second sweep engine, as `make test` installs it
+        say(f"perf_analyzer: {install_perf_analyzer()}")
 
         # --- database and first user
         say(
@@ -138,6 +166,9 @@ def main() -> None:
         # Before the web process starts: uploads left half-published by a crash are cleaned.
         call_command("reconcile_uploads", startup=True)
         login = ensure_admin(var_dir)
+
+        # --- more local Tritons (TRITONS=N): local-2 ... local-N, each a registered server
+        start_more_tritons(args.tritons, var_dir, started, supervisors)
 
         # --- web and worker
         python = sys.executable
@@ -180,10 +211,10 @@ def main() -> None:
             for index, (name, proc) in enumerate(started):
                 if proc.poll() is None:
                     continue
-                if name == "tritonserver" and supervisor is not None:
+                if name in supervisors:
                     # A Triton crash is Triton's, not the dashboard's: restart it, with
                     # backoff; the web and worker keep running and show Triton down.
-                    started[index] = (name, supervisor.restart(proc.returncode))
+                    started[index] = (name, supervisors[name].restart(proc.returncode))
                     continue
                 fail(f"{name} exited with code {proc.returncode}; stopping the rest")
             time.sleep(1)
@@ -195,6 +226,94 @@ def main() -> None:
         raise SystemExit(1) from None
     finally:
         shutdown()
+
+
+def install_perf_analyzer() -> str:
+    """perf_analyzer from the tritonclient wheel (scripts/install_perf_analyzer.py) unless
+    one is found; a line saying where it is, or why the Benchmark form offers only the
+    built-in engine. Offline, pip gives up within a minute or so (its timeout and retries
+    shortened here) and make run goes on."""
+    from profiler_app.engine.perf_analyzer import PerfAnalyzerNotFound, locate_perf_analyzer
+
+    try:
+        return f"found at {locate_perf_analyzer()}"
+    except PerfAnalyzerNotFound:
+        pass
+    installer = BASE_DIR / "scripts" / "install_perf_analyzer.py"
+    quick = {"PIP_TIMEOUT": "10", "PIP_RETRIES": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    try:
+        done = subprocess.run(
+            [sys.executable, str(installer)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **quick},
+            timeout=300,
+            check=False,
+        )
+        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        # pip's own "ERROR: ..." says why better than the installer's traceback after it.
+        errors = [line for line in lines if line.startswith("ERROR")] or lines
+        why = errors[-1] if done.returncode and errors else ""
+    except subprocess.TimeoutExpired:
+        why = "the installer took over 300 s"
+    try:
+        found = locate_perf_analyzer()
+    except PerfAnalyzerNotFound:
+        return (
+            f"not installed ({why or 'see scripts/install_perf_analyzer.py'}); the Benchmark "
+            f"form offers the built-in engine only (retry: .venv/bin/python {installer.relative_to(BASE_DIR)})"
+        )
+    return f"installed at {found}" + (f" (but: {why})" if why else "")
+
+
+def start_triton(repo: Path, var_dir: Path, ports: svc.TritonPorts, log: Path) -> subprocess.Popen:
+    """A tritonserver as make run starts each one: explicit model control, every safe
+    model folder loaded at start, TRITON_ARGS."""
+    return svc.start_tritonserver(
+        repo, var_dir, ports, log, load=models_to_load(repo)[0], extra_args=TRITON_ARGS
+    )
+
+
+def start_more_tritons(
+    count: int,
+    var_dir: Path,
+    started: list[tuple[str, subprocess.Popen]],
+    supervisors: dict[str, TritonSupervisor],
+) -> None:
+    """local-2 ... local-`count` (devstack.fleet): each started, supervised and registered
+    (added, or its addresses brought up to date) as the admin."""
+    for local in fleet.prepare(count, var_dir, DEMO_REPOSITORY):
+        who = f"Triton {local.name}"
+        if local.seeded:
+            say(f"{who}: seeded {local.repository} from examples/model_repository")
+        say(f"{who}: starting tritonserver (explicit model control) on {local.repository}")
+        start = functools.partial(start_triton, local.repository, var_dir, local.ports, local.log)
+        started.append((f"tritonserver {local.name}", start()))
+        supervisors[f"tritonserver {local.name}"] = TritonSupervisor(
+            start, var_dir, name=local.name
+        )
+        ports = f"{local.ports.http}/{local.ports.grpc}/{local.ports.metrics}"
+        say(f"{who}: started on ports {ports} (log {local.log})")
+        say(f"{who}: {fleet.register(acting_admin(), local)}")
+    for name in fleet.leftovers(count, var_dir):
+        say(
+            f"Triton {name}: registered by an earlier TRITONS, not started now (shown down); "
+            f"`manage.py servers remove {name}` removes it"
+        )
+
+
+def acting_admin() -> object:
+    """The user make run registers servers as (`ensure_admin`'s), checked as `manage.py
+    servers` checks its --as-user."""
+    from django.core.management.base import CommandError
+
+    from repository_app.server_admin import MANAGE
+    from team.cli import acting_user
+
+    try:
+        return acting_user("admin", MANAGE)
+    except CommandError as exc:
+        raise svc.ServiceError(f"TRITONS: {exc}") from None
 
 
 def models_to_load(repo: Path) -> tuple[tuple[str, ...], list[tuple[str, str]]]:

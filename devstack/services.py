@@ -149,6 +149,11 @@ class TritonPorts:
     metrics: int = 8002
 
 
+# Latency quantiles (nv_inference_request_summary_us, the server page's p50/p99 chart) are
+# exported only with this flag; `make run` turns it on, the test fixtures only where needed.
+SUMMARY_LATENCIES = "--metrics-config=summary_latencies=true"
+
+
 def triton_environment() -> dict[str, str]:
     env = dict(os.environ)
     libs = _pytriton_root().parent / "nvidia_pytriton.libs"

@@ -7,7 +7,9 @@ queue when a live worker consumes it, else to the default queue, saying so; a se
 requires its own worker (``require_local_worker``, an admin's choice) is never sent
 elsewhere: its job waits, visibly, until such a worker appears (the watchdog routes it
 again on each pass) or it is cancelled. ``queue_for`` is the one decision: the jobs'
-dispatch and a distributed sweep's load agents both ask it.
+dispatch and a distributed sweep's load agents both ask it. The default queue is no
+detour for a server beside the dashboard's workers (``beside_the_workers``: `make run`'s
+Tritons), so its note then just names the queue and its workers.
 
 Who consumes what comes from Celery's ``inspect().active_queues()``, a broadcast whose
 replies are awaited for INSPECT_TIMEOUT_S. It is asked from one background thread at a time
@@ -18,6 +20,7 @@ not come, or an error, counts as "no worker seen", with the reason in the note.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import threading
@@ -101,14 +104,34 @@ def queue_for(server: Server, consumers: Consumers | None = None) -> Route:
             f"`{start_command(own)}`",
         )
     fallback = default_queue()
+    spare = seen.of(fallback)
+    if spare and beside_the_workers(server):
+        # Its load would come from its own host anyway: nothing to warn about.
+        note = f"sent to the default queue {fallback}, consumed by {', '.join(spare)}"
+        return Route(server.name, fallback, note, spare)
     reason = f"no worker consumes {own}" if not seen.error else f"{own}: {seen.error}"
     note = (
         f"{reason}: sent to the default queue, so the load comes from the dashboard's worker host"
     )
-    spare = seen.of(fallback)
     if not seen.error and not spare:
         note += f" (no worker consumes {fallback} either: the job waits for one)"
     return Route(server.name, fallback, note, spare)
+
+
+def beside_the_workers(server: Server) -> bool:
+    """Whether the dashboard's own workers run on ``server``'s host, so that the default
+    queue generates its load next to it: ``default`` (the dashboard's own Triton: `make
+    run`'s, docker-compose's ``triton`` beside the worker) or a server at a loopback address
+    (a worker can reach that only on its own host: `make run TRITONS=N`'s local-N)."""
+    if server.is_default:
+        return True
+    host = server.grpc_url.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: not resolved here (a page may ask this)
+        return False
 
 
 # --- asking the workers -------------------------------------------------------------------

@@ -3,6 +3,7 @@ Ctrl-C stops everything it started."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from devstack import services as svc
 from devstack.services import free_port, port_is_open
 
 pytestmark = pytest.mark.integration
@@ -59,7 +61,7 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
     ports = {name: free_port() for name in ("web", "redis", "http", "grpc", "metrics")}
     log = tmp_path / "run.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "devstack"],
+        [sys.executable, "-m", "devstack", "--tritons", "2"],  # and local-2
         cwd=ROOT,
         env=_env(tmp_path, **ports),
         stdout=log.open("w"),
@@ -74,6 +76,13 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
         output = log.read_text()
         assert "Redis: nothing answers" in output and "Redis: started" in output
         assert "Triton: starting tritonserver" in output and "Triton: started" in output
+        # TRITONS=2: local-2 on its own copy of the demo repository, a registered server.
+        local = re.search(r"Triton local-2: started on ports (\d+)/(\d+)/(\d+)", output)
+        assert local, output
+        http, grpc, metrics = map(int, local.groups())
+        ports.update({"local-2 http": http, "local-2 grpc": grpc, "local-2 metrics": metrics})
+        assert "Triton local-2: registered as the server local-2 (env=demo)" in output
+        assert (tmp_path / "var" / "tritons" / "local-2" / "add_sub" / "config.pbtxt").exists()
         assert f"Dashboard: http://127.0.0.1:{ports['web']}/   (login: admin / " in output
         password = (tmp_path / "var" / "admin-password.txt").read_text().strip()
         assert password in output
@@ -84,7 +93,7 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
             assert proc.poll() is None, log.read_text()
             try:
                 status, body = _healthz(url)
-            except urllib.error.URLError as exc:  # the log says why, if it does not recover
+            except (urllib.error.URLError, TimeoutError) as exc:  # the log says why, if it stays
                 status, body = 0, {"error": str(exc), "log": log.read_text()[-3000:]}
             if status == 200 or time.monotonic() > deadline:
                 break
@@ -102,13 +111,15 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
 
         # A Triton crash does not stop the dashboard: make run restarts Triton (backoff),
         # says so, the web server keeps answering, and Triton comes back.
-        pid = next(
-            int(line.split()[0])
-            for line in subprocess.run(
-                ["pgrep", "-af", "tritonserver"], capture_output=True, text=True
-            ).stdout.splitlines()  # fmt: skip
-            if f"--grpc-port={ports['grpc']}" in line
-        )
+        tritons = subprocess.run(["pgrep", "-af", "tritonserver"], capture_output=True, text=True)
+        ours = {
+            key: next(line for line in tritons.stdout.splitlines() if f"--grpc-port={port}" in line)
+            for key, port in ports.items()
+            if key.endswith("grpc")
+        }
+        # Both with the latency summaries the server page's p50/p99 chart reads.
+        assert all(svc.SUMMARY_LATENCIES in line.split() for line in ours.values()), ours
+        pid = int(ours["grpc"].split()[0])
         os.kill(pid, signal.SIGKILL)
         while "Triton: restarted" not in log.read_text():
             assert proc.poll() is None, log.read_text()

@@ -85,6 +85,49 @@ def test_without_a_worker_on_its_queue_a_job_goes_to_the_default_queue_and_says_
     )
 
 
+WEB_WORKER = ("celery@web-host",)
+
+
+def _at(name: str, grpc_url: str) -> servers.Server:
+    return servers.Server(
+        name=name, grpc_url=grpc_url, http_url=grpc_url, metrics_url=f"http://{grpc_url}/m",
+        repository=servers.default().repository,
+    )  # fmt: skip
+
+
+def test_a_server_beside_the_dashboards_workers_goes_to_the_default_queue_without_a_warning(
+    workers,
+):
+    """`make run`: nothing consumes triton.default or triton.local-2, and nothing needs to:
+    the default queue's worker runs on their host (the dashboard's own Triton; a loopback
+    address is reachable only from its own host)."""
+    workers.update({"celery": WEB_WORKER})
+    beside = [servers.default(), _at("local-2", "127.0.0.1:20001")]
+    beside += [_at("local-3", "localhost:20002"), _at("local-4", "[::1]:20003")]
+    for server in beside:
+        route = jobs.queue_for(server)
+        assert (route.queue, route.workers, route.waiting) == ("celery", WEB_WORKER, False)
+        assert route.note == "sent to the default queue celery, consumed by celery@web-host"
+        assert "no worker consumes" not in route.note
+    # A server on another host still says where its load comes from.
+    remote = jobs.queue_for(_at("gpu2", "10.0.0.12:8001"))
+    assert remote.note.startswith("no worker consumes triton.gpu2: sent to the default queue")
+
+
+def test_beside_the_workers_it_still_says_so_when_it_matters(workers, settings):
+    """No worker on the default queue either, or the server requires its own worker."""
+    route = jobs.queue_for(servers.default())
+    assert route.queue == "celery" and route.note == (
+        "no worker consumes triton.default: sent to the default queue, so the load comes from "
+        "the dashboard's worker host (no worker consumes celery either: the job waits for one)"
+    )
+    workers.update({"celery": ("celery@web-host",)})
+    queues.forget()
+    settings.TRITON_REQUIRE_LOCAL_WORKER = True
+    held = jobs.queue_for(servers.default())
+    assert held.waiting and held.note.startswith("waiting for a worker on queue triton.default")
+
+
 def test_a_server_that_requires_its_own_worker_is_never_sent_elsewhere(workers):
     workers.update({"celery": ("celery@web-host",)})
     route = jobs.queue_for(_server(require_local_worker=True))
