@@ -99,7 +99,7 @@ def report(outcomes: list[Outcome], label: str, step: float) -> str:
         "",
         "| condition | sweeps | with a recommendation | settled (rule / within) | unsure "
         "| by perf_analyzer's rule alone | busy-host note | levels: rule / interval / not "
-        "| knees | same knee as quiet | within one level |",
+        "| knees (how sure) | same knee as quiet | within one level |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, group in (("quiet", quiet), ("busy", [o for o in outcomes if o.busy])):
@@ -109,7 +109,10 @@ def report(outcomes: list[Outcome], label: str, step: float) -> str:
         rule_alone = sum(1 for o in group if o.settled_by("rule") > 0)
         noted = sum(1 for o in group if o.summary["host_note"])
         levels = [sum(o.settled_by(h) for o in group) for h in ("rule", "interval", None)]
-        knees = ", ".join(f"{o.summary['knee_level']:g}" for o in answered) or "—"
+        knees = (
+            ", ".join(f"{o.summary['knee_level']:g} {o.summary['sureness']}" for o in answered)
+            or "—"
+        )
         same = sum(1 for o in answered if o.summary["knee_level"] == reference)
         near = sum(
             1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import difflib
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,14 +12,53 @@ from . import measure, repeats, sweeps, verdict
 from .engine.perf_analyzer import levels_csv
 from .models import Sweep, SweepPoint
 
+# After perf_analyzer's columns, where the sweep's levels have intervals (the built-in
+# engine's, `measure.INTERVAL`): each level's interval of its median throughput (infer/s) and
+# chosen latency (µs), the windows it is over, its confidence, and how the level settled
+# ("rule", "interval" or empty: it did not).
+INTERVAL_CSV_COLUMNS = (
+    "Throughput Low",
+    "Throughput High",
+    "Latency Low",
+    "Latency High",
+    "Interval Windows",
+    "Interval Confidence",
+    "Settled By",
+)
+
 
 def to_csv(sweep: Sweep) -> str:
     """perf_analyzer's --verbose-csv columns, µs, sorted by level: the stored level rows,
-    in the one shape of a measurement."""
+    in the one shape of a measurement; then INTERVAL_CSV_COLUMNS where levels have them."""
     rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
     params = sweeps.params_of(sweep)
     levels = [measure.Level.from_point(p) for p in rows]
-    return levels_csv(levels, params.mode, streaming=params.streaming, goodput=bool(params.goodput))
+    text = levels_csv(levels, params.mode, streaming=params.streaming, goodput=bool(params.goodput))
+    intervals = {f"{lv.level:g}": measure.interval_of(lv) for lv in levels}
+    if not any(intervals.values()):
+        return text  # perf_analyzer's sweeps, and those stored before intervals
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    table = list(csv.reader(io.StringIO(text)))
+    writer.writerow([*table[0], *INTERVAL_CSV_COLUMNS])
+    for row in table[1:]:
+        writer.writerow([*row, *_interval_cells(intervals.get(row[0]))])
+    return out.getvalue()
+
+
+def _interval_cells(interval: measure.LevelInterval | None) -> list[str]:
+    if interval is None:
+        return [""] * len(INTERVAL_CSV_COLUMNS)
+    latency = interval.latency
+    return [
+        f"{interval.low:g}",
+        f"{interval.high:g}",
+        "" if latency is None else str(round(latency[0])),
+        "" if latency is None else str(round(latency[1])),
+        str(interval.windows),
+        f"{interval.confidence:g}",
+        interval.settled_by or "",
+    ]
 
 
 def to_json(sweep: Sweep) -> dict[str, Any]:
@@ -237,6 +278,16 @@ def summary_text(sweep: Sweep) -> str:
         lines.append("  Client: ")
         lines.append(f"    Request count: {p.requests}")
         lines.append(f"    Throughput: {p.throughput:.2f} infer/sec")
+        interval = measure.interval_of(p)
+        if interval is not None:
+            settled = {
+                "rule": "settled by the 3-window rule",
+                "interval": "settled by this interval",
+            }.get(interval.settled_by or "", "did not settle")
+            lines.append(
+                f"    Interval: {interval.low:.2f}..{interval.high:.2f} infer/sec "
+                f"({interval.confidence * 100:.0f}% over {interval.windows} windows; {settled})"
+            )
         spread = repeats.Spread.of_level(sweeps.point_json(p))
         if spread.rounds > 1:
             lines.append(
@@ -291,6 +342,7 @@ def summary_text(sweep: Sweep) -> str:
     summary = sweep.summary or sweeps.knee_summary(sweep)
     lines.append("")
     lines.append(summary.get("recommendation", ""))
-    if summary.get("caveat"):
-        lines.append(summary["caveat"])
+    for key in ("sureness_text", "caveat", "host_note"):  # older summaries lack the first
+        if summary.get(key):
+            lines.append(summary[key])
     return "\n".join(lines) + "\n"

@@ -13,8 +13,10 @@ measurements have (windows, spreads, client CPU, GPU, rounds, a streaming sweep'
 `STREAM_FIELDS`: a decoupled model's figures per response and its tokens, a sweep with
 objectives its `GOODPUT_FIELDS`, a streaming window its inter-response histogram's counts,
 a sequence sweep's `SEQUENCE_FIELDS`: figures by position in the sequence, and an
-ensemble's or a BLS model's `steps` (`STEP_FIELDS` each): figures only some sweeps have and
-nothing filters or sorts on, so they need no columns of their own).
+ensemble's or a BLS model's `steps` (`STEP_FIELDS` each), and the built-in engine's
+`INTERVAL` (how sure a level's figures are) and `HOST` (how busy the load generator's
+machine was): figures only some sweeps have and nothing filters or sorts on, so they need
+no columns of their own). Rows stored before an entry existed simply lack it.
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ GOODPUT_FIELDS = ("goodput", "good_share")
 # edge, [edge i-1, edge i), at or above the last. The page sums a level's windows.
 INTER_RESPONSE_HISTOGRAM = "inter_response_histogram"
 INTER_RESPONSE_EDGES_US = tuple(round(10 ** (1 + i / 4), 1) for i in range(25))
+# A level's `extra[INTERVAL]` (the built-in engine, `engine.stats.settle`): the interval of
+# the median throughput ([low, high], infer/s) and of the median chosen latency ([low, high]
+# µs, None when not judged) over the `windows` last windows the level's figures pool, its
+# `confidence`, and `settled_by`: "rule" (perf_analyzer's, the last 3 windows), "interval"
+# (the interval within the stability percentage) or None (did not settle).
+INTERVAL = "interval"
+# A level's `extra[HOST]`: the load generator's machine during it (`engine.host_load`).
+HOST = "host"
 # Old search rows (before the one shape) said `concurrency` for `level`, and kept these
 # `extra` entries at the top level; they are still read, and still written for the API.
 SEARCH_ALIASES = ("windows", "over_threshold", "avg_batch")
@@ -274,6 +284,79 @@ def goodput_fields(good: int | None, requests: int, duration_s: float) -> dict[s
         "goodput": good / duration_s if duration_s > 0 else 0.0,
         "good_share": good / requests if requests else None,
     }
+
+
+def interval_fields(settling: Any) -> dict[str, Any]:
+    """The `extra` entry of an `engine.stats.Settling` (none without one)."""
+    if settling is None or settling.throughput is None:
+        return {}
+    ips, lat = settling.throughput, settling.latency
+    return {
+        INTERVAL: {
+            "throughput": [ips.low, ips.high],
+            "latency": None if lat is None else [lat.low, lat.high],
+            "windows": ips.windows,
+            "confidence": round(ips.confidence, 4),
+            "settled_by": settling.by,
+        }
+    }
+
+
+@dataclass(frozen=True)
+class LevelInterval:
+    """A level row's `extra[INTERVAL]`, read back (see INTERVAL)."""
+
+    low: float
+    high: float
+    latency: tuple[float, float] | None
+    windows: int
+    confidence: float
+    settled_by: str | None
+
+    def margin(self, around: float) -> float:
+        """The ± that covers the interval around the reported throughput."""
+        return max(self.high - around, around - self.low, 0.0)
+
+    def relative(self, around: float) -> float | None:
+        """`margin` as a fraction of the reported throughput; None when that is not above 0."""
+        return self.margin(around) / around if around > 0 else None
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        and all(math.isfinite(v) for v in value)
+    ):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def interval_of(point: Any) -> LevelInterval | None:
+    """The interval of a row (SweepPoint, `Level` or its JSON); None for rows without one
+    (stored before it existed, perf_analyzer's, a hand-made row) or with a malformed one."""
+    extra = point.get("extra") if isinstance(point, Mapping) else getattr(point, "extra", None)
+    data = (extra or {}).get(INTERVAL)
+    if not isinstance(data, Mapping):
+        return None
+    throughput = _pair(data.get("throughput"))
+    windows, confidence = data.get("windows"), data.get("confidence")
+    if (
+        throughput is None
+        or not isinstance(windows, int)
+        or not isinstance(confidence, int | float)
+    ):
+        return None
+    settled_by = data.get("settled_by")
+    return LevelInterval(
+        low=throughput[0],
+        high=throughput[1],
+        latency=_pair(data.get("latency")),
+        windows=windows,
+        confidence=float(confidence),
+        settled_by=settled_by if settled_by in ("rule", "interval") else None,
+    )
 
 
 def point_json(point: Any) -> dict[str, Any]:

@@ -11,6 +11,11 @@ The spread of a level is the half range of its rounds relative to their median
 their ranges [min, max] do not overlap; then the difference reads "+18% ± 4%, 3 rounds
 each", where ± is the sum of both spreads. A level measured once has no spread: its
 difference is stated with "one round: noise unknown".
+
+Each round also keeps its level's interval (`measure.INTERVAL`) and machine load
+(`measure.HOST`); the merged row's interval spans the rounds' intervals (the lowest low to
+the highest high, at the lowest confidence: no narrower than any round's), and it is
+settled by the rule only when every round was.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from . import measure
 
 # The level-row fields a round contributes, merged as medians over the rounds.
 MEDIAN_FIELDS = (
@@ -62,7 +69,38 @@ def round_record(round_no: int, fields: Mapping[str, Any]) -> dict[str, Any]:
         "latency_spread": extra.get("latency_spread"),
         "over_threshold": bool(extra.get("over_threshold")),
         **({"load_hosts": extra["load_hosts"]} if extra.get("load_hosts") else {}),
+        **{k: extra[k] for k in (measure.INTERVAL, measure.HOST) if extra.get(k)},
     }
+
+
+def _interval(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rounds' intervals spanned (see the module docstring); none when a round has
+    none (perf_analyzer's, or stored before intervals)."""
+    parts = [measure.interval_of({"extra": r}) for r in rounds]
+    known = [p for p in parts if p is not None]
+    if not known or len(known) < len(parts):
+        return {}
+    latencies = [p.latency for p in known if p.latency is not None]
+    by = {p.settled_by for p in known}
+    return {
+        measure.INTERVAL: {
+            "throughput": [min(p.low for p in known), max(p.high for p in known)],
+            "latency": [min(lat[0] for lat in latencies), max(lat[1] for lat in latencies)]
+            if len(latencies) == len(known)
+            else None,
+            "windows": sum(p.windows for p in known),
+            "confidence": min(p.confidence for p in known),
+            "settled_by": None if None in by else ("rule" if by == {"rule"} else "interval"),
+        }
+    }
+
+
+def _host(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The busiest round's machine load (the page flags a level when any round was busy)."""
+    loads = [r[measure.HOST] for r in rounds if isinstance(r.get(measure.HOST), Mapping)]
+    if not loads:
+        return {}
+    return {measure.HOST: max(loads, key=lambda h: (bool(h.get("noisy")), h.get("busy") or 0))}
 
 
 def _hosts(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -109,6 +147,10 @@ def merge_rounds(
         "cancelled": False,
         **_hosts(rounds),
     }
+    # The latest round's entries do not speak for the others.
+    merged["extra"].pop(measure.INTERVAL, None)
+    merged["extra"].pop(measure.HOST, None)
+    merged["extra"].update({**_interval(rounds), **_host(rounds)})
     return merged
 
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("sweeps/<int:pk>/label", views.sweep_label, name="sweep_label"),
     path("sweeps/<int:pk>/export.csv", views.sweep_csv, name="sweep_csv"),
     path("sweeps/<int:pk>/export.json", views.sweep_json_export, name="sweep_json_export"),
+    path("sweeps/<int:pk>/report.html", views.sweep_report_html, name="sweep_report"),
     path("models/<str:name>/benchmark/", views.sweep_new, name="sweep_new"),
     path("", include("profiler_app.search.urls")),
 ]

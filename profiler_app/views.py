@@ -18,7 +18,7 @@ from repository_app.server_context import server_of
 from repository_app.servers import all as all_servers
 from team import audit
 
-from . import export, jobs, kind_presets, kind_rules, llm, measure, queues, sweeps
+from . import export, jobs, kind_presets, kind_rules, llm, measure, queues, sweep_report, sweeps
 from .engine.loadgen import SweepError
 from .engine.perf_analyzer import step_columns
 from .forms import SweepForm, SweepLabelForm
@@ -276,7 +276,10 @@ def sweep_label(request: HttpRequest, pk: int) -> HttpResponse:
     so it is not audited)."""
     sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by"))
     if not can_manage_sweep(request.user, sweep):
-        return JsonResponse({"message": "only the sweep's owner or an admin can"}, status=403)
+        return JsonResponse(
+            {"message": "only the user who started the sweep, or an Admin, can label it"},
+            status=403,
+        )
     form = SweepLabelForm(request.POST)
     if not form.is_valid():
         text = "; ".join(m for errors in form.errors.values() for m in errors)
@@ -304,6 +307,17 @@ def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = _sweep_or_404(request, pk)
     document = json.dumps(export.to_json(sweep), indent=2)
     return download(document, "application/json", f"sweep-{pk}-{sweep.model}.json")
+
+
+@login_required
+@require_GET
+def sweep_report_html(request: HttpRequest, pk: int) -> HttpResponse:
+    """The sweep as one self-contained HTML file (`sweep_report`), offered as a download."""
+    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by", "search"))
+    if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its report is the search's
+        return redirect("search_report", pk=sweep.search.pk)
+    page = sweep_report.build(sweep)
+    return download(page, "text/html; charset=utf-8", f"sweep-{pk}-{sweep.model}.html")
 
 
 @login_required

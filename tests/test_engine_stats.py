@@ -152,3 +152,87 @@ def test_recommendation_reads_as_one_sentence_with_the_numbers() -> None:
 def test_recommendation_says_when_throughput_was_still_rising() -> None:
     text = stats.recommendation(_curve([1000, 2000], [1.0, 1.1]))
     assert "still rising" in text and text.startswith("Concurrency 2 gives 2,000 infer/s")
+
+
+# --- the interval of a level's median (our addition for busy machines) ---------------------
+
+# A busy machine's level: a warm-up window, then windows around 1,000 infer/s, where a
+# neighbour's burst knocks one window up (2), one latency up (5) and one window down (8),
+# so no 3 windows in a row are within 10% on both throughput and latency.
+NOISY = [500, 1000, 1200, 990, 1005, 1010, 1000, 995, 800, 1015]
+NOISY_LAT = [900, 1000, 1010, 990, 1005, 1300, 995, 1012, 1003, 998]
+
+
+def test_median_interval_is_the_order_statistic_interval_with_at_least_95_percent() -> None:
+    nine = stats.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5])
+    assert nine is not None and (nine.low, nine.median, nine.high) == (2, 5, 8)
+    assert nine.windows == 9 and nine.confidence == pytest.approx(1 - 2 * 10 / 512)
+    # Too few windows for 95%: the whole range, with its own (lower) confidence.
+    five = stats.median_interval([3, 1, 2, 5, 4])
+    assert five is not None and (five.low, five.high) == (1, 5)
+    assert five.confidence == pytest.approx(1 - 2 / 32)
+    assert stats.median_interval([]) is None
+
+
+@given(st.lists(st.floats(1, 1e6), min_size=1, max_size=60))
+def test_the_interval_holds_the_median_and_never_claims_more_than_it_covers(
+    values: list[float],
+) -> None:
+    iv = stats.median_interval(values)
+    assert iv is not None and iv.low <= iv.median <= iv.high
+    assert min(values) <= iv.low and iv.high <= max(values)
+    if len(values) >= stats.MIN_INTERVAL_WINDOWS:
+        assert iv.confidence >= stats.CONFIDENCE
+
+
+def test_a_noisy_level_that_fails_the_rule_settles_within_its_interval() -> None:
+    # perf_analyzer's rule never holds: every 3 windows in a row spread over 10%.
+    assert not any(
+        stats.is_stable(NOISY[: i + 1], NOISY_LAT[: i + 1], 10) for i in range(len(NOISY))
+    )
+    s = stats.settle(NOISY, NOISY_LAT, 10)
+    assert s.settled and s.by == "interval" and s.reports_median
+    # Judged: the 9 windows after the warm-up; their median and its 96% interval, which
+    # leaves out the window knocked up and the one knocked down.
+    assert s.windows == 9 and s.throughput is not None and s.latency is not None
+    assert (s.throughput.low, s.throughput.median, s.throughput.high) == (990, 1000, 1015)
+    assert s.throughput.confidence == pytest.approx(0.961, abs=1e-3)
+    assert s.throughput.margin(1000) == 15  # "1,000 ± 15 infer/s": within ±1.5%
+    assert (s.latency.low, s.latency.high) == (995, 1012)
+
+
+def test_settled_within_means_the_intervals_width_is_within_the_stability_percentage() -> None:
+    assert stats.settle(NOISY, NOISY_LAT, 3).by == "interval"  # width 25 / 1000
+    assert stats.settle(NOISY, NOISY_LAT, 2).by is None
+    # The latency's interval counts too, as perf_analyzer's rule checks both.
+    jumpy = [900, 1000, 1400, 800, 1300, 700, 1200, 900, 1500, 1000]
+    assert stats.settle(NOISY, jumpy, 10).by is None
+    assert stats.settle(NOISY, jumpy, 10, check_latency=False).by == "interval"
+
+
+def test_the_interval_judges_the_windows_after_the_first_once_six_exist() -> None:
+    assert [stats.judged_windows(n) for n in (0, 2, 3, 6, 7, 10, 51, 1000)] == [
+        0, 2, 3, 3, 6, 9, 50, 50
+    ]  # fmt: skip
+    early = stats.settle(NOISY[:6], NOISY_LAT[:6], 10)
+    assert early.by is None and early.windows == 3 and not early.reports_median
+
+
+def test_a_level_settled_by_the_rule_is_unchanged() -> None:
+    s = stats.settle([10, 500, 100, 101, 102], [1, 99, 10, 10, 10], 5)
+    assert s.by == "rule" and s.windows == 3 and not s.reports_median
+    assert s.throughput is not None and (s.throughput.low, s.throughput.high) == (100, 102)
+
+
+def test_a_level_that_never_settles_still_carries_its_interval() -> None:
+    wild = [500, 400, 1600, 900, 2000, 700, 1500, 600, 1800, 1000]
+    s = stats.settle(wild, NOISY_LAT, 10)
+    assert not s.settled and s.reports_median and s.windows == 9
+    assert s.throughput is not None and s.throughput.confidence >= stats.CONFIDENCE
+    assert (s.throughput.low, s.throughput.median, s.throughput.high) == (600, 1000, 1800)
+
+
+def test_the_recommendation_shows_a_margin_where_one_is_given() -> None:
+    points = [CurvePoint(1, 1000, 1000), CurvePoint(4, 1150, 1450), CurvePoint(8, 1160, 1740)]
+    text = stats.recommendation(points, margins={4: 90})
+    assert text.startswith("Concurrency 4 gives 1,150 ± 90 infer/s at p95 1.45 ms;")

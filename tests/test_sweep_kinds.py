@@ -255,7 +255,7 @@ def test_the_builtin_engine_streams_the_decoupled_model_and_exports_its_figures(
         assert level.extra["responses_per_request"] == 8  # RESPONSE_COUNT
         assert level.extra["first_response_p95_us"] > 0
     rows = list(csv.DictReader(io.StringIO(export.to_csv(sweep))))
-    assert list(rows[0]) == [*CSV_COLUMNS, *STREAM_CSV_COLUMNS]
+    assert list(rows[0]) == [*CSV_COLUMNS, *STREAM_CSV_COLUMNS, *export.INTERVAL_CSV_COLUMNS]
     for row in rows:
         assert all(row[c] != "" and float(row[c]) > 0 for c in STREAM_CSV_COLUMNS), row
     assert "inter_response_p99_us" in export.to_json(sweep)["points"][0]["extra"]

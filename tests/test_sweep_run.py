@@ -110,7 +110,8 @@ async def test_a_short_sweep_completes_and_streams_windows_levels_and_summary_in
     assert count == window_events
     await sync_to_async(_assert_no_holes)(stored)
     rows = list(csv.reader(io.StringIO(await sync_to_async(export.to_csv)(stored))))
-    assert rows[0] == CSV_COLUMNS
+    # perf_analyzer's columns, then each level's interval (the built-in engine's).
+    assert rows[0] == [*CSV_COLUMNS, *export.INTERVAL_CSV_COLUMNS]
     assert [float(r[0]) for r in rows[1:]] == [1.0, 2.0, 3.0]
     assert all(float(r[1]) > 0 and int(r[11]) > 0 for r in rows[1:])
 
@@ -123,7 +124,7 @@ def test_the_csv_download_has_perf_analyzers_columns(
     response = admin_client.get(f"/sweeps/{sweep.pk}/export.csv")
     assert response.status_code == 200 and response["Content-Type"] == "text/csv"
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == CSV_COLUMNS and len(rows) == 3
+    assert rows[0] == [*CSV_COLUMNS, *export.INTERVAL_CSV_COLUMNS] and len(rows) == 3
     data = admin_client.get(f"/sweeps/{sweep.pk}/data.json").json()
     assert {(p["level"], p["window"]) for p in data["points"]} >= {(1.0, -1), (2.0, -1)}
     exported = admin_client.get(f"/sweeps/{sweep.pk}/export.json").json()

@@ -97,7 +97,7 @@ def test_the_builtin_engine_breaks_an_ensemble_down_by_step(loaded, redis_db, cl
 
     rows = list(csv.DictReader(io.StringIO(export.to_csv(sweep))))
     step_columns = [f"{m} {c}" for m in ("add_sub", "add_batched") for c in STEP_CSV_COLUMNS]
-    assert list(rows[0]) == [*CSV_COLUMNS, *step_columns]
+    assert list(rows[0]) == [*CSV_COLUMNS, *step_columns, *export.INTERVAL_CSV_COLUMNS]
     assert all(float(row[c]) > 0 for row in rows for c in step_columns if "Queue" not in c)
     assert export.to_json(sweep)["points"][0]["extra"]["steps"]
     # The step sentence names the knee or the last settled level (a busy machine may settle

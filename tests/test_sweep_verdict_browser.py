@@ -1,5 +1,6 @@
-"""In a real browser: unstable levels drawn hollow with the caveat sentence, and finished
-sweeps and searches without Cancel or Resume."""
+"""In a real browser: unstable levels drawn hollow with the caveat sentence, finished
+sweeps and searches without Cancel or Resume, and a sweep's report, downloaded from its
+page, drawn offline without a console error."""
 
 from __future__ import annotations
 
@@ -107,5 +108,37 @@ def test_a_finished_search_has_no_cancel_one_best_marker_and_labelled_points(
         assert front["x"][-1] == best["x"][0] and front["y"][-1] == best["y"][0]
         legend = page.evaluate("document.getElementById('chart-pareto').layout.legend")
         assert legend["y"] > 1 and legend["yanchor"] == "bottom"  # above the plot
+    finally:
+        context.close()
+
+
+def test_the_sweep_report_downloads_from_its_page_and_draws_offline_without_errors(
+    browser, web_server, admin_credentials, tmp_path
+):
+    sweep = _finished_sweep()
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/sweeps/{sweep.pk}/")
+        with page.expect_download() as download:
+            page.click("#export-report")
+        report = tmp_path / download.value.suggested_filename
+        assert report.name == f"sweep-{sweep.pk}-add_batched.html"
+        download.value.save_as(report)
+        errors: list[str] = []
+        asked: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("request", lambda request: asked.append(request.url))
+        context.set_offline(True)  # one file: nothing to fetch
+        page.goto(report.as_uri())
+        charts = "document.querySelectorAll('.chart')"
+        wait_js(page, f"{charts}.length === 4 && [...{charts}].every(c => c.data)")
+        symbols = page.evaluate("document.getElementById('throughput').data[0].marker.symbol")
+        assert symbols == ["circle", "circle", "circle-open", "circle-open"]
+        assert page.locator(".chart .main-svg").count() >= 4  # drawn, not only given data
+        assert (page.text_content("#recommendation") or "").startswith("Concurrency 2 gives")
+        assert errors == [] and asked == [report.as_uri()]
     finally:
         context.close()

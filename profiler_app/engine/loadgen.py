@@ -5,10 +5,13 @@ level it cuts time windows of `measurement_window_ms`; a window counts the reque
 *completed* inside it (perf_analyzer's rule), and reports throughput (requests x batch /
 window), client latency (avg, p50/p90/p95/p99 in µs), errors, client CPU per request and
 Triton's server-side breakdown (statistics extension, diffed over the window). A level
-ends when the last 3 windows are stable (see `stats`), when `max_windows` is reached (the
-level is kept, marked unstable, with its spread), or when the chosen latency passes the
-threshold (the sweep then stops raising the load). `should_cancel` is polled several
-times per window; a cancelled sweep keeps the windows it finished.
+ends when the last 3 windows are stable (see `stats`), or when the interval of the median
+of its windows after the first is within the stability percentage (`stats.settle`: a
+noisy machine's level, which keeps measuring for this), when `max_windows` is reached (its
+time budget: the level is kept, marked unstable, with its spread and interval), or when
+the chosen latency passes the threshold (the sweep then stops raising the load). Each
+level also records how busy this machine was meanwhile (`host_load`). `should_cancel` is
+polled several times per window; a cancelled sweep keeps the windows it finished.
 
 A streaming sweep (`params.streaming`, a decoupled model) sends its requests over gRPC
 streams (`stream_slots`), at a concurrency or a request rate; its windows and levels also
@@ -57,7 +60,7 @@ from repository_app.triton.gpus import GpuSample
 from .. import goodput, llm, measure
 from ..model_kind import kind_of_served
 from ..params import SweepError, SweepParams
-from . import composing, gpu, stats
+from . import composing, gpu, host_load, stats
 from .composing import StepServer
 from .gpu import GpuSampler
 from .inputs import InputError, build_payloads, input_specs, max_batch_size
@@ -188,6 +191,10 @@ class LevelResult:
     # (the sequences failed: every window's).
     sequence: SequenceRecords | None = None
     hosts: list[dict[str, Any]] | None = None  # each host's share of the last windows
+    # How the windows settled, and the intervals of their medians (`stats.settle`); the
+    # load generator's machine during the level (`host_load`).
+    settling: stats.Settling | None = None
+    host: host_load.HostLoad | None = None
 
     def measured(self) -> measure.Level:
         """The level in the one shape of a measurement (`profiler_app.measure`)."""
@@ -224,6 +231,8 @@ class LevelResult:
                     self.good, self.latency.count if self.latency else 0, self.stream_duration_s
                 ),
                 **({"load_hosts": self.hosts} if self.hosts else {}),
+                **measure.interval_fields(self.settling),
+                **({measure.HOST: self.host.to_json()} if self.host else {}),
             },
         )
 
@@ -613,6 +622,7 @@ async def run_sweep(
             await _measure_levels(
                 params, levels, pool, control, GpuSampler(metrics_url), result,
                 on_window, on_level, should_cancel, plan=prepared.plan,
+                triton_local=host_load.is_local(url),
             )  # fmt: skip
             return result
         finally:
@@ -633,6 +643,7 @@ async def _measure_levels(
     should_cancel: Callable[[], Any] | None,
     *,
     plan: composing.Plan = composing.NONE,
+    triton_local: bool = False,
 ) -> None:
     batch = params.batch_size
     window_ns = params.measurement_window_ms * 1_000_000
@@ -647,6 +658,7 @@ async def _measure_levels(
         server_start, steps_start = await composing.read(
             control, plan, params.model, params.version
         )
+        machine_start = host_load.sample()
         windows: list[WindowResult] = []
         cancelled = over = False
         while len(windows) < params.max_windows:
@@ -693,13 +705,24 @@ async def _measure_levels(
             await _call(on_window, window)
             tputs = [w.throughput for w in windows]
             lats = [w.chosen_latency_us(params.percentile) for w in windows]
-            if stats.is_stable(tputs, lats, params.stability_percentage):
+            # perf_analyzer's rule, else the interval of the median once enough windows
+            # exist: a busy machine's level keeps measuring, within its max windows.
+            if stats.settle(tputs, lats, params.stability_percentage).settled:
                 break
             if stats.over_latency_limit(lats, params.latency_threshold_ms):
                 over = True
                 break
         level_result = _merge_level(level, windows, params, cancelled)
         _merge_steps(level_result, plan)
+        level_result.host = host_load.between(
+            machine_start,
+            host_load.sample(),
+            # The workers' CPU, reported with each window; another host's is not this one's.
+            workers_cpu_s=None
+            if isinstance(pool, CompositePool)
+            else sum(w.client_cpu_us * w.requests for w in windows) / 1e6,
+            triton_local=triton_local,
+        )
         if (
             params.latency_threshold_ms
             and level_result.latency is not None
@@ -772,14 +795,19 @@ def _count_good(objectives: Mapping[str, float], window: WindowResult) -> int | 
 def _merge_level(
     level: float, windows: list[WindowResult], params: SweepParams, cancelled: bool
 ) -> LevelResult:
-    last = windows[-stats.STABILITY_WINDOWS :]
-    tputs = [w.throughput for w in last]
-    lats = [w.chosen_latency_us(params.percentile) for w in last]
-    stable = stats.is_stable(
+    """A level from its windows. Settled by perf_analyzer's rule (or with too few windows
+    for an interval): its last 3 merged, as perf_analyzer merges them. Otherwise its
+    windows after the first (`stats.judged_windows`) are pooled, and its throughput is
+    their median, the value the interval is about."""
+    settling = stats.settle(
         [w.throughput for w in windows],
         [w.chosen_latency_us(params.percentile) for w in windows],
         params.stability_percentage,
     )
+    last3 = windows[-stats.STABILITY_WINDOWS :]
+    tputs = [w.throughput for w in last3]
+    lats = [w.chosen_latency_us(params.percentile) for w in last3]
+    last = windows[-settling.windows :] if windows else []
     duration = sum(w.duration_s for w in last)
     requests = sum(w.requests for w in last)
     # perf_analyzer pools the last windows' latencies; a level cancelled before its first
@@ -788,11 +816,14 @@ def _merge_level(
     latency = stats.summarize_latencies(pooled.tolist()) if pooled.size else None
     cpu_requests = sum(w.requests for w in last)
     send_rate = sum(w.send_rate * w.duration_s for w in last) / duration if duration > 0 else 0.0
+    throughput = requests * params.batch_size / duration if duration > 0 else 0.0
+    if settling.reports_median and settling.throughput is not None:
+        throughput = settling.throughput.median
     return LevelResult(
         level=level,
         windows=windows,
-        stable=stable,
-        throughput=requests * params.batch_size / duration if duration > 0 else 0.0,
+        stable=settling.settled,
+        throughput=throughput,
         latency=latency,
         server=_merge_server([w.server for w in last]),
         throughput_spread=stats.spread(tputs) if tputs else 0.0,
@@ -811,6 +842,7 @@ def _merge_level(
         sequence=_level_sequences(windows, last),
         good=sum(w.good or 0 for w in last) if params.goodput else None,
         hosts=_level_hosts(last),
+        settling=settling if windows else None,
     )
 
 
@@ -833,7 +865,8 @@ def _merge_steps(level: LevelResult, plan: composing.Plan) -> None:
     """A level's steps, each merged over the level's last windows as its own breakdown is;
     an ensemble's breakdown then follows from them (`composing.composed`), so that its
     steps add up to it over the same windows."""
-    last = level.windows[-stats.STABILITY_WINDOWS :]
+    pooled = level.settling.windows if level.settling else stats.STABILITY_WINDOWS
+    last = level.windows[-pooled:]
     if not plan or not last:
         return
     level.steps = [

@@ -16,12 +16,31 @@ Mirrors perf_analyzer's `inference_profiler.cc` (checked against 2.48 and main):
   whose merged latency is `>=` the limit ends the sweep.
 - A stable level is reported by merging its last 3 windows: all their latencies pooled,
   throughput = requests x batch / summed window durations.
+
+Our addition, for machines where three windows in a row never agree (a busy or small
+host): the interval of a level's median (`median_interval`, `settle`). When perf_analyzer's
+rule fails, the level keeps measuring, up to its max windows (its time budget), and its
+windows after the first are judged together: the level has settled "within ±x%" once the
+95% interval of their median throughput, and of their median chosen latency, is no wider
+than the stability percentage (the width perf_analyzer allows its three windows). Such a
+level reports the median of those windows' throughput (with its interval) and pools their
+latencies. A level that settles neither way still carries its interval, so a verdict can
+recommend from what was measured and say how sure it is (`profiler_app.verdict`).
+
+The interval is the distribution-free one for a median (order statistics): with n windows,
+[x(k), x(n+1-k)] covers the true median with probability 1 - 2 P(Binomial(n, 1/2) <= k-1),
+and k is the largest that keeps that at least 95%. It is exact for independent windows,
+needs no resampling (so it is deterministic), and is honest on few windows, where a
+bootstrap percentile interval of the median is not: at 7 windows the bootstrap's "95%"
+interval [x(2), x(6)] covers 87.5%. Below 6 windows no 95% interval exists; the range of
+the windows is then given with its own, lower, confidence.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # A level at its chosen latency (re-exported: the knee and recommendation take it), defined
@@ -115,6 +134,126 @@ def is_stable(
     return max(lat) / min(lat) <= limit
 
 
+# --- the interval of a level's median ------------------------------------------------------
+
+CONFIDENCE = 0.95
+# The fewest windows with a 95% interval of their median (1 - 2 / 2^6 = 96.9%): a level
+# settles by its interval only from this many windows after its first.
+MIN_INTERVAL_WINDOWS = 6
+MAX_INTERVAL_WINDOWS = 50  # the latest windows judged (a level of 1000 windows: its last 50)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The median of some windows' values and an interval for it."""
+
+    median: float
+    low: float
+    high: float
+    windows: int
+    confidence: float  # the probability that [low, high] holds the true median
+
+    @property
+    def width(self) -> float:
+        """(high - low) / median: inf when the median is not above 0."""
+        return (self.high - self.low) / self.median if self.median > 0 else math.inf
+
+    def margin(self, around: float) -> float:
+        """The ± that covers the interval around a reported value (the larger side)."""
+        return max(self.high - around, around - self.low, 0.0)
+
+
+def _binomial_tail(n: int, k: int) -> float:
+    """P(Binomial(n, 1/2) <= k)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:
+    """The median of `values` and the narrowest order-statistic interval with at least
+    `confidence` coverage; the whole range (with its lower coverage) when there are too few
+    values for that. None without values."""
+    ordered = sorted(float(v) for v in values)
+    n = len(ordered)
+    if n == 0:
+        return None
+    k = 1  # 1-based: [x(k), x(n+1-k)]
+    while k < (n + 1) // 2 and 1 - 2 * _binomial_tail(n, k) >= confidence:
+        k += 1
+    return Interval(
+        median=statistics.median(ordered),
+        low=ordered[k - 1],
+        high=ordered[n - k],
+        windows=n,
+        confidence=1 - 2 * _binomial_tail(n, k - 1),
+    )
+
+
+@dataclass(frozen=True)
+class Settling:
+    """How a level's windows settled: `by` "rule" (perf_analyzer's, over the last 3),
+    "interval" (the interval of the median, see the module docstring) or None (neither);
+    `windows` the last windows its figures pool, and their intervals."""
+
+    by: str | None
+    windows: int
+    throughput: Interval | None
+    latency: Interval | None
+
+    @property
+    def settled(self) -> bool:
+        return self.by is not None
+
+    @property
+    def reports_median(self) -> bool:
+        """Whether the level reports the median of its windows (not perf_analyzer's merge
+        of the last 3): judged by the interval, settled or not."""
+        return self.by != "rule" and self.windows > STABILITY_WINDOWS
+
+
+def judged_windows(count: int) -> int:
+    """How many of a level's last windows the interval judges: those after the first, at
+    most MAX_INTERVAL_WINDOWS, once MIN_INTERVAL_WINDOWS of them exist; before that, the
+    last 3 (perf_analyzer's)."""
+    if count - 1 >= MIN_INTERVAL_WINDOWS:
+        return min(count - 1, MAX_INTERVAL_WINDOWS)
+    return min(count, STABILITY_WINDOWS)
+
+
+def settle(
+    throughputs: Sequence[float],
+    latencies: Sequence[float],
+    stability_percentage: float,
+    *,
+    check_latency: bool = True,
+) -> Settling:
+    """Whether a level's windows so far have settled, and how (see `Settling`): first
+    perf_analyzer's rule (`is_stable`), unchanged; then the interval of the median of the
+    windows after the first, whose width must be within the stability percentage for the
+    throughput and (with `check_latency`) the chosen latency."""
+    limit = stability_percentage / 100.0
+    if is_stable(throughputs, latencies, stability_percentage, check_latency=check_latency):
+        last = STABILITY_WINDOWS
+        return Settling(
+            "rule",
+            last,
+            median_interval(throughputs[-last:]),
+            median_interval(latencies[-last:]) if check_latency else None,
+        )
+    tail = judged_windows(len(throughputs))
+    ips = median_interval(throughputs[-tail:]) if tail else None
+    lat = median_interval(latencies[-tail:]) if tail and check_latency else None
+    by = None
+    if (
+        len(throughputs) - 1 >= MIN_INTERVAL_WINDOWS
+        and ips is not None
+        and ips.confidence >= CONFIDENCE
+        and ips.width <= limit
+        and (lat is None or lat.width <= limit)
+    ):
+        by = "interval"
+    return Settling(by, tail, ips, lat)
+
+
 def over_latency_limit(latencies_us: Sequence[float], limit_ms: float | None) -> bool:
     """True once 3 windows exist and any of the last 3 has latency >= the limit."""
     if not limit_ms or len(latencies_us) < STABILITY_WINDOWS:
@@ -176,6 +315,11 @@ def _ms(us: float) -> str:
 END_NOTE = "throughput was still rising at the last level, so try higher loads"
 
 
+def throughput_text(value: float, margin: float | None = None) -> str:
+    """'1,150' or, with its interval's margin, '1,150 ± 90'."""
+    return f"{value:,.0f}" + (f" ± {margin:,.0f}" if margin is not None else "")
+
+
 def change_text(pct: float) -> str:
     """'rises 2%', 'falls 16%' or 'stays flat' (never 'rises -16%')."""
     if abs(pct) < 0.5:
@@ -191,13 +335,15 @@ def recommendation(
     min_gain_pct: float = 5.0,
     latency_budget_ms: float | None = None,
     end_note: str = END_NOTE,
+    margins: Mapping[float, float] | None = None,
 ) -> str:
     """One sentence naming the knee, e.g. "Concurrency 4 gives 3,488 infer/s at p95 1.45 ms;
     beyond it throughput rises 2% while p95 rises 20%".
 
     `end_note` ends the sentence when throughput still rose at the last point: a sweep that
     stopped early, or whose later levels did not settle, says so instead of "try higher
-    loads" (see `profiler_app.verdict`)."""
+    loads" (see `profiler_app.verdict`). `margins` (level -> ± infer/s) show a level's
+    throughput with its interval: "1,150 ± 90 infer/s"."""
     if not points:
         return "No level completed, so there is nothing to recommend."
     knee = find_knee(points, min_gain_pct=min_gain_pct, latency_budget_ms=latency_budget_ms)
@@ -209,7 +355,10 @@ def recommendation(
             f"({latency_label} {_ms(first.latency_us)})."
         )
     p = points[knee.index]
-    head = f"{label} {p.level:g} gives {p.throughput:,.0f} infer/s at {latency_label} {_ms(p.latency_us)}"
+    head = (
+        f"{label} {p.level:g} gives {throughput_text(p.throughput, (margins or {}).get(p.level))} "
+        f"infer/s at {latency_label} {_ms(p.latency_us)}"
+    )
     if knee.reason == "end":
         return f"{head}; {end_note}."
     nxt = points[knee.index + 1]

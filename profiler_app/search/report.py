@@ -8,28 +8,22 @@ labelled with candidate and concurrency, one best point, the constraint lines),
 throughput per concurrency for each candidate, the ranked table with each candidate's
 spread over its re-measurements, the latency breakdown at each candidate's operating
 point (and, on GPUs, its memory), as Model Analyzer's reports have them, and every
-candidate's config.pbtxt. Data goes in as JSON with "</" escaped, so no value can close
-the script.
+candidate's config.pbtxt. The page's skeleton (Plotly inlined, the figures' JSON, the
+styles) is `report_html`'s, shared with the sweep report.
 """
 
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 from repository_app.triton import gpus as triton_gpus
 
 from ..models import Search
+from ..report_html import LEGEND, cells, fact_rows, fmt, page
 from . import runner
 from .objective import INFER_RATE, Constraints, Metric, Metrics
 from .space import Knobs
-
-LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value).replace("</", "<\\/")
 
 
 def _metrics(search: dict[str, Any]) -> Metrics:
@@ -169,14 +163,6 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {"pareto": pareto, "curves": curves}
 
 
-def _fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value / scale:,.{digits}f}"
-
-
-def _cells(values: Any) -> str:
-    return "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in values) + "</tr>"
-
-
 def _environment_text(info: dict[str, Any]) -> list[tuple[str, str]]:
     env = info.get("environment") or {}
     gpus = env.get("gpus") or []
@@ -227,10 +213,10 @@ def _breakdown_rows(snapshot: dict[str, Any], gpus: bool, streams: bool = False)
         values = [
             f"#{cand['seq']} {cand['description']}",
             f"{r['concurrency']:g}",
-            *(_fmt(lv.get(k), 1000) for k in ("p50_us", "p95_us", "p99_us", "avg_us")),
-            *(_fmt(_figure(lv, k), 1000) for k in (FIRST_RESPONSE_KEYS if streams else ())),
+            *(fmt(lv.get(k), 1000) for k in ("p50_us", "p95_us", "p99_us", "avg_us")),
+            *(fmt(_figure(lv, k), 1000) for k in (FIRST_RESPONSE_KEYS if streams else ())),
             *(
-                _fmt(lv.get(k), 1000)
+                fmt(lv.get(k), 1000)
                 for k in (
                     "queue_us",
                     "compute_input_us",
@@ -239,13 +225,13 @@ def _breakdown_rows(snapshot: dict[str, Any], gpus: bool, streams: bool = False)
                     "server_request_us",
                 )
             ),
-            _fmt(network, 1000),
-            _fmt(lv.get("avg_batch"), digits=1),
+            fmt(network, 1000),
+            fmt(lv.get("avg_batch"), digits=1),
         ]
         if gpus:
             memory = cand.get("gpu_memory_bytes")
-            values.append(_fmt(memory, 2**20, 0) if memory else "n/a")
-        rows.append(_cells(values))
+            values.append(fmt(memory, 2**20, 0) if memory else "n/a")
+        rows.append(cells(values))
     return rows
 
 
@@ -269,10 +255,6 @@ def _space_text(space: dict[str, Any], baseline: Knobs) -> str:
 
 def build(search: Search) -> str:
     """The whole report as one HTML string."""
-    # The Plotly the pages load (basic, or the full bundle while basic is not installed):
-    # the report draws only scatter traces, and inlines 1.1 MB instead of 4.85 MB.
-    from dashboard.staticfinders import plotly_js
-
     snapshot = runner.snapshot(search.pk)
     assert snapshot is not None
     info = snapshot["search"]
@@ -291,17 +273,17 @@ def build(search: Search) -> str:
             f"#{r.get('seq', '')} " + r["description"] + (" (current)" if r["baseline"] else ""),
             r["state"]
             + ("" if r["feasible"] or r["state"] != "measured" else ", misses constraints"),
-            _fmt(r["throughput"], digits=1),
-            *([_fmt(r.get("infer_per_s"), digits=1)] if rate else []),
-            _fmt(r["latency_us"], 1000),
+            fmt(r["throughput"], digits=1),
+            *([fmt(r.get("infer_per_s"), digits=1)] if rate else []),
+            fmt(r["latency_us"], 1000),
             "n/a" if r["concurrency"] is None else f"{r['concurrency']:g}",
             (r.get("spread_text") or "one measurement")
             + (" · tied with the best" if r.get("tied") else ""),
         ]
         if gpus:
-            values.append(_fmt(r["gpu_memory_bytes"], 2**20, 0) if r["gpu_memory_bytes"] else "n/a")
+            values.append(fmt(r["gpu_memory_bytes"], 2**20, 0) if r["gpu_memory_bytes"] else "n/a")
         values += ["; ".join(r["diff"]) or "(same as current)", r["reason"]]
-        rows.append(_cells(values))
+        rows.append(cells(values))
     configs = []
     for cand in snapshot["candidates"]:
         try:
@@ -355,33 +337,20 @@ def build(search: Search) -> str:
             f"{info['restore_message'] or 'pending'}",
         ),
     ]
-    facts = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-        for k, v in [*_environment_text(info), *parameters]
-    )
+    facts = fact_rows([*_environment_text(info), *parameters])
     gpu_head = "<th>GPU memory (MB)</th>" if gpus else ""
     rate_head = "<th>Throughput (infer/s)</th>" if rate else ""
     first_head = "".join(f"<th>first response {p}</th>" for p in ("p50", "p95", "p99") if streams)
     tput_head = html.escape(f"{m.throughput.label.capitalize()} ({m.throughput.unit})")
     lat_head = html.escape(m.latency.label)
     title = f"Config search #{info['id']} · {info['model']}"
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font: 14px system-ui, sans-serif; margin: 1.5rem; color: #101828; }}
-table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px solid #eaecf0; padding: .3rem .5rem; text-align: left; vertical-align: top; }}
-#facts th {{ width: 12rem; color: #475467; font-weight: 500; }}
-.chart {{ height: 420px; }} pre {{ background: #f9fafb; padding: .6rem; overflow: auto; }}
-</style>
-<script>{plotly_js().read_text(encoding="utf-8")}</script>
-</head><body>
-<h1>{html.escape(title)}</h1>
-<p><strong id="recommendation">{html.escape(snapshot["result"]["recommendation"])}</strong></p>
+    # Only scatter traces: Plotly's basic bundle, which `page` inlines when installed, has them.
+    body = f"""<p><strong id="recommendation">{html.escape(snapshot["result"]["recommendation"])}</strong></p>
 <table id="facts">{facts}</table>
 <h2>{html.escape(m.throughput.label.capitalize())} vs {lat_head} latency</h2><div id="pareto" class="chart"></div>
 <h2>{html.escape(m.throughput.label.capitalize())} per concurrency</h2><div id="curves" class="chart"></div>
 <h2>Ranking</h2>
-<table id="ranking"><tr><th>#</th><th>Candidate</th><th>State</th><th>{tput_head}</th>{rate_head}<th>{lat_head} (ms)</th><th>Concurrency</th><th>Spread</th>{gpu_head}<th>Diff vs current</th><th>Note</th></tr>
+<table id="ranking"><tr><th>Rank</th><th>Candidate</th><th>State</th><th>{tput_head}</th>{rate_head}<th>{lat_head} (ms)</th><th>Concurrency</th><th>Spread</th>{gpu_head}<th>Diff vs current</th><th>Note</th></tr>
 {"".join(rows)}
 </table>
 <h2>Latency breakdown at each candidate's operating point (ms)</h2>
@@ -389,11 +358,5 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 {"".join(_breakdown_rows(snapshot, gpus, streams))}
 </table>
 <h2>Configs</h2>
-{"".join(configs)}
-<script>
-const FIGURES = {_json(figures(snapshot))};
-Plotly.newPlot("pareto", FIGURES.pareto.data, FIGURES.pareto.layout, {{displayModeBar: false}});
-Plotly.newPlot("curves", FIGURES.curves.data, FIGURES.curves.layout, {{displayModeBar: false}});
-</script>
-</body></html>
-"""
+{"".join(configs)}"""
+    return page(title, body, figures(snapshot))

@@ -50,6 +50,27 @@ window.SweepPage = (function () {
     const v = [e.throughput_spread, e.latency_spread].filter(function (x) { return x !== null && x !== undefined; });
     return v.length ? " (spread " + Math.round(100 * Math.max.apply(null, v)) + "%)" : "";
   }
+  // A level's interval of its median throughput (the built-in engine's extra.interval;
+  // rows stored before it, and perf_analyzer's, have none and read as before).
+  function intervalOf(p) {
+    const i = p.extra && p.extra.interval;
+    return i && i.throughput && i.throughput.length === 2 ? i : null;
+  }
+  function marginOf(p) {
+    const i = intervalOf(p);
+    return i ? Math.max(i.throughput[1] - p.throughput, p.throughput - i.throughput[0], 0) : null;
+  }
+  function intervalTitle(p) {
+    const i = intervalOf(p);
+    if (!i) return "";
+    const n = function (v) { return Math.round(v).toLocaleString("en-US"); };
+    return Math.round(100 * i.confidence) + "% interval of the median over " + i.windows + " windows: " + n(i.throughput[0]) + "–" + n(i.throughput[1]) + " infer/s";
+  }
+  function settledByInterval(p) { const i = intervalOf(p); return p.stable !== false && !!i && i.settled_by === "interval"; }
+  function withinText(p) {
+    const m = marginOf(p);
+    return m !== null && p.throughput > 0 ? "within ±" + Math.round(100 * m / p.throughput) + "%" : "";
+  }
 
   function schedule() {
     if (renderQueued) return;
@@ -80,11 +101,14 @@ window.SweepPage = (function () {
       rec.innerHTML = ""; const strong = document.createElement("strong");
       strong.textContent = sweep.summary.recommendation; rec.appendChild(strong);
     }
-    const caveat = document.getElementById("verdict-caveat");
-    if (caveat && sweep.summary) {
-      caveat.textContent = sweep.summary.caveat || "";
-      caveat.hidden = !sweep.summary.caveat;
-    }
+    // How sure the verdict is, and whether the machine itself was the noise (summaries
+    // stored before these lack them: hidden).
+    [["verdict-caveat", "caveat"], ["verdict-sureness", "sureness_text"], ["host-note", "host_note"]].forEach(function (pair) {
+      const el = document.getElementById(pair[0]);
+      if (!el || !sweep.summary) return;
+      el.textContent = sweep.summary[pair[1]] || "";
+      el.hidden = !sweep.summary[pair[1]];
+    });
   }
 
   // The ETA from what this run actually needed: seconds per window (wall clock, so the
@@ -131,7 +155,10 @@ window.SweepPage = (function () {
     const summary = sweep.summary || {};
     const knee = good.filter(function (p) { return p.level === summary.knee_level; });
     const best = good.filter(function (p) { return p.level === summary.best_level; });
-    const hover = good.map(function (p) { return p.stable === false ? "did not settle" + spreadText(p) : ""; });
+    const hover = good.map(function (p) {
+      if (p.stable === false) return "did not settle" + spreadText(p) + (intervalOf(p) ? "; " + intervalTitle(p) : "");
+      return settledByInterval(p) ? "settled " + withinText(p) + " (" + intervalTitle(p) + ")" : intervalTitle(p);
+    });
     // The legend above the plot area: at the bottom (Plotly's place for a horizontal
     // legend) it sat on the x axis title.
     const base = { margin: { l: 55, r: 15, t: 40, b: 45 }, showlegend: true, legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" } };
@@ -144,10 +171,17 @@ window.SweepPage = (function () {
       const v = r.map(function (q) { return q.throughput; });
       return (Math.max.apply(null, v) - Math.min.apply(null, v)) / 2;
     });
+    // Without rounds, each level's interval of its median (asymmetric): how sure it is.
+    const useIntervals = !errorBars.some(function (v) { return v > 0; }) && good.some(function (p) { return intervalOf(p); });
+    const intervalUp = good.map(function (p) { const i = intervalOf(p); return i ? Math.max(0, i.throughput[1] - p.throughput) : 0; });
+    const intervalDown = good.map(function (p) { const i = intervalOf(p); return i ? Math.max(0, p.throughput - i.throughput[0]) : 0; });
+    const tputErrors = useIntervals
+      ? { type: "data", symmetric: false, array: intervalUp, arrayminus: intervalDown, visible: true }
+      : { type: "data", array: errorBars, visible: errorBars.some(function (v) { return v > 0; }) };
 
     Plotly.react("chart-throughput", [
       { x: x, y: good.map(function (p) { return p.throughput; }), text: hover, name: "throughput", mode: "lines+markers", marker: { symbol: symbols(good), size: 9 },
-        error_y: { type: "data", array: errorBars, visible: errorBars.some(function (v) { return v > 0; }) } },
+        error_y: tputErrors },
       { x: knee.map(function (p) { return p.level; }), y: knee.map(function (p) { return p.throughput; }), name: "knee", mode: "markers", marker: { size: 14, symbol: "star", color: "#d92d20" } },
       { x: best.map(function (p) { return p.level; }), y: best.map(function (p) { return p.throughput; }), name: "best within budget", mode: "markers", marker: { size: 12, symbol: "diamond-open", color: "#12b76a" } },
     ].concat(unsettled), Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "infer/s" }, rangemode: "tozero" } }), cfg);
@@ -321,6 +355,13 @@ window.SweepPage = (function () {
     }).join(" · ") + "</div>";
   }
 
+  // The load generator's machine was busy during the level (engine/host_load.py).
+  function hostCell(extra) {
+    const h = extra && extra.host;
+    if (!h || !(h.busy >= 0.9 || h.steal >= 0.05)) return "";
+    return "<div class=\"small warning host-busy\" title=\"the load generator's machine during this level; see the note above\">host " + Math.round(100 * h.busy) + "% busy" + (h.steal >= 0.05 ? ", " + Math.round(100 * h.steal) + "% steal" : "") + "</div>";
+  }
+
   function renderTable(levels) {
     const table = document.getElementById("levels-table");
     const head = table.rows[0].outerHTML;
@@ -334,9 +375,12 @@ window.SweepPage = (function () {
       let tput = cell(p.throughput, 1);
       if (rounds.length > 1 && p.extra.round_spread !== null && p.extra.round_spread !== undefined) {
         tput += " ± " + Math.round(100 * p.extra.round_spread) + "% (" + rounds.length + " rounds)";
+      } else if (marginOf(p) !== null) {
+        tput = "<span class=\"interval\" title=\"" + escapeHtml(intervalTitle(p)) + "\">" + tput + " ± " + cell(marginOf(p), 1) + "</span>";
       }
-      const stable = p.stable === false ? "<span class=\"warning\">no" + spreadText(p) + "</span>" : (p.stable ? "yes" : "—");
-      return "<tr data-level=\"" + p.level + "\"" + (p.stable === false ? " class=\"unsettled\"" : "") + "><td>" + p.level + partial + behind + hostsCell(p.extra) + "</td><td>" + tput + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + stable + "</td><td>" + p.errors + "</td></tr>";
+      let stable = p.stable === false ? "<span class=\"warning\">no" + spreadText(p) + "</span>" : (p.stable ? "yes" : "—");
+      if (settledByInterval(p)) stable = "<span title=\"" + escapeHtml(intervalTitle(p)) + "\">" + withinText(p) + "</span>";
+      return "<tr data-level=\"" + p.level + "\"" + (p.stable === false ? " class=\"unsettled\"" : "") + "><td>" + p.level + partial + behind + hostsCell(p.extra) + hostCell(p.extra) + "</td><td>" + tput + "</td><td>" + cell(ms(p.p50_us)) + " ms</td><td>" + cell(ms(p.p95_us)) + " ms</td><td>" + cell(ms(p.p99_us)) + " ms</td><td>" + cell(ms(p.avg_us)) + " ms</td><td>" + cell(ms(p.queue_us)) + " ms</td><td>" + cell(ms(p.compute_infer_us)) + " ms</td><td>" + gpuCell(p.extra) + "</td><td>" + cell(p.extra && p.extra.windows, 0) + "</td><td>" + stable + "</td><td>" + p.errors + "</td></tr>";
     }).join("");
   }
 
