@@ -39,7 +39,10 @@ def tree_rss_mb(pid: int) -> float:
     """The RSS of a process and its children (the web front and its Daphnes)."""
     pids = {pid}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        pids |= {int(c) for c in (task / "children").read_text().split()}
+        try:  # a thread may end meanwhile
+            pids |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            continue
     return sum(rss_mb(p)[0] for p in pids if Path(f"/proc/{p}").exists())
 
 
