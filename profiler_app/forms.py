@@ -11,6 +11,7 @@ from repository_app.servers import Server
 
 from . import kind_presets, sweeps
 from .engine.inputs import InputError, parse_input_json
+from .engine.perf_analyzer import PerfAnalyzerNotFound, locate_perf_analyzer
 from .model_kind import ModelKind
 from .models import Sweep
 from .params import (
@@ -136,7 +137,30 @@ class SweepLabelForm(forms.Form):
         return (self.cleaned_data.get("note") or "").strip()
 
 
+class EngineSelect(forms.Select):
+    """The engines, those in ``unavailable`` shown disabled (their label says why)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unavailable: set[str] = set()
+
+    def create_option(self, name: str, value: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(name, value, *args, **kwargs)
+        if value in self.unavailable:
+            option["attrs"]["disabled"] = True
+        return option
+
+
 class SweepForm(forms.Form):
+    initial: dict[str, Any]  # BaseForm's, typed for mypy (`_offer_engines` replaces it)
+    # The fields of one mode: the page shows (and sends) those of the chosen mode only;
+    # `from_flags` checks whatever arrives all the same.
+    MODE_FIELDS = {
+        "concurrency": ("concurrency_range",),
+        "request_rate": (
+            "request_rate_range", "request_distribution", "max_threads", "num_of_sequences",
+        ),
+    }  # fmt: skip
     mode = forms.ChoiceField(
         choices=[("concurrency", "concurrency range"), ("request_rate", "request-rate range")],
         initial="concurrency",
@@ -197,7 +221,9 @@ class SweepForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 8, "cols": 72, "spellcheck": "false"}),
         help_text="with JSON text above: the document itself, e.g. from an LLM preset",
     )
-    engine = forms.ChoiceField(choices=Sweep.Engine.choices, initial=Sweep.Engine.BUILTIN)
+    engine = forms.ChoiceField(
+        choices=Sweep.Engine.choices, initial=Sweep.Engine.BUILTIN, widget=EngineSelect
+    )
     load_hosts = forms.IntegerField(
         initial=1,
         required=False,
@@ -259,6 +285,7 @@ class SweepForm(forms.Form):
         self.params: SweepParams | None = None
         self.model_kind = ""  # the kind the preflight read from the served config
         self._fit_kind()
+        self.perf_analyzer_missing = self._offer_engines()
 
     def _fit_kind(self) -> None:
         """Only the flags that fit the model's kind (all of them when it is not known: the
@@ -271,6 +298,33 @@ class SweepForm(forms.Form):
         if not self.kind.sequence:
             for name in SEQUENCE_FLAGS:
                 del self.fields[name]
+
+    def _offer_engines(self) -> str:
+        """perf_analyzer is offered only where its binary is (`locate_perf_analyzer`, as the
+        sweep runs it): otherwise it is shown disabled with the reason, and refused on this
+        field if sent anyway. Returns the reason ("" when it is there)."""
+        try:
+            locate_perf_analyzer()
+            return ""
+        except PerfAnalyzerNotFound as exc:
+            missing = str(exc)
+        field = self.fields["engine"]
+        absent = str(Sweep.Engine.PERF_ANALYZER)
+        field.choices = [
+            (value, f"{label} (not installed)" if value == absent else label)
+            for value, label in Sweep.Engine.choices
+        ]
+        field.widget.unavailable = {absent}
+        field.help_text = missing
+        if self.initial.get("engine") == absent:  # a preset's: a disabled option is not sent
+            self.initial = {**self.initial, "engine": Sweep.Engine.BUILTIN}
+        return missing
+
+    def clean_engine(self) -> str:
+        engine = str(self.cleaned_data["engine"])
+        if engine == Sweep.Engine.PERF_ANALYZER and self.perf_analyzer_missing:
+            raise forms.ValidationError(self.perf_analyzer_missing)
+        return engine
 
     @property
     def create_kwargs(self) -> dict[str, Any]:

@@ -67,10 +67,14 @@ def owner_note(sweep: Sweep, noun: str = "sweep") -> str:
     owner = sweep.created_by.get_username() if sweep.created_by_id else ""
     if not owner:
         return (
-            "Started without a user (from the command line): only an admin can cancel or "
+            "Started without a user (from the command line): only an Admin can cancel or "
             f"resume this {noun}."
         )
-    return f"Started by {owner}: only {owner} or an admin can cancel or resume this {noun}."
+    # Not "only alice or an admin": the owner's name may itself read like a role ("admin").
+    return (
+        f"Started by {owner}: only the user who started it, or an Admin, can cancel or "
+        f"resume this {noun}."
+    )
 
 
 def management_refusal(

@@ -312,7 +312,9 @@ def run_action(
         target = audit_target or f"unload of {name}"
         _audit(server, "unload", down.model, username, user_id, down, target)
         ModelIntent.objects.update_or_create(
-            server=server.name, name=down.model, defaults={"loaded": False, "updated_by_id": user_id}
+            server=server.name,
+            name=down.model,
+            defaults={"loaded": False, "updated_by_id": user_id},
         )
         events.publish(group, "model.action", down.as_event(username))
     changed = {name: outcome.states, **{down.model: down.states for down in taken_down}}

@@ -395,9 +395,11 @@ def markers(since: float, until: float, server: Server, limit: int = 200) -> lis
                 "url": reverse("sweep_detail", args=[sweep.pk]),
             }
         )
+    # The file as first read (on opening the editor, or before the first save) is no
+    # change: no marker (the save right after it has its own).
     revisions = ConfigRevision.objects.filter(
         repository=repository_key(server), created_at__gte=start, created_at__lte=end
-    )
+    ).exclude(source=ConfigRevision.Source.DISK, parent_sha256="")
     for rev in revisions.order_by("-created_at")[:limit]:
         out.append(
             {
@@ -405,7 +407,7 @@ def markers(since: float, until: float, server: Server, limit: int = 200) -> lis
                 "t": _epoch(rev.created_at),
                 "end": None,
                 "model": rev.model,
-                "label": f"{rev.model} config #{rev.number} ({rev.get_source_display()})",
+                "label": f"{rev.model} config #{rev.number} ({rev.source_label})",
                 "url": with_server(reverse("config_history", args=[rev.model]), server),
             }
         )

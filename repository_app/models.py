@@ -171,6 +171,16 @@ class ConfigRevision(models.Model):
             self.number = (latest or 0) + 1
         super().save(*args, **kwargs)
 
+    @property
+    def first_seen(self) -> bool:
+        """The file as the dashboard first read it (on opening the editor, or just before
+        the first save): a starting point, not a change made on disk."""
+        return self.source == self.Source.DISK and not self.parent_sha256
+
+    @property
+    def source_label(self) -> str:
+        return "first seen" if self.first_seen else str(self.get_source_display())
+
 
 class Upload(models.Model):
     """One chunked, resumable upload of a model file or archive (repository_app/uploads/).

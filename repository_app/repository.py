@@ -205,6 +205,28 @@ def scan(root: Path) -> list[ModelFolder]:
     return sorted(models, key=lambda m: m.name)
 
 
+def dependants(root: Path, name: str) -> list[str]:
+    """The ensembles of the repository whose ensemble_scheduling steps use model ``name``,
+    directly or through another ensemble, sorted: Triton unloads them with it."""
+    steps: dict[str, set[str]] = {}
+    for entry in _model_entries(root):
+        path = Path(entry.path)
+        if entry.is_symlink() and leaves(path, root):
+            continue
+        config, _ = read_config(path / CONFIG_FILE)
+        if config is not None and config.HasField("ensemble_scheduling"):
+            steps[entry.name] = {step.model_name for step in config.ensemble_scheduling.step}
+    found: set[str] = set()
+    todo = [name]
+    while todo:
+        used = todo.pop()
+        for ensemble, models in steps.items():
+            if used in models and ensemble not in found and ensemble != name:
+                found.add(ensemble)
+                todo.append(ensemble)
+    return sorted(found)
+
+
 def _folder(path: Path) -> ModelFolder:
     config, error = read_config(path / CONFIG_FILE)
     return ModelFolder(

@@ -5,6 +5,7 @@ disk, its Triton, its states and history."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -164,10 +165,13 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
             "states": state,
             "served": served,
             "last": control.last_outcomes(server, [name]).get(name),
+            "running": control.running(server, name),
             "stats": stats,
             "triton_error": triton_error,
             "control_disabled": _control_disabled_reason(request, server, info, info_error),
             "run_disabled": server_access.refusal(request.user, RUN_PERMISSION, server, CANNOT_RUN),
+            # Named by the confirmation before an unload: Triton unloads them too.
+            "dependants": repository.dependants(Path(server.repository), name),
         },
     )
 
@@ -207,9 +211,9 @@ def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
             message, status = str(exc), 409
     if _wants_json(request):
         return JsonResponse({"message": message, "ok": status == 202}, status=status)
-    if status == 202:
-        messages.info(request, message)
-    else:
+    # Started: the model page says so while it runs, and its outcome replaces that (a
+    # message here would stay beside the outcome).
+    if status != 202:
         messages.error(request, message)
     return redirect(reverse("model_detail", args=[name]))
 

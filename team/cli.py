@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from .narrowing import effective
-from .roles import role_of
+from .roles import role_of, who_can
 
 
 def active_user(username: str) -> Any:
@@ -35,6 +35,6 @@ def acting_user(username: str, permission: str, server: Any = None) -> Any:
         narrowed = f": {found.sentence(server.name)}" if found and found.narrowed else ""
         raise CommandError(
             f"user {username!r} (role {role_of(user)}) is not allowed to do this "
-            f"(needs {permission}){narrowed}"
+            f"({who_can(permission)}){narrowed}"
         )
     return user

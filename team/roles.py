@@ -32,6 +32,15 @@ ROLE_PERMISSIONS: dict[str, set[str]] = {
 }
 
 
+def who_can(permission: str, *, capital: bool = False) -> str:
+    """Who holds ``permission``, the way a refusal says it: "Operators and Admins can" or
+    "only Admins can" ("Only ..." with ``capital``). Users read role names; a permission's
+    codename means nothing to them."""
+    if all(permission in ROLE_PERMISSIONS[role] for role in (OPERATOR, ADMIN)):
+        return f"{OPERATOR}s and {ADMIN}s can"
+    return f"{'Only' if capital else 'only'} {ADMIN}s can"
+
+
 def _permissions(names: set[str]) -> list[Permission]:
     found = []
     for name in sorted(names):
@@ -54,9 +63,7 @@ def role_of(user) -> str:  # type: ignore[no-untyped-def]
     """The highest role a user holds (superusers are Admin)."""
     if user.is_superuser:
         return ADMIN
-    names = remembered(
-        ("groups", user.pk), lambda: set(user.groups.values_list("name", flat=True))
-    )
+    names = remembered(("groups", user.pk), lambda: set(user.groups.values_list("name", flat=True)))
     for role in (ADMIN, OPERATOR, VIEWER):
         if role in names:
             return role

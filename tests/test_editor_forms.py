@@ -134,6 +134,32 @@ def test_rows_can_be_added_and_deleted():
     assert result.applied is not None and result.applied.rows["input"] == [1]
 
 
+def test_a_new_models_skeleton_loses_each_guidance_comment_once_its_field_is_filled():
+    from repository_app.uploads import generate
+    from repository_app.uploads.names import backend_files
+
+    skeleton = generate.skeleton("fresh", backend_files("onnxruntime"))
+    assert generate.EXAMPLE_INPUT in skeleton and generate.GUIDANCE_HEADER[0] in skeleton
+    tensor = {"data_type": "TYPE_FP32", "dims": "4", "reshape": ""}
+    data = unchanged_post(skeleton, "fresh")
+    data["input-TOTAL_FORMS"] = "1"
+    data.update({f"input-0-{k}": v for k, v in {"name": "X", **tensor}.items()})
+    inputs_only = read(skeleton, data, "fresh")
+    assert inputs_only.ok and inputs_only.changed and not inputs_only.rewrite_reason
+    # The input example goes; the output's and the header (which asks for both) stay.
+    assert generate.EXAMPLE_INPUT not in inputs_only.text
+    assert generate.EXAMPLE_OUTPUT in inputs_only.text
+    assert all(line in inputs_only.text for line in generate.GUIDANCE_HEADER)
+    data["output-TOTAL_FORMS"] = "1"
+    data.update({f"output-0-{k}": v for k, v in {"name": "Y", **tensor}.items()})
+    both = read(skeleton, data, "fresh")
+    assert both.ok and "#" not in both.text, both.text
+    assert base_config(both.text) == both.config
+    # Comments of the user's own stay: only the skeleton's exact lines go.
+    mine = skeleton.replace('name: "fresh"', '# my note\nname: "fresh"')
+    assert "# my note" in read(mine, data, "fresh").text
+
+
 def test_an_untouched_blank_row_adds_nothing():
     data = unchanged_post(BATCHED, "batched")
     assert data["instance_group-TOTAL_FORMS"] == "1"  # no blank row of its own

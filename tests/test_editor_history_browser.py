@@ -144,3 +144,48 @@ def test_add_row_and_live_validation_in_form_mode(
         ]
     finally:
         context.close()
+
+
+def test_the_diff_keeps_line_numbers_narrow_and_wraps_code_between_words(
+    browser, web_server, admin_credentials, add_sub_config
+):
+    original = add_sub_config.read_text()
+    words = " ".join(f"word{i:03d}xyz" for i in range(80))
+    saving.save_config(
+        "add_sub", original + f"# LONGLINE {words}\n", server=servers.default(),
+        base_sha256=saving.read_current("add_sub", servers.default()).sha256,
+        author_id=None, source="text",
+    )  # fmt: skip
+    first, second = ConfigRevision.objects.filter(model="add_sub").order_by("-id")[:2][::-1]
+    context = browser.new_context(viewport={"width": 1000, "height": 800})
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/add_sub/config/diff/?a={first.pk}&b={second.pk}")
+        page.wait_for_selector("#diff")
+        table, number = page.evaluate(
+            "[document.getElementById('diff').getBoundingClientRect().width,"
+            " document.querySelector('#diff td.ln').getBoundingClientRect().width]"
+        )
+        assert number < table * 0.1, (number, table)
+        # The long line wraps onto several lines, and no word is cut across two.
+        wrapped, split = page.evaluate(
+            """(() => {
+              const pre = [...document.querySelectorAll('#diff td.r pre')]
+                .find(p => p.textContent.includes('LONGLINE'));
+              const node = pre.firstChild, split = [], re = /\\S+/g;
+              let m;
+              while ((m = re.exec(node.textContent))) {
+                const range = document.createRange();
+                range.setStart(node, m.index);
+                range.setEnd(node, m.index + m[0].length);
+                const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                if (tops.size > 1) split.push(m[0]);
+              }
+              const line = parseFloat(getComputedStyle(pre).lineHeight) || 16;
+              return [pre.getBoundingClientRect().height / line, split];
+            })()"""
+        )
+        assert wrapped >= 3 and split == [], (wrapped, split)
+    finally:
+        context.close()

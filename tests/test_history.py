@@ -328,6 +328,40 @@ def test_sweeps_and_config_changes_in_the_range_are_markers(viewer):
 
 
 @pytest.mark.django_db
+def test_the_first_editor_save_is_one_config_marker_not_also_a_change_on_disk(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from repository_app.editor import saving
+
+    from .conftest import on_repository
+
+    demo = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
+    shutil.copytree(demo / "add_sub", tmp_path / "add_sub")
+    server = on_repository(tmp_path)
+    current = saving.read_current("add_sub", server)
+    saving.save_config(
+        "add_sub", current.text.replace("# ", "#  ", 1) + "\n", server=server,
+        base_sha256=current.sha256, author_id=None, source=ConfigRevision.Source.FORM,
+    )  # fmt: skip
+    # The file as first read is kept (history, restore) but is no change: no marker.
+    first, saved = ConfigRevision.objects.order_by("id")
+    assert first.first_seen and first.source_label == "first seen"
+    now = datetime.now(UTC).timestamp()
+    markers = history.markers(now - 3600, now + 60, server)
+    assert [m["label"] for m in markers] == [f"add_sub config #{saved.number} (form editor)"]
+    # A change made on disk since is one.
+    (tmp_path / "add_sub" / "config.pbtxt").write_text(current.text)
+    changed = saving.record_disk_change("add_sub", server)
+    assert changed is not None and not changed.first_seen
+    labels = {m["label"] for m in history.markers(now - 3600, now + 60, server)}
+    assert labels == {
+        f"add_sub config #{saved.number} (form editor)",
+        f"add_sub config #{changed.number} (changed on disk)",
+    }
+
+
+@pytest.mark.django_db
 def test_the_history_endpoint_refuses_unknown_ranges_and_anonymous_callers(viewer):
     response = viewer.get("/server/history.json", {"range": "3w"})
     assert response.status_code == 400

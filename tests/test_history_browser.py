@@ -114,3 +114,57 @@ def test_the_time_range_picker_shows_the_past_then_goes_on_live(
         context.close()
         if not was_ready:
             client.unload("add_sub")
+
+
+def test_close_markers_are_staggered_with_their_whole_label_on_hover_and_memory_reads_gib(
+    browser, web_server, triton, admin_credentials
+):
+    from repository_app.models import ServerMetricPoint
+
+    now = int(time.time())
+    # Three sweeps and a config change within 30 s: four labels where one fits.
+    for offset in (1000, 990, 980):
+        sweep = Sweep.objects.create(model="add_sub", server="default", params={})
+        at = datetime.fromtimestamp(now - offset, UTC)
+        Sweep.objects.filter(pk=sweep.pk).update(
+            state=Sweep.State.SUCCEEDED, created_at=at, started_at=at,
+            finished_at=datetime.fromtimestamp(now - offset + 5, UTC),
+        )  # fmt: skip
+    revision = ConfigRevision.objects.create(
+        model="add_sub", text="x", sha256="0" * 64, source="text"
+    )
+    ConfigRevision.objects.filter(pk=revision.pk).update(
+        created_at=datetime.fromtimestamp(now - 970, UTC)
+    )
+    start = now - 600 - now % 10
+    gib = 2**30
+    rows = [
+        ServerMetricPoint(ts=start + 10 * i, resolution_s=10, cpu_utilization=0.5,
+                          cpu_memory_used_bytes=25 * gib, cpu_memory_total_bytes=64 * gib)
+        for i in range(30)
+    ]  # fmt: skip
+    ServerMetricPoint.objects.bulk_create(rows)
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/server/")
+        wait_js(page, "document.body.dataset.historyRange === '1h'")
+        notes = page.evaluate(f"{RPS}.layout.annotations")
+        assert len(notes) == 4
+        # Each in a row of its own, the fourth shortened; every one whole on hover.
+        assert sorted(n.get("yshift", 0) for n in notes) == [0, 12, 24, 24]
+        assert sorted(n["text"] for n in notes) == ["c", "sweep", "sweep", "sweep"]
+        hovers = [n["hovertext"] for n in notes]
+        assert sum("config #" in h for h in hovers) == 1
+        assert sum(h.startswith("sweep #") for h in hovers) == 3
+        assert all(" · " in h for h in hovers), hovers
+        # Memory in GiB on a GiB axis, not "25B" (billions of bytes).
+        mem = "document.getElementById('chart-cpu-mem')"
+        wait_js(page, f"{mem}.data && {mem}.data.some(t => t.name === 'used')")
+        used = page.evaluate(f"{mem}.data.find(t => t.name === 'used').y")
+        assert used and all(value == 25 for value in used)
+        assert page.evaluate(f"{mem}.layout.yaxis.ticksuffix") == " GiB"
+        assert page.text_content("#cpu-charts") and "(GiB)" in page.text_content("#cpu-charts")
+    finally:
+        context.close()

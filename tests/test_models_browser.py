@@ -28,10 +28,16 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         detail.wait_for_selector("#live-status.ok")
         detail.evaluate("window.__marker = 'same page'")
         assert detail.text_content("#model-state") in ("not loaded", "unloaded")
+        # Load while it is not loaded; Unload and Reload once it is (live, as the state).
+        shown = "[...document.querySelectorAll('#control-card button[data-action]')]"
+        shown += ".filter(b => !b.hidden).map(b => b.dataset.action)"
+        assert detail.evaluate(shown) == ["load"]
         detail.click("button[data-action=load]")
         wait_js(detail, "document.getElementById('model-state').textContent === 'READY'")
         assert "add_batched loaded: READY" in detail.text_content("#action-message")
         assert detail.evaluate("window.__marker") == "same page"  # no reload happened
+        assert detail.evaluate(shown) == ["unload", "reload"]
+        assert detail.is_visible("#control-card button[data-action=unload]")
         # The other open page updated too.
         wait_js(
             listing,
@@ -57,3 +63,48 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
     finally:
         context.close()
         TritonClient(triton.grpc_url, triton.metrics_url).unload("add_batched")
+
+
+def test_unloading_a_step_names_the_ensembles_it_takes_down_and_their_row_says_why(
+    browser, web_server, celery_worker, admin_credentials, triton
+):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("ensemble_two_step")  # and its steps, add_sub and add_batched
+    context = browser.new_context()
+    detail, listing = context.new_page(), context.new_page()
+    ensemble = 'tr[data-model="ensemble_two_step"]'
+    why = "unloaded with add_sub, a step it needs"
+    try:
+        login(detail, web_server.url, *admin_credentials)
+        listing.goto(f"{web_server.url}/models/")
+        listing.wait_for_selector("#live-status.ok")
+        detail.goto(f"{web_server.url}/models/add_sub/")
+        detail.wait_for_selector("#live-status.ok")
+        asked: list[str] = []
+
+        def accept(dialog) -> None:  # type: ignore[no-untyped-def]
+            asked.append(dialog.message)
+            dialog.accept()
+
+        detail.once("dialog", accept)
+        detail.click("#control-card button[data-action=unload]")
+        wait_js(
+            detail,
+            "document.getElementById('action-message').textContent.includes('add_sub unloaded')",
+        )
+        assert "Triton also unloads the ensemble using it: ensemble_two_step." in asked[0]
+        assert "and with it ensemble_two_step" in detail.text_content("#action-message")
+        assert not any(s.state == "READY" for s in client.model_states("ensemble_two_step"))
+        # The ensemble's row says why it went down, live and after a reload.
+        wait_js(
+            listing,
+            f"(document.querySelector('{ensemble} [data-last-outcome]') || {{}}).textContent"
+            f"?.includes('{why}')",
+        )
+        listing.reload()
+        assert why in listing.text_content(f"{ensemble} [data-last-outcome]")
+        assert listing.text_content(f"{ensemble} [data-state-cell]") == "unloaded"
+    finally:
+        context.close()
+        for name in ("ensemble_two_step", "add_batched", "add_sub"):
+            client.unload(name)

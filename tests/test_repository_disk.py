@@ -42,6 +42,26 @@ def test_it_lists_every_model_folder_with_its_config(tmp_path):
     assert a.instances == "2 × KIND_GPU [0], 1 × KIND_CPU"
 
 
+def _ensemble(name: str, *steps: str) -> str:
+    step = '{{ model_name: "{}" model_version: -1 input_map {{ key: "X" value: "X" }} }}'
+    return (
+        f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 4\n'
+        "ensemble_scheduling { step [ " + ", ".join(step.format(s) for s in steps) + " ] }\n"
+    )
+
+
+def test_the_dependants_of_a_model_are_the_ensembles_whose_steps_use_it(tmp_path):
+    for name in ("add", "mul", "lonely"):
+        _model(tmp_path, name)
+    _model(tmp_path, "pipe", _ensemble("pipe", "add", "mul"), versions=("1",))
+    _model(tmp_path, "outer", _ensemble("outer", "pipe"), versions=("1",))  # through pipe
+    _model(tmp_path, "broken", "not a config {", versions=("1",))
+    assert repository.dependants(tmp_path, "add") == ["outer", "pipe"]
+    assert repository.dependants(tmp_path, "pipe") == ["outer"]
+    assert repository.dependants(tmp_path, "lonely") == []
+    assert repository.dependants(tmp_path, "outer") == []
+
+
 def test_version_folders_are_ascii_numbers_without_leading_zeros_everywhere(tmp_path):
     # "²" and "٣" are digits to str.isdigit() but not to int(): they once broke the listing.
     folder = _model(tmp_path, "m", versions=("3", "0", "01", "²", "٣", "-1"))

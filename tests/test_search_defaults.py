@@ -74,6 +74,41 @@ def test_the_latest_sweep_of_the_current_config_is_the_probe_and_only_settled_le
     assert defaults.suggestion(servers.default(), "busy_compute", "another-config") is None
 
 
+def _finished(params: SweepParams, sha: str, levels: list[tuple[float, float, float, bool]]):
+    sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
+    Sweep.objects.filter(pk=sweep.pk).update(config_sha256=sha, state="succeeded")
+    for level, tput, p95, stable in levels:
+        SweepPoint.objects.create(
+            sweep=sweep, level=level, window=-1, requests=100, throughput=tput, p95_us=p95,
+            stable=stable,
+        )  # fmt: skip
+    return sweep
+
+
+@pytest.mark.django_db
+def test_a_sweep_of_the_current_config_whose_levels_never_settled_still_suggests():
+    # A Benchmark on a busy machine: every level measured, none settled. It is a sweep of
+    # this config all the same, and its knee says where to search (said to be rough).
+    unsettled = [(1, 1000, 900, False), (2, 1900, 950, False), (4, 1950, 1230, False)]
+    old = _finished(SweepParams(model="busy_compute", start=1, end=4), "abc", unsettled)
+    # A newer request-rate sweep of it, and one that measured nothing, do not hide it.
+    rate = SweepParams(model="busy_compute", mode="request_rate", start=100, end=200, step=100)
+    _finished(rate, "abc", [(100, 100, 900, True)])
+    _finished(SweepParams(model="busy_compute", start=1, end=2), "abc", [])
+    found = defaults.suggestion(servers.default(), "busy_compute", "abc")
+    assert found is not None and found.sweep_id == old.pk and found.knee == 2
+    assert not found.settled and "did not settle" in found.sentence()
+    assert found.sentence().startswith(f"From sweep #{old.pk} of the current config")
+    # None of another config: said so; only unusable ones of this config: said which.
+    none = defaults.without_suggestion(servers.default(), "busy_compute", "another-config")
+    assert none.startswith("No sweep of the current config yet")
+    Sweep.objects.filter(pk=old.pk).delete()
+    assert defaults.suggestion(servers.default(), "busy_compute", "abc") is None
+    told = defaults.without_suggestion(servers.default(), "busy_compute", "abc")
+    assert "No sweep of the current config yet" not in told
+    assert told.startswith("The sweeps of the current config (#")
+
+
 def test_without_a_probe_the_budget_comes_from_the_current_configs_own_levels():
     levels = [
         {"concurrency": 2, "throughput": 1900.0, "p95_us": 1000.0, "stable": True},

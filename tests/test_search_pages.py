@@ -155,6 +155,29 @@ def test_the_form_defaults_to_kind_cpu_without_gpus_and_explains_bad_spaces(busy
     assert not Search.objects.exists()
 
 
+def test_the_form_takes_its_budget_from_a_benchmark_of_the_current_config(busy, admin_client):
+    from profiler_app import sweeps
+    from profiler_app.models import SweepPoint
+
+    url = f"/models/{MODEL}/find-best-config/"
+    assert "No sweep of the current config yet" in admin_client.get(url).content.decode()
+    # A Benchmark of this very config.pbtxt on a busy machine: no level settled.
+    sweep = sweeps.create_sweep(
+        servers.default(), SweepParams(model=MODEL, start=1, end=4), enqueue=False
+    )
+    Sweep.objects.filter(pk=sweep.pk).update(state="succeeded")
+    for level, tput, p95 in ((1, 900, 1100), (2, 1700, 1200), (4, 1750, 2400)):
+        SweepPoint.objects.create(
+            sweep=sweep, level=level, window=-1, requests=100, throughput=tput, p95_us=p95,
+            stable=False,
+        )  # fmt: skip
+    page = admin_client.get(url).content.decode()
+    assert "No sweep of the current config yet" not in page
+    assert f"From sweep #{sweep.pk} of the current config" in page
+    budget = re.search(r'<input[^>]*id="id_latency_budget"[^>]*>', page)
+    assert budget is not None and 'value="2.4"' in budget.group(), "twice 1.2 ms at its knee"
+
+
 def test_the_form_queues_a_search_and_the_detail_page_shows_it(busy, admin_client):
     response = admin_client.post(
         f"/models/{MODEL}/find-best-config/",

@@ -235,7 +235,8 @@ def test_another_operator_cannot_cancel_or_resume_a_search(alice, bob, redis_db)
     for response in refusals:
         assert response.status_code == 403, response.content
         assert response.json()["message"] == (
-            "Started by alice: only alice or an admin can cancel or resume this search."
+            "Started by alice: only the user who started it, or an Admin, can cancel or resume "
+            "this search."
         )
     assert Sweep.objects.get(pk=queued.sweep_id).state == "queued"
     assert Sweep.objects.get(pk=failed.sweep_id).state == "failed"
@@ -253,14 +254,17 @@ def test_the_owner_and_an_admin_may_cancel_a_search(alice, dana, redis_db):
     assert _page(alice).post(f"/api/v1/searches/{mine.pk}/cancel").status_code == 200
     assert _page(dana).post(f"/api/v1/searches/{theirs.pk}/cancel").status_code == 200
     refused = _page(alice).post(f"/api/v1/searches/{cli.pk}/cancel")
-    assert refused.status_code == 403 and "only an admin" in refused.json()["message"]
+    assert refused.status_code == 403 and "only an Admin" in refused.json()["message"]
     assert _page(dana).post(f"/api/v1/searches/{cli.pk}/cancel").status_code == 200
     assert {s.state for s in Sweep.objects.all()} == {"cancelled"}
 
 
 def test_the_search_page_says_who_may_cancel_and_hides_the_buttons(alice, bob, redis_db):
     search = _search(alice)
-    note = "Started by alice: only alice or an admin can cancel or resume this search."
+    note = (
+        "Started by alice: only the user who started it, or an Admin, can cancel or resume "
+        "this search."
+    )
     theirs = _page(bob).get(f"/searches/{search.pk}/").content.decode()
     assert note in theirs
     assert 'id="btn-cancel"' not in theirs and 'id="btn-resume"' not in theirs

@@ -338,7 +338,8 @@ def test_another_operator_cannot_cancel_or_resume_and_is_told_who_can(alice, bob
     for response in refusals:
         assert response.status_code == 403, response.content
         assert response.json()["message"] == (
-            "Started by alice: only alice or an admin can cancel or resume this sweep."
+            "Started by alice: only the user who started it, or an Admin, can cancel or resume "
+            "this sweep."
         )
     assert Sweep.objects.get(pk=queued.pk).state == "queued"
     assert not Sweep.objects.get(pk=queued.pk).cancel_requested
@@ -349,7 +350,7 @@ def test_another_operator_cannot_cancel_or_resume_and_is_told_who_can(alice, bob
         "sweep.cancel",
         "sweep.resume",
     ]
-    assert all("only alice or an admin" in e.detail for e in denied)
+    assert all("only the user who started it, or an Admin" in e.detail for e in denied)
 
 
 def test_the_owner_and_an_admin_may_cancel_and_resume(alice, dana, redis_db):
@@ -366,7 +367,7 @@ def test_a_sweep_started_without_a_user_is_cancelled_by_admins_only(alice, dana,
     cli = _sweep(None)
     refused = _page(alice).post(f"/api/v1/sweeps/{cli.pk}/cancel")
     assert refused.status_code == 403
-    assert "only an admin can cancel or resume" in refused.json()["message"]
+    assert "only an Admin can cancel or resume" in refused.json()["message"]
     assert Sweep.objects.get(pk=cli.pk).state == "queued"
     assert _page(dana).post(f"/api/v1/sweeps/{cli.pk}/cancel").status_code == 200
     assert Sweep.objects.get(pk=cli.pk).state == "cancelled"
@@ -382,7 +383,10 @@ def test_any_operator_may_rerun_and_owns_the_new_sweep(alice, bob, redis_db):
 
 def test_the_page_shows_who_may_cancel_and_hides_the_buttons_from_others(alice, bob, redis_db):
     sweep = _sweep(alice)
-    note = "Started by alice: only alice or an admin can cancel or resume this sweep."
+    note = (
+        "Started by alice: only the user who started it, or an Admin, can cancel or resume "
+        "this sweep."
+    )
     theirs = _page(bob).get(f"/sweeps/{sweep.pk}/").content.decode()
     assert note in theirs
     assert 'id="btn-cancel"' not in theirs and 'id="btn-resume"' not in theirs

@@ -142,7 +142,7 @@ def test_an_upload_to_solo_is_refused_at_its_next_chunk_once_the_narrowing_is_ad
     refused = send(1000, len(data))
     assert refused.status_code == 403, refused.content
     assert refused.json()["message"] == (
-        f"your role cannot upload models (it needs team.upload_models): {NARROWED}"
+        f"your role cannot upload models (Operators and Admins can): {NARROWED}"
     )
     # Stored state unchanged: the first chunk only, still receiving, nothing in the repository.
     status = api.get(f"/api/v1/uploads/{upload_id}/").json()

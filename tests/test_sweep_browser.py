@@ -61,6 +61,30 @@ def test_benchmark_from_the_model_page_draws_points_live_without_reloading(
         client.unload("add_batched")
 
 
+def test_the_benchmark_form_shows_and_sends_only_the_fields_of_the_chosen_mode(
+    browser, web_server, admin_credentials, triton
+):
+    rate = ("request_rate_range", "request_distribution", "max_threads")
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/add_batched/benchmark/")
+        assert page.is_visible("#row-concurrency_range")
+        assert all(page.is_hidden(f"#row-{name}") for name in rate)
+        assert all(page.is_disabled(f"#id_{name}") for name in rate)  # not sent either
+        page.select_option("#id_mode", "request_rate")
+        assert page.is_hidden("#row-concurrency_range")
+        assert page.is_disabled("#id_concurrency_range")
+        assert all(page.is_visible(f"#row-{name}") for name in rate)
+        assert not any(page.is_disabled(f"#id_{name}") for name in rate)
+        page.select_option("#id_mode", "concurrency")
+        assert page.is_visible("#row-concurrency_range")
+        assert all(page.is_hidden(f"#row-{name}") for name in rate)
+    finally:
+        context.close()
+
+
 def test_a_request_rate_level_behind_its_schedule_is_flagged_in_the_levels_table(
     browser, web_server, admin_credentials
 ):

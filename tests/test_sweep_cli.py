@@ -8,9 +8,11 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
+from profiler_app import export
 from profiler_app.engine.perf_analyzer import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from repository_app.triton.client import TritonClient
+from team.models import AuditEvent
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -49,13 +51,45 @@ def test_the_command_runs_the_sweep_writes_the_csv_and_stores_it(triton, redis_d
     finally:
         client.unload("add_batched")
     rows = list(csv.reader(io.StringIO(target.read_text())))
-    assert rows[0] == CSV_COLUMNS and [r[0] for r in rows[1:]] == ["1", "2"]
+    # perf_analyzer's columns, then each level's interval (the built-in engine's).
+    assert rows[0] == [*CSV_COLUMNS, *export.INTERVAL_CSV_COLUMNS]
+    assert [r[0] for r in rows[1:]] == ["1", "2"]
     text = out.getvalue()
     assert "Request concurrency: 1" in text and "p95 latency:" in text
     assert "Inferences/Second vs. Client p95 Batch Latency" in text and "infer/s" in text
     sweep = Sweep.objects.get()
     assert sweep.state == "succeeded" and sweep.created_by.username == "cli-user"
     assert SweepPoint.objects.filter(sweep=sweep, window=-1).count() == 2
+    # Audited as the --as-user user, not "system".
+    started = AuditEvent.objects.get(action="sweep.start")
+    assert (started.username, started.user.username) == ("cli-user", "cli-user")
+    system = AuditEvent.objects.filter(username="system").exclude(action__startswith="user.")
+    assert not system.exists()
+
+
+def test_the_cli_user_of_the_environment_runs_owns_and_is_audited_for_the_sweep(
+    triton, redis_db, monkeypatch
+):
+    from django.contrib.auth.models import User
+
+    from team.roles import OPERATOR, set_role
+
+    set_role(User.objects.create_user("env-user"), OPERATOR)
+    monkeypatch.setenv("DASHBOARD_CLI_USER", "env-user")  # as `manage.py triton` reads it
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    client.load("add_batched")
+    try:
+        call_command(
+            "perf_sweep", "add_batched", "--concurrency-range", "1:1:1",
+            "--measurement-interval", "200", "--stability-percentage", "80", "--max-trials", "3",
+            stdout=io.StringIO(), stderr=io.StringIO(),
+        )  # fmt: skip
+    finally:
+        client.unload("add_batched")
+    sweep = Sweep.objects.get()
+    assert sweep.created_by.username == "env-user"
+    started = AuditEvent.objects.get(action="sweep.start")
+    assert started.username == "env-user" and started.user == sweep.created_by
 
 
 def test_the_command_exits_with_a_clear_message_when_the_model_is_not_ready(triton, redis_db):

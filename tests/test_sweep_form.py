@@ -85,6 +85,25 @@ def test_bad_input_comes_back_on_the_form_and_creates_nothing(
     assert Sweep.objects.count() == 0
 
 
+def _row(html: str, field: str) -> str:
+    start = html.index(f'<tr id="row-{field}"')
+    return html[start : html.index(">", start) + 1]
+
+
+def test_only_the_fields_of_the_chosen_mode_show_and_the_server_still_checks_them(runner, redis_db):
+    rate_fields = ("request_rate_range", "request_distribution", "max_threads")
+    html = runner.get("/models/add_batched/benchmark/").content.decode()
+    assert " hidden" not in _row(html, "concurrency_range")
+    for field in rate_fields:
+        assert 'data-mode="request_rate" hidden' in _row(html, field), field
+    # A request-rate form without its range: refused on that field, shown in its mode.
+    page = runner.post("/models/add_batched/benchmark/", {**GOOD, "mode": "request_rate"})
+    html = page.content.decode()
+    assert 'data-field="request_rate_range"' in html and Sweep.objects.count() == 0
+    assert 'data-mode="concurrency" hidden' in _row(html, "concurrency_range")
+    assert all(" hidden" not in _row(html, field) for field in rate_fields)
+
+
 def test_a_model_that_is_not_ready_is_refused_with_a_clear_message(runner, triton, redis_db):
     TritonClient(triton.grpc_url, triton.metrics_url).unload("add_sub")
     page = runner.post("/models/add_sub/benchmark/", GOOD)
@@ -210,3 +229,53 @@ def test_request_rate_sweeps_stored_before_max_threads_rerun_with_the_16_they_ha
     assert sweeps.params_of(Sweep(params=old)).max_threads == 16
     assert sweeps.params_of(Sweep(params={**old, "max_threads": 2})).max_threads == 2
     assert sweeps.params_of(Sweep(params={**old, "mode": "concurrency"})).max_threads == 4
+
+
+@pytest.fixture()
+def no_perf_analyzer(monkeypatch, tmp_path):
+    """No binary where the sweep would look: $PERF_ANALYZER, PATH, var/tools/."""
+    from profiler_app.engine import perf_analyzer
+
+    monkeypatch.delenv("PERF_ANALYZER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(perf_analyzer, "PROJECT_BINARY", tmp_path / "tools" / "perf_analyzer")
+
+
+def test_perf_analyzer_is_shown_disabled_with_the_reason_when_it_is_not_installed(
+    runner, redis_db, no_perf_analyzer
+):
+    html = runner.get("/models/add_batched/benchmark/").content.decode()
+    select = html.split('name="engine"')[1].split("</select>")[0]
+    assert '<option value="perf_analyzer" disabled>perf_analyzer (not installed)</option>' in select
+    assert '<option value="builtin" selected>' in select
+    row = html.split('id="row-engine"')[1].split("</tr>")[0]
+    assert "perf_analyzer not found: run `.venv/bin/python scripts/install_perf_analyzer.py`" in row
+
+
+def test_perf_analyzer_sent_anyway_is_refused_on_its_field(runner, redis_db, no_perf_analyzer):
+    page = runner.post("/models/add_batched/benchmark/", {**GOOD, "engine": "perf_analyzer"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    error = html.split('data-field="engine">')[1].split("</div>")[0]
+    assert "perf_analyzer not found" in error and "install_perf_analyzer.py" in error
+    assert Sweep.objects.count() == 0
+
+
+def test_perf_analyzer_is_offered_when_it_is_installed(runner, redis_db, monkeypatch, tmp_path):
+    binary = tmp_path / "perf_analyzer"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("PERF_ANALYZER", str(binary))
+    html = runner.get("/models/add_batched/benchmark/").content.decode()
+    select = html.split('name="engine"')[1].split("</select>")[0]
+    assert '<option value="perf_analyzer">perf_analyzer</option>' in select
+    assert "disabled" not in select and "not installed" not in html
+
+
+def test_a_preset_naming_a_missing_perf_analyzer_opens_on_the_built_in_engine(no_perf_analyzer):
+    """A disabled option is not sent: left selected, the form would come back 'required'."""
+    from profiler_app.forms import SweepForm
+    from repository_app import servers
+
+    form = SweepForm(initial={"engine": "perf_analyzer"}, model="m", server=servers.default())
+    assert form["engine"].value() == "builtin"

@@ -38,6 +38,44 @@ def test_roles_exist_with_the_right_permissions():
     assert [role_of(u) for u in (viewer, operator, admin)] == [VIEWER, OPERATOR, ADMIN]
 
 
+CODENAMES = ("control_models", "run_sweeps", "upload_models", "upload_code", "delete_versions",
+             "manage_users", "manage_servers")  # fmt: skip
+
+
+def test_refusals_name_the_roles_that_can_never_a_permission_codename():
+    from django.core.management import CommandError
+
+    from repository_app import servers
+    from repository_app.editor.views import CANNOT_EDIT
+    from repository_app.modelconfig import code_loading
+    from repository_app.uploads import staging
+    from team.cli import acting_user
+    from team.roles import ADMIN_PERMISSIONS, OPERATOR_PERMISSIONS, who_can
+
+    assert who_can("repository_app.control_models") == "Operators and Admins can"
+    assert who_can("team.upload_code", capital=True) == "Only Admins can"
+    for permission in ADMIN_PERMISSIONS - OPERATOR_PERMISSIONS:
+        assert who_can(permission) == "only Admins can"
+    viewer = get_user_model().objects.create_user("vic")
+    set_role(viewer, VIEWER)
+    operator = get_user_model().objects.create_user("otis")
+    set_role(operator, OPERATOR)
+    shown = [CANNOT_EDIT, code_loading.refusal(["backend 'python' → 'onnxruntime'"])]
+    for user, is_code in ((viewer, False), (operator, True)):
+        with pytest.raises(staging.UploadError) as refused:
+            staging.check_may_upload(user, is_code=is_code, server=servers.default())
+        shown.append(refused.value.message)
+    with pytest.raises(CommandError) as denied:
+        acting_user("vic", "repository_app.control_models")
+    shown.append(str(denied.value))
+    assert shown[0] == "your role cannot change model configs (Operators and Admins can)"
+    assert shown[2] == "your role cannot upload models (Operators and Admins can)"
+    assert shown[3].startswith("Only Admins can upload code")
+    assert shown[4].endswith("is not allowed to do this (Operators and Admins can)")
+    for message in shown:
+        assert not any(name in message for name in CODENAMES), message
+
+
 def test_setting_a_role_replaces_the_previous_one():
     user = get_user_model().objects.create_user("u")
     set_role(user, ADMIN)

@@ -20,6 +20,7 @@ def test_an_admin_uploads_a_python_version_with_progress_and_triton_serves_it(
 ):
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))
+    client.unload("add_sub")  # its page offers Load (not Reload) then
     version_dir = triton.repository / "add_sub" / "2"
     assert not version_dir.exists()
     source = tmp_path / "model.py"
@@ -45,6 +46,10 @@ def test_an_admin_uploads_a_python_version_with_progress_and_triton_serves_it(
         assert page.text_content(".upload-sha256") == hashlib.sha256(MODEL_PY).hexdigest()
         assert (version_dir / "model.py").read_bytes() == MODEL_PY
         assert page.evaluate("Object.keys(localStorage).length") == 0  # nothing left to resume
+        # The version choice follows: the next free number is now 3.
+        assert "next free number (3)" in page.text_content("#upload-form")
+        assert page.get_attribute("#upload-version", "placeholder") == "3"
+        assert page.text_content("#versions-on-disk") == "1, 2"
 
         page.goto(f"{web_server.url}/models/add_sub/")
         assert page.locator("h3[data-version='2']").count() == 1

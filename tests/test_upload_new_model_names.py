@@ -72,9 +72,9 @@ def test_an_admins_python_file_under_another_name_becomes_model_py(repo, admin):
 
 # Renamed or not, the name as uploaded decides what the file is.
 REFUSED_NEW_MODEL_NAMES = [
-    ("evil.py", 403, "only admins may do it"),
-    ("libpwn.so", 403, "only admins may do it"),
-    ("hook.pth", 403, "only admins may do it"),
+    ("evil.py", 403, "Only Admins can upload code"),
+    ("libpwn.so", 403, "Only Admins can upload code"),
+    ("hook.pth", 403, "Only Admins can upload code"),
     ("resnet.onnx.py", 400, "double extension"),
     ("resnet.onnx.sh", 400, "double extension"),
     ("evil.py.zip", 400, "hides another extension"),

@@ -9,8 +9,10 @@
   (`probe_params`, about 10 s, queued like any sweep and named "probe"). Its knee K (the
   concurrency after which throughput stops gaining) sets the search's concurrency range,
   K/2 to 2K in four levels, and the latency budget: twice the current config's p95 at K.
-  The latest finished sweep of the current config (same config.pbtxt) on the same server
-  serves as the probe, whoever ran it, so a model benchmarked today needs no new probe.
+  The latest finished concurrency sweep of the current config (same config.pbtxt, by its
+  sha256) on the same server serves as the probe, whoever ran it, so a model benchmarked
+  today needs no new probe; its settled levels count, or all its measured ones when none
+  settled (a busy machine), and an older sweep serves when a newer one measured nothing.
 - **Without a probe** the budget is left to the search itself: it measures the current
   config first and takes twice its p95 at the knee of what it measured (`auto_budget`).
 - **A decoupled model** is probed over gRPC streams, and its budget is on the time to the
@@ -121,10 +123,12 @@ class Suggestion:
     latency_label: str
     # The form field the budget fills: a streaming probe's is the first response's.
     budget_field: str = "latency_budget"
+    settled: bool = True  # False: from levels that did not settle (a rough guide)
 
     def sentence(self) -> str:
+        rough = "" if self.settled else " (its levels did not settle: a rough guide)"
         return (
-            f"From sweep #{self.sweep_id} of the current config: {self.latency_label} "
+            f"From sweep #{self.sweep_id} of the current config{rough}: {self.latency_label} "
             f"{self.p95_ms:.2f} ms at concurrency {self.knee:g} (its knee), so a "
             + ("first-response " if self.budget_field == "first_response_budget" else "")
             + f"budget of {self.budget_ms:g} ms (twice that) and concurrency "
@@ -171,39 +175,65 @@ def suggest_from(sweep: Sweep) -> Suggestion | None:
             f"first response {label}",
             ("first_response_budget"),
         )
-    rows = [
+    measured = [
         (p, lv)
         for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-        if verdict.measured(p)
-        and p.stable is not False
-        and (lv := measure.Level.from_point(p).figure(key)) is not None
+        if verdict.measured(p) and (lv := measure.Level.from_point(p).figure(key)) is not None
     ]
-    found = knee_of([(p.level, p.throughput, lv) for p, lv in rows])
+    # Settled levels only, as the search judges; all measured ones when none settled (a
+    # sweep on a busy machine still says where the knee lies), as `auto_budget` does.
+    rows = [(p, lv) for p, lv in measured if p.stable is not False]
+    settled = bool(rows)
+    found = knee_of([(p.level, p.throughput, lv) for p, lv in rows or measured])
     if found is None:
         return None
     knee, latency_us = found
     budget = round_up(BUDGET_FACTOR * latency_us / 1000)
-    return Suggestion(sweep.pk, knee, latency_us / 1000, budget, range_around(knee), label, field)
+    return Suggestion(
+        sweep.pk, knee, latency_us / 1000, budget, range_around(knee), label, field, settled
+    )
 
 
-def latest_probe(server: Server, model: str, config_sha256: str) -> Sweep | None:
-    """The newest finished (succeeded) concurrency sweep of this exact config on ``server``."""
+def sweeps_of_config(server: Server, model: str, config_sha256: str) -> list[Sweep]:
+    """The newest finished (succeeded) sweeps of this exact config (its sha256) on
+    ``server``, newest first (a search's own queue jobs are not sweeps of it)."""
     rows = Sweep.objects.filter(
-        server=server.name, model=model, config_sha256=config_sha256, state=Sweep.State.SUCCEEDED
+        server=server.name,
+        model=model,
+        config_sha256=config_sha256,
+        state=Sweep.State.SUCCEEDED,
+        kind=Sweep.Kind.SWEEP,
     ).order_by("-finished_at", "-id")
-    for sweep in rows[:20]:
-        if (
-            sweep.kind != Sweep.Kind.SWEEP
-            or sweep.params.get("mode", "concurrency") != "concurrency"
-        ):
-            continue
-        return sweep
-    return None
+    return list(rows[:20])
 
 
 def suggestion(server: Server, model: str, config_sha256: str) -> Suggestion | None:
-    sweep = latest_probe(server, model, config_sha256)
-    return suggest_from(sweep) if sweep is not None else None
+    """What the newest sweep of the current config that measured a concurrency curve
+    suggests (None when no sweep of it did)."""
+    for sweep in sweeps_of_config(server, model, config_sha256):
+        if sweep.params.get("mode", "concurrency") != "concurrency":
+            continue
+        found = suggest_from(sweep)
+        if found is not None:
+            return found
+    return None
+
+
+def without_suggestion(server: Server, model: str, config_sha256: str) -> str:
+    """What the form says when no sweep of the current config suggests a budget: that
+    there is none, or why those there are do not."""
+    then = (
+        "the budget is measured first in the search (twice the current config's latency at "
+        "its knee), or probe it now to see and edit it."
+    )
+    found = sweeps_of_config(server, model, config_sha256)
+    if not found:
+        return f"No sweep of the current config yet: {then}"
+    names = ", ".join(f"#{sweep.pk}" for sweep in found[:3])
+    return (
+        f"The sweeps of the current config ({names}) measured no concurrency curve to take "
+        f"a budget from (request-rate sweeps, or no level measured): {then}"
+    )
 
 
 def running_probe(server: Server, model: str) -> Sweep | None:

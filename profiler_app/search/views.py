@@ -96,7 +96,9 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
             "kind": kind,
             "gpus": gpus,
             "capacity": capacity.describe("KIND_GPU" if gpus else "KIND_CPU"),
-            "suggestion": suggestion.sentence() if suggestion else "",
+            "suggestion": suggestion.sentence()
+            if suggestion
+            else defaults.without_suggestion(server, name, sha),
             "probe": defaults.running_probe(server, name),
             "history": Search.objects.filter(model=name, sweep__server=server.name).select_related(
                 "sweep"

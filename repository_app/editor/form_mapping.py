@@ -31,6 +31,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from ..modelconfig import Finding, ServerFacts, parse_config, to_text, validate_config
 from ..modelconfig.findings import sort_findings
 from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
+from ..uploads.generate import without_filled_guidance
 from . import sections
 from .forms import (
     ConfigForm,
@@ -584,7 +585,9 @@ def read_form(
     result.text = base_text
     if result.changed:
         try:
-            result.text = edit_in_place(base_text, applied.config)
+            # A new model's skeleton asks for fields in comments: once filled, they go.
+            text = edit_in_place(base_text, applied.config)
+            result.text = without_filled_guidance(text, applied.config)
         except CannotEditInPlace as exc:
             result.rewrite_reason = exc.reason
             result.text = to_text(applied.config)

@@ -23,6 +23,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from team.roles import who_can
+
 from .. import server_access
 from ..modelconfig import Finding, parse_config
 from ..modelconfig.findings import has_errors
@@ -38,7 +40,7 @@ OFFER_KEY = "editor.reload_offer"  # in the session: a save's "reload where it i
 
 WRITE_ACTIONS = ("save", "save_reload", "try")
 ACTIONS = ("check", "to_text", "to_form", "fill", "fill_template", *WRITE_ACTIONS)
-CANNOT_EDIT = "your role cannot change model configs (it needs the control_models permission)"
+CANNOT_EDIT = f"your role cannot change model configs ({who_can(CONTROL_PERMISSION)})"
 
 
 def edit_refusal(request: HttpRequest, server: Server, action: str = "save") -> str:

@@ -110,6 +110,6 @@ def code_changes(before: pb.ModelConfig | None, after: pb.ModelConfig) -> list[s
 def refusal(changes: list[str]) -> str:
     shown = "; ".join(changes[:4]) + (" …" if len(changes) > 4 else "")
     return (
-        f"this config change makes Triton load or run different code ({shown}): only admins "
-        "may make it (it needs team.upload_code); nothing was changed"
+        f"this config change makes Triton load or run different code ({shown}): only Admins "
+        "can make it; nothing was changed"
     )

@@ -996,7 +996,7 @@ def check_code_loading(ctx: RuleContext) -> Iterator[Finding]:
             WARNING,
             "security.code-loading-parameter",
             f"{what} = {value!r} can make Triton load or run code from that place{env}: only "
-            "admins may set or change it (team.upload_code); keep it inside this model's "
+            "Admins can set or change it; keep it inside this model's "
             "folder and make sure nobody else can write there",
             path,
         )

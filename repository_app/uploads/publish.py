@@ -37,6 +37,8 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
+from team.roles import who_can
+
 from .. import server_access, servers
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import Upload
@@ -335,8 +337,8 @@ def _check_code(user: Any, upload: Upload, reason: str) -> None:
         staging.check_may_upload(user, is_code=True, server=staging.server_of_upload(upload))
     except UploadError as exc:
         raise UploadError(
-            f"the archive holds code ({reason}), which runs on the Triton host: only admins "
-            "may upload it (it needs team.upload_code)",
+            f"the archive holds code ({reason}), which runs on the Triton host: "
+            f"{who_can(staging.CODE_PERMISSION)} upload it",
             exc.status,
         ) from None
 
@@ -428,7 +430,7 @@ def delete_version(
     where = {"model_name": model, "server": server.name}
     refused = server_access.repository_refusal(
         user, DELETE_PERMISSION, server,
-        "your role cannot delete versions (it needs team.delete_versions)",
+        f"your role cannot delete versions ({who_can(DELETE_PERMISSION)})",
     )  # fmt: skip
     if refused:
         audit.record(user, "version.delete", **where, target=f"version {version}",
@@ -528,7 +530,10 @@ def delete_model(server: Server, model: str, user: Any, *, unload: bool = False)
 
     where = {"model_name": model, "server": server.name}
     refused = server_access.repository_refusal(
-        user, DELETE_PERMISSION, server, "your role cannot delete models (Admins can)"
+        user,
+        DELETE_PERMISSION,
+        server,
+        f"your role cannot delete models ({who_can(DELETE_PERMISSION)})",
     )
     if refused:
         audit.record(user, "model.delete", **where, outcome="denied", detail=refused)

@@ -31,6 +31,8 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.utils import timezone
 
+from team.roles import who_can
+
 from .. import server_rules, servers
 from ..disk import flock, staging_folder, version_numbers
 from ..models import Upload
@@ -223,7 +225,7 @@ def check_may_upload(user: Any, *, is_code: bool, server: Server) -> None:
         user,
         UPLOAD_PERMISSION,
         server,
-        "your role cannot upload models (it needs team.upload_models)",
+        f"your role cannot upload models ({who_can(UPLOAD_PERMISSION)})",
     )
     if refused:
         raise UploadError(refused, 403)
@@ -232,8 +234,8 @@ def check_may_upload(user: Any, *, is_code: bool, server: Server) -> None:
             user,
             CODE_PERMISSION,
             server,
-            "uploading code (Python, DALI pipelines, scripts, shared objects) runs it on the "
-            "Triton host: only admins may do it (it needs team.upload_code)",
+            f"{who_can(CODE_PERMISSION, capital=True)} upload code (Python, DALI pipelines, "
+            "scripts, shared objects): it runs on the Triton host",
         )
         if refused:
             raise UploadError(refused, 403)

@@ -130,7 +130,9 @@ window.SearchPage = (function () {
       else if (!r.feasible) tr.className = "infeasible";
       const m = metrics();
       const objective = r.objective === null ? "—" : (search.objective === "min_latency" ? fmt(r.objective, 1000) + " ms" : fmt(r.objective, 1, 1) + " " + m.throughput.unit);
-      [String(r.rank), r.description + (r.baseline ? " (current)" : ""), r.state + (r.state === "measured" && !r.feasible ? ", misses constraints" : ""),
+      // "#N" is the candidate's number everywhere (the chart's labels too); the rank has
+      // its own column.
+      [String(r.rank), "#" + r.seq + " " + r.description + (r.baseline ? " (current)" : ""), r.state + (r.state === "measured" && !r.feasible ? ", misses constraints" : ""),
         objective, fmt(r.throughput, 1, 1), r.latency_us === null ? "—" : latencyLabel() + " " + fmt(r.latency_us, 1000) + " ms",
         r.concurrency === null ? "—" : String(r.concurrency),
         (r.spread_text || (r.rounds ? r.rounds + " round" + (r.rounds > 1 ? "s" : "") : "one measurement")) + (r.tied ? " · tied with the best" : ""),
@@ -165,7 +167,9 @@ window.SearchPage = (function () {
     const show = function (id, on) { const b = document.getElementById(id); if (b) b.hidden = !on; };
     show("btn-cancel", state === "queued" || state === "running");
     show("btn-resume", ["failed", "cancelled", "interrupted"].indexOf(state) >= 0);
-    show("btn-apply-best", FINISHED.indexOf(state) >= 0 && !!(result && result.best_key));
+    // Nothing to apply when the recommendation is to keep the current config.
+    const bestRow = result && ((result.rows || []).find(function (r) { return r.key === result.best_key; }) || null);
+    show("btn-apply-best", FINISHED.indexOf(state) >= 0 && !!(result && result.best_key) && !(bestRow && bestRow.baseline));
     if (result) setText("recommendation", result.recommendation);
     if (search.constraints_text) setText("constraints", search.constraints_text);
     if (search.budget_from) setText("budget-from", "(budget: " + search.budget_from + ")");

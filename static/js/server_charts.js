@@ -9,7 +9,9 @@
   // figures, or each GPU); `field`: the history's column (`live`: the event's, if named
   // otherwise). Idle series are all zeros, which Plotly's autorange draws from -1 to 1:
   // every y axis starts at 0 and reaches at least `floor`, and autoranges (from 0) once
-  // data exceeds it.
+  // data exceeds it. Memory is drawn in GiB (`scale`, `unit`): Plotly's own ticks would
+  // read 25 GB of bytes as "25B" (billions).
+  const GIB = 1073741824;
   const CHARTS = [
     { id: "chart-rps", src: "models", field: "requests_per_s", floor: 1 },
     { id: "chart-failures", src: "models", field: "failures_per_s", floor: 1 },
@@ -20,15 +22,19 @@
     { id: "chart-batch", src: "models", field: "batch_size", floor: 1 },
     { id: "chart-pending", src: "models", field: "pending", floor: 1 },
     { id: "chart-cpu-util", src: "server", field: "cpu_utilization", floor: 1, name: "CPU" },
-    { id: "chart-cpu-mem", src: "server", field: "cpu_memory_used_bytes", floor: 1073741824, name: "used" },
-    { id: "chart-cpu-mem", src: "server", field: "cpu_memory_total_bytes", floor: 1073741824, name: "total" },
+    { id: "chart-cpu-mem", src: "server", field: "cpu_memory_used_bytes", floor: 1, name: "used", scale: GIB, unit: " GiB" },
+    { id: "chart-cpu-mem", src: "server", field: "cpu_memory_total_bytes", floor: 1, name: "total", scale: GIB, unit: " GiB" },
     { id: "chart-gpu-util", src: "gpus", field: "utilization", floor: 1 },
-    { id: "chart-gpu-mem", src: "gpus", field: "memory_used_bytes", floor: 1073741824 },
+    { id: "chart-gpu-mem", src: "gpus", field: "memory_used_bytes", floor: 1, scale: GIB, unit: " GiB" },
     { id: "chart-gpu-power", src: "gpus", field: "power_w", live: "power_usage", floor: 10 },
   ];
   const ids = Array.from(new Set(CHARTS.map(function (c) { return c.id; })));
   const floors = {};
-  CHARTS.forEach(function (c) { floors[c.id] = c.floor; });
+  const units = {};
+  CHARTS.forEach(function (c) { floors[c.id] = c.floor; units[c.id] = c.unit || ""; });
+  function scaled(chart, value) {
+    return value === null || value === undefined || !chart.scale ? value : value / chart.scale;
+  }
   const MARKER_COLORS = { sweep: "rgba(181, 71, 8, 0.12)", config: "#6941c6" };
 
   let current = null;   // the loaded history (its range, until, markers)
@@ -40,9 +46,10 @@
   const status = document.getElementById("history-status");
 
   function layout(id, shapes, annotations) {
+    const rows = annotations.reduce(function (n, a) { return Math.max(n, a.yshift / LABEL_ROW_PX + 1); }, 0);
     return {
-      margin: { t: annotations.length ? 24 : 10, r: 10, b: 30, l: 60 },
-      yaxis: { rangemode: "tozero", range: [0, floors[id]], autorange: false },
+      margin: { t: rows ? 14 + LABEL_ROW_PX * rows : 10, r: 10, b: 30, l: 60 },
+      yaxis: { rangemode: "tozero", range: [0, floors[id]], autorange: false, ticksuffix: units[id], hoverformat: units[id] ? ".2f" : "" },
       xaxis: { type: "date", range: xRange() },
       showlegend: true,
       shapes: shapes,
@@ -74,10 +81,24 @@
     });
   }
 
+  // Their labels above the first chart, in rows: a label nearer the one before it in a row
+  // than LABEL_GAP of the range goes up a row; past LABEL_ROWS it shrinks to its first
+  // letter. The whole label (which sweep, which config, when) shows on hover.
+  const LABEL_ROWS = 3, LABEL_ROW_PX = 12, LABEL_GAP = 0.06;
   function markerLabels(markers) {
-    return markers.map(function (m) {
-      return { x: new Date(m.t * 1000), y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false,
-               text: m.kind === "sweep" ? "sweep" : "config", font: { size: 10, color: m.kind === "sweep" ? "#b54708" : MARKER_COLORS.config } };
+    const gap = (current ? current.span : 3600) * LABEL_GAP;
+    const lastInRow = [];
+    return markers.slice().sort(function (a, b) { return a.t - b.t; }).map(function (m) {
+      let row = lastInRow.findIndex(function (t) { return m.t - t >= gap; });
+      if (row < 0 && lastInRow.length < LABEL_ROWS) row = lastInRow.length;
+      const crowded = row < 0;
+      if (crowded) row = LABEL_ROWS - 1;
+      lastInRow[row] = m.t;
+      const word = m.kind === "sweep" ? "sweep" : "config";
+      return { x: new Date(m.t * 1000), y: 1, xref: "x", yref: "paper", yanchor: "bottom", yshift: row * LABEL_ROW_PX,
+               showarrow: false, text: crowded ? word.charAt(0) : word,
+               hovertext: m.label + " · " + new Date(m.t * 1000).toLocaleString(),
+               font: { size: 10, color: m.kind === "sweep" ? "#b54708" : MARKER_COLORS.config } };
     });
   }
 
@@ -107,7 +128,7 @@
         traces[chart.id][label] = perChart[chart.id].length;
         perChart[chart.id].push({
           x: col.t.map(function (t) { return new Date(t * 1000); }),
-          y: col[chart.field].slice(),
+          y: col[chart.field].map(function (v) { return scaled(chart, v); }),
           name: label,
           mode: "lines",
           line: chart.suffix === " p50" ? { dash: "dot" } : {},
@@ -165,8 +186,9 @@
     document.getElementById("markers-none").hidden = markers.length > 0;
   }
 
-  function push(chart, name, t, value) {
-    if (value === null || value === undefined) return;
+  function push(chart, name, t, raw) {
+    if (raw === null || raw === undefined) return;
+    const value = scaled(chart, raw);
     const id = chart.id;
     const label = traceName(chart, name);
     fit(id, value);

@@ -176,6 +176,7 @@
     }
     if (state.state === "published") {
       localStorage.removeItem(key);
+      published(state.version);
       const cell = row.k("status");
       cell.className = "small";
       cell.textContent = "";
@@ -235,6 +236,21 @@
       localStorage.removeItem(key);
       row.status(state.message || state.state, "error");
     }
+  }
+
+  // The version choice follows what this page published: the next free number is the
+  // one after the highest version on disk, as the server picks it.
+  const versionsData = document.getElementById("upload-versions");
+  const versions = versionsData ? JSON.parse(versionsData.textContent) : [];
+  function published(version) {
+    const next = document.getElementById("next-version");
+    if (!next || !version) return;
+    if (versions.indexOf(version) < 0) versions.push(version);
+    versions.sort(function (a, b) { return a - b; });
+    const free = Math.max.apply(null, versions.concat([0])) + 1;
+    next.textContent = String(free);
+    document.getElementById("upload-version").placeholder = String(free);
+    document.getElementById("versions-on-disk").textContent = versions.join(", ");
   }
 
   form.addEventListener("submit", function (event) {

@@ -8,6 +8,7 @@ to start while another sweep runs on the same Triton. ``--server NAME`` picks th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,14 @@ class Command(BaseCommand):
         parser.add_argument("--note", default="", help="a note stored with the sweep")
         parser.add_argument("-f", dest="csv", default=None, help="write the CSV here")
         parser.add_argument("--engine", choices=["builtin", "perf_analyzer"], default="builtin")
-        parser.add_argument("--as-user", default=None, help="store the sweep as this user")
+        # As the other commands: --as-user, else $DASHBOARD_CLI_USER; with neither, the
+        # sweep has no owner (audited as "system", cancelled by Admins only).
+        parser.add_argument(
+            "--as-user",
+            default=os.environ.get("DASHBOARD_CLI_USER") or None,
+            help="run, store and audit the sweep as this user (default $DASHBOARD_CLI_USER; "
+            "with neither, as nobody: the host's operator)",
+        )
         parser.add_argument(
             "--server",
             default="default",
