@@ -456,6 +456,7 @@ def test_a_form_save_that_cannot_be_made_in_place_asks_before_rewriting(repo, op
 def test_apply_writes_only_the_knobs_that_change(repo, admin, monkeypatch):
     client = mock.create_autospec(TritonClient, instance=True)
     client.model_states.return_value = []
+    client.control_mode.return_value = "explicit"  # Apply claims the model, as every door does
     client.load.return_value = []
     monkeypatch.setattr(runner, "get_client", lambda *_: client)
     monkeypatch.setattr("repository_app.control.get_client", lambda *_: client)

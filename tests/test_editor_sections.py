@@ -609,7 +609,7 @@ def test_an_operator_changing_an_accelerator_path_parameter_gets_the_403(repo, o
     response = operator.post(f"/models/{NAME}/config/", form_post(repo, NAME, **changes))
     assert response.status_code == 403
     html = response.content.decode()
-    assert "only admins" in html and "trt_engine_cache_path" in html and "team.upload_code" in html
+    assert "only admins" in html.lower() and "trt_engine_cache_path" in html
     assert on_disk(repo, NAME) == FULL
     # A tuning parameter is not code: the Operator may change it.
     tuned = form_post(repo, NAME, **{"accelerator_param-0-value": "FP32"})
