@@ -4,10 +4,11 @@ http://127.0.0.1:18080, started by `make run` with the environment of stack.py.
 `make probe` (scripts/security_probe/run.sh) starts that stack, runs this and stops it. Against
 a stack already running from this checkout with the same work folder:
 
-    .venv/bin/python scripts/security_probe/probe.py [--out FILE]
+    .venv/bin/python scripts/security_probe/probe.py [--out FILE] [--only fleet]
 
 prints a markdown table (`| # | what was tried | answer | expected? |`) on stdout (and to FILE),
-progress on stderr, and exits 1 when any row is not as expected.
+progress on stderr, and exits 1 when any row is not as expected. ``--only fleet``: the setup,
+then only the Fleet boundaries rows (F1...), for a quick rerun.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import base64
 import hashlib
 import io
+import ipaddress
 import json
 import os
 import re
@@ -28,9 +30,10 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import hc
+import redis
 import stack
 
 HERE = Path(__file__).resolve().parent
@@ -130,6 +133,9 @@ def make_targz(entries: list[tuple[str, bytes]]) -> bytes:
     return buffer.getvalue()
 
 
+# What a refused code-loading config change says (repository_app/modelconfig/code_loading.py
+# refusal; it names roles, not the team.upload_code permission).
+CODE_REFUSAL = "load or run different code"
 MODEL_PY = b"import triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:\n    def execute(self, requests):\n        return []\n"
 
 
@@ -253,6 +259,25 @@ def ws_handshake(path: str, cookie: str, origin: str, host: str = HOSTPORT) -> s
             return f"(error {exc}) {data[:80]!r}"
 
 
+# A search the API accepts (items 3, 15 and F7/F11 change one field of it).
+SEARCH_GOOD = {
+    "model": "busy_compute",
+    "mode": "grid",
+    "kind": "KIND_CPU",
+    "counts": "1:2",
+    "batching_on": True,
+    "delays": "200",
+    "preferred": "none",
+    "concurrency_range": "2",
+    "measurement_interval": 300,
+    "max_trials": 3,
+    "stability_percentage": 100,
+    "percentile": "95",
+    "latency_budget": 50,
+    "objective": "max_throughput",
+}
+
+
 def wait_sweep(c: hc.Client, pk: int, timeout: float = 240) -> dict:
     deadline = time.monotonic() + timeout
     body: dict = {}
@@ -265,7 +290,421 @@ def wait_sweep(c: hc.Client, pk: int, timeout: float = 240) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def main() -> None:
+# Fleet boundaries (#27): rows F1... Each is a request against the running stack; the names
+# below are those setup_users.py registers and narrows.
+HIDDEN, HIDDEN_LABEL = "hidden-probe", "probehide=zz27"
+
+
+def web_rss_total() -> int:
+    """RSS (KiB) of the web front and its Daphnes together: a request lands on any one."""
+    return sum(rss_kib(p) for p in stack.web_pids(WORK))
+
+
+def names_hidden(text: str) -> bool:
+    """Whether ``text`` names the hidden server or its label (key or value)."""
+    return any(w in text for w in (HIDDEN, *HIDDEN_LABEL.split("=")))
+
+
+def manage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "manage.py", *args], cwd=CLONE, env=ENV, capture_output=True, text=True, timeout=300
+    )
+
+
+def tail_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(nothing)"
+
+
+def listening(port: int) -> list[str]:
+    """Addresses with a TCP socket listening on ``port`` (/proc/net/tcp and tcp6)."""
+    found = []
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            host, _, hexport = local.partition(":")
+            if state != "0A" or int(hexport, 16) != port or len(host) != width:
+                continue
+            raw = bytes.fromhex(host)
+            # The kernel prints each 32-bit word in host (little-endian) order.
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append(str(ipaddress.ip_address(raw)))
+    return sorted(set(found))
+
+
+def fleet_boundaries(
+    tokens: dict[str, str], pw: dict[str, str], sessions: dict[str, hc.Client], search_good: dict
+) -> None:
+    otto, admin = sessions["otto"], sessions["admin"]
+    otto_api = hc.Client(token=tokens["otto"])
+    vera_api = hc.Client(token=tokens["vera"])
+    admin_api = hc.Client(token=tokens["admin"])
+    nina_api = hc.Client(token=tokens["nina"])
+    nadia_api = hc.Client(token=tokens["nadia"])
+    nina = hc.Client()
+    r = nina.login("nina", pw["nina"])
+    NOTES.append(f"setup: nina (Operator, narrowed to none on {HIDDEN}) signs in: {r.status}")
+
+    # ---- F1. a JSON bomb: 200,000 empty objects --------------------------------------------
+    bomb = '{"junk": [' + ", ".join(["{}"] * 200_000) + "]}"
+    json_headers = {"Content-Type": "application/json"}
+    rss0 = web_rss_total()
+    r = vera_api.post("/api/v1/rollouts/", body=bomb, headers=json_headers)
+    row(
+        "F1",
+        f"Viewer vera: POST /api/v1/rollouts/ {{junk: [{{}} × 200,000]}} ({len(bomb):,} bytes)",
+        ans(r) + f" ({r.elapsed * 1000:.0f} ms)",
+        r.status == 403 and "cannot load or unload" in r.text,
+    )
+    answers = [
+        otto_api.post("/api/v1/rollouts/", body=bomb, headers=json_headers) for _ in range(3)
+    ]
+    time.sleep(1)
+    rss1 = web_rss_total()
+    r = answers[-1]
+    row(
+        "F1'",
+        f"Operator otto: the same body, 3 times; RSS of the web front and its Daphnes "
+        f"({len(stack.web_pids(WORK))} processes) before/after",
+        f"{[a.status for a in answers]} {ans(r)} ({r.elapsed * 1000:.0f} ms); "
+        f"RSS {rss0} → {rss1} KiB (Δ {rss1 - rss0:+d})",
+        all(a.status == 400 for a in answers) and "100,000" in r.text and rss1 - rss0 < 20 * 1024,
+    )
+    FIG["F1: web RSS before/after the JSON bombs (KiB, front + Daphnes)"] = f"{rss0} → {rss1}"
+
+    # ---- F2. a look-alike username shares the account's lockout ------------------------------
+    most = int(
+        tail_line(
+            manage_shell("from django.conf import settings; print(settings.LOGIN_MAX_FAILURES)")
+        )
+    )
+    att = hc.Client(src="127.0.0.6")
+    failures = [att.login("lockme", f"wrong-{i}").status for i in range(most)]
+    lookalike = "\uff4c" + "ockme"  # FULLWIDTH LATIN SMALL LETTER L: NFKC makes it "l"
+    r1 = hc.Client(src="127.0.0.7").login(lookalike, pw["lockme"])
+    r2 = hc.Client(src="127.0.0.8").login(lookalike, pw["lockme"], path="/admin/login/")
+    r3 = hc.Client(src="127.0.0.7").login("LockMe", pw["lockme"])
+    m = re.search(r"Too many failed logins for this account[^<]*", r1.text)
+    row(
+        "F2",
+        f"{most} wrong passwords for lockme (127.0.0.6; LOGIN_MAX_FAILURES {most}), then the right "
+        f"one as `{lookalike}` on /accounts/login/ and /admin/login/, and as `LockMe` "
+        "(other addresses)",
+        f"failures {failures}; look-alike {r1.status} ({m.group(0).strip() if m else r1.text[:60]}), "
+        f"admin {r2.status}, case variant {r3.status}",
+        failures == [200] * most
+        and r1.status == 429
+        and m is not None
+        and r2.status == 429
+        and r3.status == 429,
+    )
+
+    # ---- F3. a server narrowed to none does not exist for the user ---------------------------
+    r = admin_api.post(
+        "/api/v1/rollouts/?wait=1",
+        json={"action": "load", "model": "probe27_absent", "servers": ["default", HIDDEN]},
+    )
+    rollout_pk = json_field(r, "id")
+    seen = admin_api.get("/api/v1/audit/?action=rollout&limit=1000")
+    admin_rows = [e for e in (seen.json() or {}).get("results", []) if HIDDEN in json.dumps(e)]
+    row(
+        "F3",
+        f"Admin: rollout (API) of probe27_absent on default + {HIDDEN}; the Admin's audit API",
+        f"{ans(r, 'id', 'state', 'summary')}; audit rows naming {HIDDEN}: {len(admin_rows)} "
+        f"(server column {[e.get('server') for e in admin_rows if e.get('action') == 'rollout']})",
+        r.status in (200, 201)
+        and any(e.get("action") == "rollout" and not e.get("server") for e in admin_rows),
+    )
+    for url in (
+        "/api/v1/servers/",
+        "/servers/",
+        "/fleet/",
+        "/",
+        "/rollouts/new?model=add_sub",
+        "/rollouts/",
+        "/api/v1/rollouts/",
+        "/audit/",
+        "/audit.csv",
+        "/api/v1/audit/?limit=1000",
+    ):
+        client = nina_api if url.startswith("/api/") else nina
+        r = client.get(url)
+        leaks = [w for w in (HIDDEN, *HIDDEN_LABEL.split("=")) if w in r.text]
+        # The same page for the Admin names it: so its absence for nina is the narrowing's.
+        control = (admin_api if url.startswith("/api/") else admin).get(url)
+        row(
+            "F3'",
+            f"nina (narrowed to none on {HIDDEN}) GET {url}",
+            f"{r.status} {len(r.body):,} bytes; names it: {leaks or 'no'} "
+            f"(the Admin's: {control.status}, names it: {names_hidden(control.text)})",
+            r.status == 200 and not leaks and names_hidden(control.text),
+        )
+    unknown = "nothere-27"
+    for url in (
+        f"/api/v1/servers/{HIDDEN}/",
+        f"/servers/{HIDDEN}/edit/",
+        f"/models/?server={HIDDEN}",
+        f"/api/v1/models/?server={HIDDEN}",
+        *([f"/api/v1/rollouts/{rollout_pk}/", f"/rollouts/{rollout_pk}/"] if rollout_pk else []),
+    ):
+        client = nina_api if url.startswith("/api/") else nina
+        r = client.get(url)
+        other = client.get(url.replace(HIDDEN, unknown)) if HIDDEN in url else None
+        said = ans(r, "message", "detail")
+        same = (
+            other is not None and ans(other, "message", "detail").replace(unknown, HIDDEN) == said
+        )
+        row(
+            "F3''",
+            f"nina GET {url}" + (f" (and the same for unknown `{unknown}`)" if other else ""),
+            said + ("" if other is None else f" / {other.status}" + (", the same" if same else "")),
+            r.status == 404 and (other is None or same),
+        )
+
+    # ---- F4. one address under another name ------------------------------------------------
+    for alias in ("localhost:18001", "[::1]:18001", "0.0.0.0:18001", "LOCALHOST:18001"):
+        r = admin_api.post(
+            "/api/v1/servers/",
+            json={
+                "name": "alias-probe",
+                "grpc_url": alias,
+                "http_url": "127.0.0.1:7",
+                "metrics_url": "http://127.0.0.1:8/metrics",
+            },
+        )
+        row(
+            "F4",
+            f"Admin: register `alias-probe` at gRPC {alias} (default is 127.0.0.1:18001)",
+            ans(r),
+            r.status == 400
+            and json_field(r, "field") == "grpc_url"
+            and "already" in r.text
+            and admin_api.get("/api/v1/servers/alias-probe/").status == 404,
+        )
+    r = nadia_api.post(
+        "/api/v1/servers/",
+        json={
+            "name": "alias2-probe",
+            "grpc_url": "localhost:1",
+            "http_url": "127.0.0.1:9",
+            "metrics_url": "http://127.0.0.1:10/metrics",
+        },
+    )
+    row(
+        "F4'",
+        f"Admin nadia (narrowed to none on {HIDDEN}, gRPC 127.0.0.1:1): register localhost:1",
+        ans(r),
+        r.status == 400
+        and json_field(r, "field") == "grpc_url"
+        and "already registered" in r.text
+        and not names_hidden(r.text),
+    )
+
+    # ---- F5. a TensorFlow SavedModel is code -------------------------------------------------
+    saved = make_zip(
+        [
+            ("model.savedmodel/saved_model.pb", b"\x08\x01"),
+            ("model.savedmodel/variables/variables.index", b"\0"),
+        ]
+    )
+    name = f"tfsm_{TS}"
+    created, done = full_upload(
+        otto,
+        saved,
+        model=name,
+        new_model=True,
+        backend="tensorflow_savedmodel",
+        filename="model.zip",
+    )
+    last = done or created
+    row(
+        "F5",
+        "Operator otto: new model, TensorFlow SavedModel archive (model.savedmodel/saved_model.pb)",
+        f"create {created.status}; " + ans(last),
+        last.status == 403 and "code" in last.text and not (REPO / name).exists(),
+    )
+
+    # ---- F6. the command line checks the user it acts as -------------------------------------
+    res = manage("perf_sweep", "add_sub", "--as-user", "vera")
+    row(
+        "F6",
+        "`manage.py perf_sweep add_sub --as-user vera` (a Viewer)",
+        f"exit {res.returncode}: {tail_line(res.stderr or res.stdout)}",
+        res.returncode != 0 and "not allowed" in res.stderr,
+    )
+    res = manage("perf_sweep", "add_sub", "--server", HIDDEN, "--as-user", "nina")
+    row(
+        "F6'",
+        f"`manage.py perf_sweep add_sub --server {HIDDEN} --as-user nina` (narrowed to none there)",
+        f"exit {res.returncode}: {tail_line(res.stderr or res.stdout)}",
+        res.returncode != 0 and "no Triton server named" in res.stderr,
+    )
+
+    # ---- F7. numbers a page or an API cannot hold --------------------------------------------
+    r = otto.get("/sweeps/compare/?ids=%C2%B2&ids=1")
+    row(
+        "F7",
+        "GET /sweeps/compare/?ids=²&ids=1",
+        f"{r.status} → {r.header('Location')}",
+        r.status in (302, 400, 404),
+    )
+    r = admin_api.get(f"/api/v1/audit/?limit={10**30}")
+    page = r.json() if isinstance(r.json(), dict) else {}
+    got = page.get("results")
+    row(
+        "F7'",
+        "GET /api/v1/audit/?limit=10^30 (Admin)",
+        f"{r.status}, {len(got)} of {page.get('count')} rows"
+        if r.status == 200 and got is not None
+        else ans(r),
+        (r.status == 200 and got is not None and len(got) <= 1000) or r.status == 400,
+    )
+    for label, value in (("5,000 digits", "1" * 5000), ("1:<5,000 digits>", "1:" + "9" * 5000)):
+        r = otto_api.post("/api/v1/sweeps/", json={"model": "add_sub", "sequence_id_range": value})
+        row(
+            "F7''",
+            f"sweep API sequence_id_range {label}",
+            clip(ans(r), 140),
+            r.status == 400 and json_field(r, "field") == "sequence_id_range",
+        )
+    r = otto_api.post("/api/v1/searches/", json={**search_good, "mode": "quick", "max_runs": 2**63})
+    row(
+        "F7'''",
+        "search API max_runs 2^63",
+        ans(r),
+        r.status == 400 and json_field(r, "field") == "max_runs",
+    )
+
+    # ---- F8 + F9. a server's addresses and repository ----------------------------------------
+    r = admin_api.post("/api/v1/servers/", json={"name": "unix-probe", "grpc_url": "unix:/tmp/x:1"})
+    row(
+        "F8",
+        "Admin: register `unix-probe` at gRPC unix:/tmp/x:1",
+        ans(r),
+        r.status == 400
+        and "grpc_url" in ((r.json() or {}).get("errors") or {json_field(r, "field"): 1})
+        and admin_api.get("/api/v1/servers/unix-probe/").status == 404,
+    )
+    link = VAR / "etc_link"
+    if not link.is_symlink():
+        os.symlink("/etc", link)
+    for num, repository in (("F9", "/etc"), ("F9'", str(link))):
+        r = admin_api.post(
+            "/api/v1/servers/",
+            json={
+                "name": "etc-probe",
+                "grpc_url": "127.0.0.1:5",
+                "http_url": "127.0.0.1:6",
+                "metrics_url": "http://127.0.0.1:11/metrics",
+                "repository": repository,
+            },
+        )
+        row(
+            num,
+            f"Admin: register `etc-probe` with repository {repository}"
+            + (" (a link to /etc inside VAR_DIR)" if repository != "/etc" else ""),
+            ans(r),
+            r.status == 400
+            and json_field(r, "field") == "repository"
+            and "MODEL_REPOSITORY_ROOTS" in r.text
+            and admin_api.get("/api/v1/servers/etc-probe/").status == 404,
+        )
+
+    # ---- F10. an archive that expands past the ratio -----------------------------------------
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open("model.xml", "w", force_zip64=True) as member:
+            zeros = bytes(1024 * 1024)
+            for _ in range(101):
+                member.write(zeros)
+        archive.writestr("model.bin", b"\0\1\2\3")
+    blob = buffer.getvalue()
+    name = f"ratio_{TS}"
+    created, done = full_upload(
+        otto, blob, model=name, new_model=True, backend="openvino", filename="model.zip"
+    )
+    last = done or created
+    row(
+        "F10",
+        f"Operator otto: new openvino model, zip of {len(blob):,} bytes holding 101 MiB of zeros",
+        f"create {created.status}; " + ans(last),
+        last.status in (400, 413, 422)
+        and "UPLOAD_MAX_ARCHIVE_RATIO" in last.text
+        and not (REPO / name).exists(),
+    )
+
+    # ---- F11. small items ------------------------------------------------------------------
+    r = otto.get("/models/inj%24(x)/benchmark/")
+    row("F11", "GET /models/inj%24(x)/benchmark/", f"{r.status}", r.status == 404)
+    r = nina_api.post("/api/v1/searches/", json={**search_good, "server": HIDDEN})
+    other = nina_api.post("/api/v1/searches/", json={**search_good, "server": unknown})
+    row(
+        "F11'",
+        f"nina: POST /api/v1/searches/ with server {HIDDEN} (and unknown `{unknown}`)",
+        f"{ans(r)} / {other.status}",
+        r.status == 404 and other.status == 404 and other.text.replace(unknown, HIDDEN) == r.text,
+    )
+    formula = " =1+1"
+    r = hc.Client(src="127.0.0.9").login(formula, "guess")
+    csvr = admin.get("/audit.csv")
+    line = next((ln for ln in csvr.text.splitlines() if "=1+1" in ln), "(no row)")
+    row(
+        "F11''",
+        f"failed login as `{formula}` (a leading blank), then /audit.csv (Admin)",
+        f"login {r.status}; csv {csvr.status}: {line}",
+        csvr.status == 200 and (",' =1+1," in line or ',"\' =1+1",' in line),
+    )
+    # Just under the 1 MiB a config may hold, so the limit on messages is what answers.
+    params = "".join(
+        f'parameters{{key:"p{i:05d}" value:{{string_value:"v"}}}}\n' for i in range(20_000)
+    )
+    text = (REPO / "add_sub" / "config.pbtxt").read_text() + params
+    r = otto.post(
+        "/models/add_sub/config/validate",
+        body=text,
+        headers={"Content-Type": "text/plain; charset=utf-8"},
+    )
+    findings = (r.json() or {}).get("findings", []) if isinstance(r.json(), dict) else []
+    rules = sorted({f.get("rule") for f in findings})
+    row(
+        "F11'''",
+        f"editor check POST /models/add_sub/config/validate, {len(text):,} bytes, 20,000 parameters",
+        f"{r.status} rules {rules} ({r.elapsed * 1000:.0f} ms)",
+        r.status == 200 and "parse.too-many" in rules,
+    )
+
+    # ---- F12. where the stack's Redis listens ------------------------------------------------
+    url = ENV["REDIS_URL"]
+    parts = urlsplit(url)
+    port = parts.port or 6379
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        pong = f"PING {client.ping()}"
+    except redis.RedisError as exc:
+        pong = f"PING failed: {exc}"
+    try:
+        bind = f"CONFIG GET bind {client.config_get('bind').get('bind')!r}"
+    except redis.RedisError as exc:
+        bind = f"CONFIG GET bind refused: {exc}"
+    private = [c for _, c in stack.stack_processes(WORK) if "redis-server" in c]
+    addresses = listening(port)
+    outside = [a for a in addresses if not ipaddress.ip_address(a).is_loopback]
+    row(
+        "F12",
+        f"the stack's Redis ({parts.hostname}:{port}): ping from the probe, its bind, "
+        "the addresses listening on its port",
+        f"{pong}; {bind}; listening on {addresses}; "
+        + (f"the stack's own: {private[0][:80]}" if private else "not started by the stack"),
+        pong == "PING True" and bool(addresses) and not outside,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+def main(only: str = "") -> None:
     print("setup: users, tokens, cleared login limits", file=sys.stderr)
     with (HERE / "setup_users.py").open() as script:
         out = subprocess.run(
@@ -299,9 +738,12 @@ def main() -> None:
         sessions["admin"],
     )
     otto_api = hc.Client(token=tokens["otto"])
+    if only == "fleet":  # a quick rerun of the section against a stack already running
+        fleet_boundaries(tokens, pw, sessions, SEARCH_GOOD)
+        return
     pid = web_pid()
     FIG["web pid"] = str(pid)
-    FIG["RSS at start (KiB)"] = str(rss_kib(pid))
+    FIG["RSS at start (KiB)"] = str(web_rss_total())
 
     pwned = Path("/tmp/pwned")
     if pwned.exists():
@@ -391,7 +833,7 @@ def main() -> None:
         "1c",
         f"Operator: API PUT `{plain}` config backend onnxruntime→python",
         ans(r),
-        r.status == 403 and "team.upload_code" in r.text and before == after,
+        r.status == 403 and CODE_REFUSAL in r.text and before == after,
     )
     page = otto.get(f"/models/{plain}/config/")
     base_sha = re.search(r'name="base_sha" value="([0-9a-f]+)"', page.text)
@@ -405,13 +847,13 @@ def main() -> None:
             "csrfmiddlewaretoken": otto.csrf_from(page.text),
         },
     )
-    m = re.search(r"[^<>]*team\.upload_code[^<>]*", r.text)
+    m = re.search(r"[^<>]*" + CODE_REFUSAL + r"[^<>]*", r.text)
     row(
         "1c'",
         "Operator: editor page text-mode save of the same change",
-        f"{r.status} {m.group(0) if m else r.text[:100]}",
+        f"{r.status} {m.group(0).strip() if m else r.text[:100]}",
         r.status == 403
-        and "team.upload_code" in r.text
+        and CODE_REFUSAL in r.text
         and (REPO / plain / "config.pbtxt").read_text() == before,
     )
 
@@ -526,7 +968,7 @@ def main() -> None:
         )
 
     # ---- 3. sweep and search bounds: time and memory -----------------------------------------
-    rss0 = rss_kib(pid)
+    rss0 = web_rss_total()
     times = []
     for rng in ("1:2:1e-300", "1:inf:1", "1:nan:1"):
         r = otto_api.post("/api/v1/sweeps/", json={"model": "add_sub", "concurrency_range": rng})
@@ -537,22 +979,7 @@ def main() -> None:
             ans(r) + f" ({r.elapsed * 1000:.0f} ms)",
             r.status == 400 and json_field(r, "field") == "concurrency_range" and r.elapsed < 2,
         )
-    search_good = {
-        "model": "busy_compute",
-        "mode": "grid",
-        "kind": "KIND_CPU",
-        "counts": "1:2",
-        "batching_on": True,
-        "delays": "200",
-        "preferred": "none",
-        "concurrency_range": "2",
-        "measurement_interval": 300,
-        "max_trials": 3,
-        "stability_percentage": 100,
-        "percentile": "95",
-        "latency_budget": 50,
-        "objective": "max_throughput",
-    }
+    search_good = SEARCH_GOOD
     r = otto_api.post(
         "/api/v1/searches/",
         json={**search_good, "counts": "1:64", "max_batch_sizes": "1:300", "delays": "0:300"},
@@ -591,12 +1018,12 @@ def main() -> None:
         f"{r.status} {m.group(0).strip() if m else r.text[:100]} ({r.elapsed * 1000:.0f} ms)",
         r.status in (200, 400, 422) and m is not None and r.elapsed < 2,
     )
-    rss1 = rss_kib(pid)
+    rss1 = web_rss_total()
     FIG["item 3: RSS before/after (KiB)"] = f"{rss0} → {rss1} (Δ {rss1 - rss0:+d})"
     FIG["item 3: request times (ms)"] = ", ".join(f"{t * 1000:.0f}" for t in times)
 
     # ---- 7. a 512 MiB declared body --------------------------------------------------------
-    rss0 = rss_kib(pid)
+    rss0 = web_rss_total()
     status, sent, secs = raw_big(
         "POST",
         "/accounts/login/",
@@ -605,7 +1032,7 @@ def main() -> None:
         {"Content-Type": "application/x-www-form-urlencoded"},
     )
     time.sleep(1)
-    rss1 = rss_kib(pid)
+    rss1 = web_rss_total()
     row(
         "7",
         "POST /accounts/login/ Content-Length 536870912, stream ≤ 8 MiB",
@@ -620,7 +1047,7 @@ def main() -> None:
         {"Content-Type": "application/x-www-form-urlencoded"},
     )
     time.sleep(1)
-    rss2 = rss_kib(pid)
+    rss2 = web_rss_total()
     row(
         "7'",
         "same, trying to stream all 512 MiB",
@@ -1025,7 +1452,7 @@ def main() -> None:
         )
 
     # a 50 MB config on the API
-    rss0 = rss_kib(pid)
+    rss0 = web_rss_total()
     status, sent, secs = raw_big(
         "PUT",
         "/api/v1/models/add_sub/config",
@@ -1074,7 +1501,7 @@ def main() -> None:
         ans(r) + f" ({r.elapsed * 1000:.0f} ms)",
         r.status == 413 and unchanged("add_sub", add_sub),
     )
-    FIG["B5: RSS before/after 50 MB + 12 MB PUTs (KiB)"] = f"{rss0} → {rss_kib(pid)}"
+    FIG["B5: RSS before/after 50 MB + 12 MB PUTs (KiB)"] = f"{rss0} → {web_rss_total()}"
 
     page = otto.get("/models/add_batched/config/")
     base_sha = re.search(r'name="base_sha" value="([0-9a-f]+)"', page.text).group(1)
@@ -1242,8 +1669,11 @@ def main() -> None:
         csvr.status == 200 and (",'=HYPERLINK" in line or ",\"'=HYPERLINK" in line),
     )
 
+    # ---- Fleet boundaries (#27) -------------------------------------------------------------
+    fleet_boundaries(tokens, pw, sessions, search_good)
+
     # ---- end ------------------------------------------------------------------------------
-    FIG["RSS at end (KiB)"] = str(rss_kib(pid))
+    FIG["RSS at end (KiB)"] = str(web_rss_total())
     row("end", "/tmp/pwned exists?", str(pwned.exists()), not pwned.exists())
     if RUN_LOG.exists():
         errors = [
@@ -1271,9 +1701,15 @@ def report() -> str:
 def cli() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--only",
+        choices=["fleet"],
+        default="",
+        help="only the Fleet boundaries rows (F1...), after the setup",
+    )
     args = parser.parse_args()
     try:
-        main()
+        main(args.only)
     finally:  # a probe that stops half-way still shows the rows it has
         text = report()
         sys.stdout.write(text)

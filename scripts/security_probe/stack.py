@@ -153,6 +153,25 @@ def web_pid(work: Path) -> int:
     raise SystemExit(f"web process (dashboard.serve -p {WEB_PORT}) of {work} not found")
 
 
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def web_pids(work: Path) -> list[int]:
+    """The web front (``web_pid``) and the Daphnes it started (``--workers``): those answer
+    the requests, so their memory is what a request can grow."""
+    front = web_pid(work)
+    workers = [
+        pid
+        for pid, cmdline in stack_processes(work)
+        if "dashboard.serve" in cmdline and _parent(pid) == front
+    ]
+    return [front, *workers]
+
+
 def healthz() -> dict:
     with urllib.request.urlopen(f"{BASE_URL}/healthz", timeout=5) as reply:
         return json.loads(reply.read())
