@@ -29,8 +29,9 @@ def _username(request: Any) -> str:
 
 class OneLineForbidden(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "status_code", None) != 403:
-            return True
+        if getattr(record, "status_code", None) != 403 or getattr(record, "one_line", False):
+            return True  # a record already made one line (the filter may be met twice)
+        record.one_line = True
         request = getattr(record, "request", None)
         error = record.exc_info[1] if record.exc_info else None
         reason = str(error) if error is not None else ""

@@ -137,10 +137,11 @@ def check_can_control(server: Server) -> None:
         raise ActionRefused(NOT_EXPLICIT, reason="not explicit")
 
 
-def claim(server: Server, action: str, name: str, username: str) -> None:
+def claim(server: Server, action: str, name: str, username: str, *, announce: bool = True) -> None:
     """The checks before an action runs (name, explicit mode, not busy, not already
     running), then (server, model) is marked in flight and every page on the server hears
-    "started"; raises ActionRefused. The caller runs ``run_action``, then ``release``."""
+    "started" (``announce``: an action that publishes its outcome); raises ActionRefused.
+    The caller runs ``run_action``, then ``release``."""
     if action not in ACTIONS:
         raise ActionRefused(f"unknown action {action!r}")
     _check_name(name)
@@ -151,6 +152,8 @@ def claim(server: Server, action: str, name: str, username: str) -> None:
         )
     if not _take(server.name, name, f"{action} started by {username}"):
         raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
+    if not announce:
+        return
     events.publish(
         events.repository_group(server.name),
         "model.action",
@@ -197,8 +200,9 @@ def act(
 @contextmanager
 def claimed(server: Server, name: str, action: str, username: str) -> Iterator[None]:
     """Hold the model's claim around Triton calls made elsewhere (a trial load, a search's
-    candidate loads): ActionRefused when another action on it runs."""
-    claim(server, action if action in ACTIONS else "reload", name, username)
+    candidate loads): ActionRefused when another action on it runs. Pages hear nothing:
+    such a call publishes no outcome, so no "started" may wait for one."""
+    claim(server, action if action in ACTIONS else "reload", name, username, announce=False)
     try:
         yield
     finally:

@@ -67,3 +67,27 @@ def test_the_cli_and_the_apis_wait_and_a_page_action_refuse_a_model_another_proc
     redis_db.delete(control._claim_key("default", "add_sub"))
     call_command("triton", "reload", "add_sub", "--as-user", "otto-ops")
     assert not redis_db.exists(control._claim_key("default", "add_sub"))
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_the_editors_save_and_reload_and_its_trial_load_refuse_a_model_another_process_holds(
+    triton, redis_db, django_user_model
+):
+    from repository_app import servers
+    from repository_app.editor.triton_actions import reload_saved, try_config
+    from repository_app.modelconfig import parse_config
+    from team.roles import ADMIN, set_role
+
+    user = django_user_model.objects.create_user("ada-admin")
+    set_role(user, ADMIN)
+    server = servers.default()
+    config = parse_config((triton.repository / "add_sub" / "config.pbtxt").read_bytes()).config
+    redis_db.set(control._claim_key("default", "add_sub"), "another-process")
+    tried = try_config(server, "add_sub", config, user)
+    assert not tried.ok and "already running" in tried.message and tried.restored
+    saved = reload_saved(server, "add_sub", user.get_username(), user.pk)
+    assert not saved.ok and "already running" in saved.message
+    redis_db.delete(control._claim_key("default", "add_sub"))
+    assert try_config(server, "add_sub", config, user).ok
+    assert not redis_db.exists(control._claim_key("default", "add_sub"))

@@ -82,3 +82,25 @@ def test_a_django_request_line_is_printed_once():
     chain = [logging.getLogger(name) for name in ("django.request", "django", "")]
     printing = [h for logger in chain for h in logger.handlers if type(h) is logging.StreamHandler]
     assert len(printing) == 1
+
+
+def test_a_record_met_twice_by_the_filter_keeps_its_reason():
+    """Logging configured twice in one process (a test suite, a reloaded settings) puts the
+    filter twice on the logger: the second pass must not drop what the first made."""
+    from django.core.exceptions import PermissionDenied
+
+    from dashboard.log_filters import OneLineForbidden
+
+    try:
+        raise PermissionDenied("no, because")
+    except PermissionDenied:
+        import sys
+
+        record = logging.LogRecord(
+            "django.request", logging.WARNING, __file__, 1, "Forbidden: %s", ("/x",),
+            sys.exc_info(),
+        )  # fmt: skip
+    record.status_code = 403
+    for _ in range(2):
+        assert OneLineForbidden().filter(record)
+    assert record.getMessage().endswith(": no, because") and record.exc_info is None

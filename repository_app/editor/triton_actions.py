@@ -53,12 +53,11 @@ def _is_ready(server: Server, name: str) -> bool:
 def reload_saved(server: Server, name: str, username: str, user_id: int | None) -> TritonVerdict:
     """Load the config just saved on disk into the server; on failure Triton keeps the
     previous one."""
-    try:
-        control.check_can_control(server)
+    action = "reload" if _is_ready(server, name) else "load"
+    try:  # through the model's claim, as every action: refused while another one runs
+        outcome = control.act(server, action, name, username, user_id=user_id)
     except control.ActionRefused as exc:
         return TritonVerdict(False, str(exc), previous_serving=_is_ready(server, name))
-    action = "reload" if _is_ready(server, name) else "load"
-    outcome = control.run_action(server, action, name, username, user_id=user_id)
     return TritonVerdict(
         outcome.ok,
         outcome.message,
@@ -79,6 +78,16 @@ def try_config(server: Server, name: str, config: pb.ModelConfig, user: Any) -> 
         return TritonVerdict(False, str(exc), restored=True, restore_message="nothing changed")
     except CodeChangeRefused as exc:
         return TritonVerdict(False, exc.message, restored=True, restore_message="nothing changed")
+    username = user.get_username() if hasattr(user, "get_username") else str(user)
+    try:
+        with control.claimed(server, name, "reload", username):
+            return _trial(server, name, config)
+    except control.ActionRefused as exc:
+        return TritonVerdict(False, str(exc), restored=True, restore_message="nothing changed")
+
+
+def _trial(server: Server, name: str, config: pb.ModelConfig) -> TritonVerdict:
+    """The trial load and the putting back of ``try_config``, under the model's claim."""
     client = get_client(server)
     was_loaded = _is_ready(server, name)
     try:
