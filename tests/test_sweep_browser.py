@@ -253,12 +253,16 @@ def test_benchmark_of_an_ensemble_draws_a_chart_per_step(
         table = page.text_content("#steps-table")
         assert "add_sub" in table and "add_batched" in table
         # The step sentence names the knee or the last settled level; a busy machine may
-        # settle none (then the verdict says so): never a condition on speed.
+        # settle none (then the verdict answers from what was measured and says so): never
+        # a condition on speed.
         settled = page.evaluate(
             "Array.from(SweepPage.points.values()).some(p => p.window === -1 && p.stable)"
         )
         recommendation = page.text_content("#recommendation")
-        assert ("of compute at concurrency" in recommendation) == settled, recommendation
+        if settled:
+            assert "of compute at concurrency" in recommendation, recommendation
+        else:  # answered from what was measured, the step share with it where it was
+            assert "read from what was measured" in recommendation, recommendation
         assert not console, console
     finally:
         context.close()
