@@ -103,7 +103,10 @@ def test_the_builtin_engine_breaks_an_ensemble_down_by_step(loaded, redis_db, cl
     # The step sentence names the knee or the last settled level (a busy machine may settle
     # none, and the verdict then says so).
     settled = any(level.stable for level in levels)
-    assert ("% of compute at concurrency" in sweep.summary["recommendation"]) == settled
+    if settled:
+        assert "% of compute at concurrency" in sweep.summary["recommendation"]
+    else:  # answered from what was measured (the step share may come with it)
+        assert "read from what was measured" in sweep.summary["recommendation"]
 
 
 def test_the_builtin_engine_counts_a_bls_models_calls(loaded, redis_db, client) -> None:
