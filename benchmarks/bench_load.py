@@ -2,7 +2,7 @@
 polling costs Triton.
 
     .venv/bin/python benchmarks/bench_load.py [--viewers 200] [--users 50] [--browse-s 60] [--rounds 6]
-        [--only fanout|browse|think|poller] [--workers 1,2] [--think-s 1]
+        [--only fanout|browse|think|poller] [--workers 1,2] [--think-s 1] [--lockstep]
 
 Starts its own tritonserver and the web server (`python -m dashboard.serve --workers N`,
 once per value of --workers, in turn, against the same Triton: side by side in one run)
@@ -111,10 +111,24 @@ async def websocket_fanout(base: str, cookie: str, viewers: int, events_n: int, 
 
 
 async def browsing(
-    base: str, cookie: str, users: int, seconds: float, models: list[str], think_s: float = 0.0
+    base: str,
+    cookie: str,
+    users: int,
+    seconds: float,
+    models: list[str],
+    think_s: float = 0.0,
+    lockstep: bool = False,
 ) -> str:
-    """``users`` closed-loop users over /models/ and model pages, each pausing ``think_s``
-    between pages (0: as fast as answers come)."""
+    """``users`` closed-loop users over /models/ and model pages, each pausing about
+    ``think_s`` between pages (0: as fast as answers come).
+
+    People do not click in step: each user starts at a random moment within one think time
+    and pauses a uniform 0.5-1.5 x ``think_s`` (as Locust's ``between``). ``lockstep`` keeps
+    every user on exactly ``think_s`` from the same start, so all 50 ask at once each second:
+    a burst test, kept to show what synchronised arrivals cost.
+    """
+    import random
+
     import aiohttp
 
     latencies: list[float] = []
@@ -124,6 +138,9 @@ async def browsing(
 
     async def user(i: int) -> None:
         nonlocal errors
+        pick = random.Random(i)
+        if think_s and not lockstep:
+            await asyncio.sleep(pick.uniform(0, think_s))
         async with aiohttp.ClientSession(cookies={"sessionid": cookie}) as session:
             n = i
             while time.monotonic() < deadline:
@@ -139,10 +156,14 @@ async def browsing(
                     errors += 1
                 latencies.append((time.perf_counter() - start) * 1000)
                 if think_s:
-                    await asyncio.sleep(think_s)
+                    await asyncio.sleep(think_s if lockstep else pick.uniform(0.5, 1.5) * think_s)
 
     await asyncio.gather(*(user(i) for i in range(users)))
-    think = f", {think_s:g} s think time" if think_s else " (closed loop)"
+    think = " (closed loop)"
+    if think_s:
+        think = f", {think_s:g} s think time" + (
+            " in lockstep" if lockstep else " (0.5-1.5x, staggered)"
+        )
     return (
         f"| {users} users browsing /models/ and model pages for {seconds:.0f} s{think} | "
         f"{len(latencies) / seconds:.1f} requests/s | p50 {pct(latencies, 50):.0f} ms, "
@@ -226,6 +247,9 @@ def main() -> int:
         "server (one Daphne, its own flags) is measured first, beside this tree's",
     )
     parser.add_argument("--think-s", type=float, default=1.0, help="the think-time scenario's")
+    parser.add_argument(
+        "--lockstep", action="store_true", help="think-time users all ask at once (a burst)"
+    )
     args = parser.parse_args()
     work = setup_django()
     import redis
@@ -296,7 +320,15 @@ def main() -> int:
                     rows.append(f"| {label} {row[1:]}")
                 if args.only in (None, "think"):
                     row = asyncio.run(
-                        browsing(base, key, args.users, args.browse_s, models, args.think_s)
+                        browsing(
+                            base,
+                            key,
+                            args.users,
+                            args.browse_s,
+                            models,
+                            args.think_s,
+                            args.lockstep,
+                        )
                     )
                     rows.append(f"| {label} {row[1:]}")
                 end = tree_rss_mb(web.pid)

@@ -77,11 +77,48 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def test_several_daphnes_share_one_socket_and_a_dead_one_is_replaced(
+def _tcp_sockets(port: int) -> dict[int, str]:
+    """Inode -> TCP state ('0A' listening, '01' established) of this host's sockets on
+    ``port`` as the local side."""
+    found: dict[int, str] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found[int(fields[9])] = fields[3]
+    return found
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes: set[int] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _spread_over(workers: set[int], port: int) -> list[int]:
+    """Per worker: how many established connections on ``port`` it holds."""
+    sockets = _tcp_sockets(port)
+    return [
+        sum(1 for i in _socket_inodes(pid) if sockets.get(i) == "01") for pid in sorted(workers)
+    ]
+
+
+def test_several_daphnes_each_on_its_own_socket_and_a_dead_one_is_replaced(
     service_env: dict[str, str], tmp_path: Path
 ):
-    """`python -m dashboard.serve --workers 2`, as `make run` and the image start it."""
+    """`python -m dashboard.serve --workers 2`, as `make run` and the image start it.
+
+    Each worker listens on its own SO_REUSEPORT socket, so the kernel spreads kept-alive
+    connections over them by hash: with one shared socket, one Daphne took most of a
+    team's connections while the other idled."""
     import signal
+    import socket
     import subprocess
     import sys
 
@@ -112,6 +149,24 @@ def test_several_daphnes_share_one_socket_and_a_dead_one_is_replaced(
         workers = wait_for(lambda: len(_children(front.pid)) == 2 and _children(front.pid),
                            SERVICE_START_S, "two web workers")  # fmt: skip
         assert all(answers() for _ in range(20))
+        sockets = _tcp_sockets(port)
+        listening = [
+            {i for i in _socket_inodes(pid) if sockets.get(i) == "0A"} for pid in sorted(workers)
+        ]
+        assert all(len(own) == 1 for own in listening), listening
+        assert listening[0] != listening[1], "the workers share one listening socket"
+        # 40 connections kept open: by the kernel's hash each worker gets some (both
+        # getting fewer than 8 of 40 has a chance of about 2e-5).
+        kept = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(40)]
+        try:
+            for conn in kept:  # one request each, so each is surely accepted
+                conn.sendall(b"GET /accounts/login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert conn.recv(12).startswith(b"HTTP/1.1 200")
+            spread = _spread_over(workers, port)
+            assert sum(spread) == 40 and min(spread) >= 8, spread
+        finally:
+            for conn in kept:
+                conn.close()
         dead = min(workers)
         os.kill(dead, signal.SIGKILL)
         wait_for(lambda: dead not in _children(front.pid) and len(_children(front.pid)) == 2,
