@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from profiler_app import measure, verdict  # noqa: E402
 from profiler_app.engine.loadgen import run_sweep  # noqa: E402
-from profiler_app.params import SweepParams, parse_range  # noqa: E402
+from profiler_app.param_bounds import parse_range  # noqa: E402
+from profiler_app.params import SweepParams  # noqa: E402
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ Per round it prints the two-host figures as ratios of the one-host ones; then wh
 merge costs per two-host window (the window's `load_*_ms`): the local workers' records,
 the agent's (its swap sent until its records are decoded, meanwhile), how much longer the
 agent's took than the local ones (what closing the window waits for the other host), and
-the pooling of every host's records into the window (`loadgen._window`), p50 and p95.
+the pooling of every host's records into the window (`merging.build_window`), p50 and p95.
 
 Both hosts are on this machine, so their clocks agree and the two-host rounds show only
 what splitting and merging cost; at 16 each host plans 2 processes of 4 threads for its 8,

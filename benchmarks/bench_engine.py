@@ -29,8 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from profiler_app.engine import perf_analyzer as pa  # noqa: E402
-from profiler_app.engine.loadgen import _client_plan, run_sweep  # noqa: E402
-from profiler_app.params import DEFAULT_MAX_THREADS, SweepParams  # noqa: E402
+from profiler_app.engine.loadgen import run_sweep  # noqa: E402
+from profiler_app.engine.perf_analyzer_command import locate_perf_analyzer  # noqa: E402
+from profiler_app.engine.worker_pool import client_plan  # noqa: E402
+from profiler_app.param_bounds import DEFAULT_MAX_THREADS  # noqa: E402
+from profiler_app.params import SweepParams  # noqa: E402
 
 
 async def measure_once(level: int, params: SweepParams, url: str, args: argparse.Namespace, ours_first: bool) -> dict[str, float] | None:  # fmt: skip
@@ -90,7 +93,7 @@ async def measure(
     and of the per-round ratios (the machine is shared: side by side, never one-off)."""
     client, workers = args.client, args.workers
     if client == "auto":  # the plan a real sweep over all the levels would use
-        client, workers = _client_plan(
+        client, workers = client_plan(
             SweepParams(
                 model=args.model,
                 mode=mode,
@@ -229,7 +232,7 @@ def main() -> int:
         "perf_analyzer's throughput at the highest concurrency (e.g. 0.5,0.8)",
     )
     args = parser.parse_args()
-    pa.locate_perf_analyzer()  # fail early with the install hint
+    locate_perf_analyzer()  # fail early with the install hint
     if args.url:
         print(report(args.url, args))
         return 0

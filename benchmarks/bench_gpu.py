@@ -80,7 +80,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     args.model = MODEL
-    bench_engine.pa.locate_perf_analyzer()
+    bench_engine.locate_perf_analyzer()
     print(
         f"`{' '.join(sys.argv)}` · {platform.node()}, Python {platform.python_version()}; "
         f"{args.window_ms} ms windows, stability {args.stability:g}%, at most "

@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_engine import add_measurement_args, measure, table  # noqa: E402
 
-from profiler_app.engine import perf_analyzer as pa  # noqa: E402
 from profiler_app.engine.loadgen import run_sweep  # noqa: E402
+from profiler_app.engine.perf_analyzer_command import locate_perf_analyzer  # noqa: E402
 from profiler_app.params import SweepParams  # noqa: E402
 
 DEMO = ROOT / "examples" / "model_repository"
@@ -156,7 +156,7 @@ def main() -> int:
         "concurrency ('' for none)",
     )
     args = parser.parse_args()
-    pa.locate_perf_analyzer()  # fail early with the install hint
+    locate_perf_analyzer()  # fail early with the install hint
     from devstack import services as svc
 
     with tempfile.TemporaryDirectory() as tmp:

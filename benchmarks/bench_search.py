@@ -59,12 +59,12 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
     from profiler_app import jobs
     from profiler_app.models import Search
     from profiler_app.params import SweepParams
-    from profiler_app.search import runner
+    from profiler_app.search import creating
     from profiler_app.search.objective import Constraints
     from profiler_app.search.space import Space
     from repository_app import servers
 
-    request = runner.SearchRequest(
+    request = creating.SearchRequest(
         model=model,
         space=Space(**SPACES[model]),
         measure=SweepParams(
@@ -81,7 +81,7 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
         confirm_top=args.search_confirm_top,
         confirm_rounds=args.search_confirm_rounds,
     )
-    search = runner.create_search(request, enqueue=False)
+    search = creating.create_search(request, enqueue=False)
     assert jobs.claim(search.sweep_id)
     started = time.monotonic()
     state = jobs.execute(search.sweep_id)
@@ -107,14 +107,14 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
 
     from profiler_app import sweeps
     from profiler_app.engine.loadgen import run_sweep
-    from profiler_app.search import runner
+    from profiler_app.search import runner, scoring, target
     from profiler_app.search.space import Knobs, apply
     from repository_app import servers
     from repository_app.editor.triton_actions import config_override
     from repository_app.triton.client import engine_url, get_client
 
     server = servers.default()
-    base, _, _ = runner.saved_config(server, grid_search.model)
+    base, _, _ = target.saved_config(server, grid_search.model)
     knobs = {c.key: Knobs.from_json(c.knobs) for c in grid_search.candidates.all() if c.key in keys}
     params = sweeps.params_of(grid_search.sweep)
     client = get_client(server)
@@ -122,8 +122,8 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     def measure(key: str) -> float:
         client.load(grid_search.model, config=config_override(apply(base, knobs[key])))
         result = asyncio.run(run_sweep(params, engine_url(server, params.protocol)))
-        levels = [runner.level_json(lv) for lv in result.levels]
-        found = runner.score_levels(levels, grid_search)
+        levels = [scoring.level_json(lv) for lv in result.levels]
+        found = scoring.score_levels(levels, grid_search)
         return found.objective if found and found.objective is not None else 0.0
 
     grid_runs: list[float] = []
@@ -140,10 +140,10 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
 
 def replay_quick(grid_search) -> tuple[str, float, int]:  # type: ignore[no-untyped-def]
     """Quick mode's algorithm on the grid's measurements (no new measurement)."""
-    from profiler_app.search import runner, strategies
+    from profiler_app.search import scoring, strategies
     from profiler_app.search.space import Knobs, Space
 
-    measured = {c.key: runner.score_of(c, grid_search) for c in grid_search.candidates.all()}
+    measured = {c.key: scoring.score_of(c, grid_search) for c in grid_search.candidates.all()}
     baseline = Knobs.from_json(grid_search.baseline)
     dims = Space.from_json(grid_search.space).dimensions(baseline)
     trace = strategies.hill_climb(dims, baseline, lambda k: measured.get(k.key))

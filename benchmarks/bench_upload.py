@@ -208,9 +208,9 @@ def main() -> int:
     # Publishing (rename under the model lock) for 1 MB vs 1 GB versions.
     from repository_app import disk, servers
     from repository_app.models import Upload
-    from repository_app.uploads import publish, staging
+    from repository_app.uploads import publish, sharing, staging
 
-    publish._triton_states = lambda server, model: []  # type: ignore[assignment]
+    sharing._triton_states = lambda server, model: []  # type: ignore[assignment]
     timings = {}
     for label, nbytes in (("1 MB", 10**6), ("1 GB", 10**9)):
         samples = []

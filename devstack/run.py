@@ -233,7 +233,7 @@ def install_perf_analyzer() -> str:
     one is found; a line saying where it is, or why the Benchmark form offers only the
     built-in engine. Offline, pip gives up within a minute or so (its timeout and retries
     shortened here) and make run goes on."""
-    from profiler_app.engine.perf_analyzer import PerfAnalyzerNotFound, locate_perf_analyzer
+    from profiler_app.engine.perf_analyzer_command import PerfAnalyzerNotFound, locate_perf_analyzer
 
     try:
         return f"found at {locate_perf_analyzer()}"

@@ -21,7 +21,7 @@ from repository_app.server_context import server_of
 from repository_app.servers import Server
 from team import audit
 
-from . import export, jobs, kind_rules, sweeps
+from . import export, jobs, kind_rules, sweep_read, sweeps
 from .forms import SweepForm, SweepLabelForm
 from .measure_api import SweepPointSerializer
 from .models import Sweep
@@ -130,7 +130,7 @@ class JobPlacementSerializer(serializers.Serializer):
 
 
 class SweepSerializer(serializers.Serializer):
-    """A sweep as `sweeps.sweep_json` returns it (a test holds the two to the same fields)."""
+    """A sweep as `sweep_read.sweep_json` returns it (a test holds the two to the same fields)."""
 
     id = serializers.IntegerField()
     kind = serializers.ChoiceField(Sweep.Kind.choices)
@@ -209,7 +209,7 @@ class SweepListView(APIView):
             rows = rows.filter(model=request.query_params["model"])
         if request.query_params.get("server"):
             rows = rows.filter(server=server_of(request).name)
-        return Response([sweeps.sweep_json(s) for s in rows[:200]])
+        return Response([sweep_read.sweep_json(s) for s in rows[:200]])
 
     @extend_schema(
         request=SweepCreateSerializer,
@@ -248,7 +248,7 @@ class SweepListView(APIView):
             return Response({"message": str(exc), "field": None}, status=503)
         notes = kind_rules.notes(params, sweep.model_kind)
         return Response(
-            {**sweeps.sweep_json(sweep), "notes": notes}, status=status.HTTP_201_CREATED
+            {**sweep_read.sweep_json(sweep), "notes": notes}, status=status.HTTP_201_CREATED
         )
 
 
@@ -301,7 +301,7 @@ def _sweep_request(server: Server, body: dict[str, Any]) -> tuple[SweepParams, d
 class SweepDetailView(APIView):
     @extend_schema(responses=SweepSerializer, summary="One sweep")
     def get(self, request: Request, pk: int) -> Response:
-        return Response(sweeps.sweep_json(_sweep_or_404(request, pk, kind=Sweep.Kind.SWEEP)))
+        return Response(sweep_read.sweep_json(_sweep_or_404(request, pk, kind=Sweep.Kind.SWEEP)))
 
 
 class SweepPointsView(APIView):
@@ -317,7 +317,7 @@ class SweepPointsView(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         _sweep_or_404(request, pk)
-        data = sweeps.snapshot(pk)
+        data = sweep_read.snapshot(pk)
         if data is None:
             get_object_or_404(Sweep, pk=pk)
         return Response(data)

@@ -8,5 +8,5 @@ class ProfilerAppConfig(AppConfig):
 
     def ready(self) -> None:
         # The two kinds of job register with the one lifecycle (profiler_app.jobs).
-        from . import sweeps  # noqa: F401
+        from . import sweep_run  # noqa: F401
         from .search import runner  # noqa: F401

@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from repository_app import events
 from repository_app.relay import NotFound, RelayConsumer
 
-from . import sweeps
+from . import sweep_read
 from .models import Sweep
 
 
@@ -34,7 +34,7 @@ class SweepConsumer(RelayConsumer):
     async def first_message(self, user: Any) -> dict[str, Any] | None:
         # Read after joining: the client keys points by level/window, so an event published
         # meanwhile is either in the snapshot or relayed after it, never lost or doubled.
-        data = await database_sync_to_async(sweeps.snapshot)(self.pk)
+        data = await database_sync_to_async(sweep_read.snapshot)(self.pk)
         if data is None:
             raise NotFound(self.pk)
         return {"type": "sweep.snapshot", "snapshot": True, **data}

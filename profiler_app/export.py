@@ -8,8 +8,8 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from . import measure, repeats, sweeps, verdict
-from .engine.perf_analyzer import levels_csv
+from . import measure, repeats, sweep_plan, sweep_read, verdict
+from .engine.perf_analyzer_csv import levels_csv
 from .models import Sweep, SweepPoint
 
 # After perf_analyzer's columns, where the sweep's levels have intervals (the built-in
@@ -31,7 +31,7 @@ def to_csv(sweep: Sweep) -> str:
     """perf_analyzer's --verbose-csv columns, µs, sorted by level: the stored level rows,
     in the one shape of a measurement; then INTERVAL_CSV_COLUMNS where levels have them."""
     rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL)
-    params = sweeps.params_of(sweep)
+    params = sweep_plan.params_of(sweep)
     levels = [measure.Level.from_point(p) for p in rows]
     text = levels_csv(levels, params.mode, streaming=params.streaming, goodput=bool(params.goodput))
     intervals = {f"{lv.level:g}": measure.interval_of(lv) for lv in levels}
@@ -62,7 +62,7 @@ def _interval_cells(interval: measure.LevelInterval | None) -> list[str]:
 
 
 def to_json(sweep: Sweep) -> dict[str, Any]:
-    data = sweeps.snapshot(sweep.pk) or {}
+    data = sweep_read.snapshot(sweep.pk) or {}
     data.pop("group", None)
     data.pop("seq", None)
     data["sweep"]["config_text"] = sweep.config_text
@@ -82,7 +82,7 @@ def config_diff(base: Sweep, other: Sweep) -> str:
 
 
 def _chosen_key(sweep: Sweep) -> str:
-    pct = sweeps.params_of(sweep).percentile
+    pct = sweep_plan.params_of(sweep).percentile
     return "avg_us" if pct == "avg" else f"p{int(pct)}_us"
 
 
@@ -177,7 +177,7 @@ def _same_server(a: Sweep, b: Sweep) -> bool:
 def _same_setup(a: Sweep, b: Sweep) -> bool:
     """The same server, model, config.pbtxt and load (mode, batch, protocol, window
     settings): an engine ratio across servers would measure the servers, not the engines."""
-    pa, pb = sweeps.params_of(a), sweeps.params_of(b)
+    pa, pb = sweep_plan.params_of(a), sweep_plan.params_of(b)
     return (
         _same_server(a, b)
         and a.model == b.model
@@ -232,7 +232,7 @@ def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
         {
             "row": s,
             "levels": [
-                sweeps.point_json(p)
+                measure.point_json(p)
                 for p in SweepPoint.objects.filter(sweep=s, window=SweepPoint.LEVEL)
             ],
         }
@@ -242,7 +242,7 @@ def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
     return {
         "sweeps": [
             {
-                "sweep": sweeps.sweep_json(item["row"]),
+                "sweep": sweep_read.sweep_json(item["row"]),
                 "title": item["row"].title,
                 "server": item["row"].server,
                 "created": f"{item['row'].created_at:%Y-%m-%d %H:%M}",
@@ -263,7 +263,7 @@ def compare(sweep_list: Sequence[Sweep]) -> dict[str, Any]:
 
 def summary_text(sweep: Sweep) -> str:
     """perf_analyzer-style summary for the command line."""
-    params = sweeps.params_of(sweep)
+    params = sweep_plan.params_of(sweep)
     label = "Concurrency" if params.mode == "concurrency" else "Request Rate"
     lines = [
         "*** Measurement Settings ***",
@@ -288,7 +288,7 @@ def summary_text(sweep: Sweep) -> str:
                 f"    Interval: {interval.low:.2f}..{interval.high:.2f} infer/sec "
                 f"({interval.confidence * 100:.0f}% over {interval.windows} windows; {settled})"
             )
-        spread = repeats.Spread.of_level(sweeps.point_json(p))
+        spread = repeats.Spread.of_level(measure.point_json(p))
         if spread.rounds > 1:
             lines.append(
                 f"    Rounds: {spread.rounds} (median shown; throughput "
@@ -334,12 +334,12 @@ def summary_text(sweep: Sweep) -> str:
     kind = "Average" if params.percentile == "avg" else params.latency_label
     lines.append(f"Inferences/Second vs. Client {kind} Batch Latency")
     for p in SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL):
-        lat = sweeps.latency_value(p, params.percentile)
+        lat = sweep_read.latency_value(p, params.percentile)
         lat_text = f"{lat:.0f} usec" if lat is not None else "n/a"
         lines.append(
             f"{label}: {p.level:g}, throughput: {p.throughput:.2f} infer/sec, latency {lat_text}"
         )
-    summary = sweep.summary or sweeps.knee_summary(sweep)
+    summary = sweep.summary or sweep_read.knee_summary(sweep)
     lines.append("")
     lines.append(summary.get("recommendation", ""))
     for key in ("sureness_text", "caveat", "host_note"):  # older summaries lack the first

@@ -11,14 +11,12 @@ from repository_app.servers import Server
 
 from . import kind_presets, sweeps
 from .engine.inputs import InputError, parse_input_json
-from .engine.perf_analyzer import PerfAnalyzerNotFound, locate_perf_analyzer
+from .engine.perf_analyzer_command import PerfAnalyzerNotFound, locate_perf_analyzer
 from .model_kind import ModelKind
 from .models import Sweep
+from .param_bounds import DEFAULT_MAX_THREADS, MAX_INPUT_DATA_BYTES, MAX_LOAD_HOSTS
 from .params import (
-    DEFAULT_MAX_THREADS,
     DEFAULTS,
-    MAX_INPUT_DATA_BYTES,
-    MAX_LOAD_HOSTS,
     SEQUENCE_FLAGS,
     ParamsError,
     SweepError,

@@ -1,7 +1,7 @@
 """The one job lifecycle: every perf sweep and every config search is a job of this queue.
 
 In the spirit of NetBox's `JobRunner`: this module owns a job's whole life, and a kind of
-job (`JobKind`: a sweep, `profiler_app.sweeps`; a config search,
+job (`JobKind`: a sweep, `profiler_app.sweep_run`; a config search,
 `profiler_app.search.runner`) supplies only what differs: its time limits, its work, the
 summary it leaves and what it announces when it ends. Kinds register themselves when
 their module is imported (`ProfilerAppConfig.ready`), so this module imports neither.

@@ -16,7 +16,9 @@ sequence model.
 from __future__ import annotations
 
 from .model_kind import ModelKind
-from .params import DEFAULT_NUM_OF_SEQUENCES, DEFAULTS, SEQUENCE_FLAGS, SweepParams, sequence_ids
+from .param_bounds import DEFAULT_NUM_OF_SEQUENCES
+from .param_flags import sequence_ids
+from .params import DEFAULTS, SEQUENCE_FLAGS, SweepParams
 
 BUILTIN, PERF_ANALYZER = "builtin", "perf_analyzer"
 

@@ -32,7 +32,7 @@ from django.db import connections
 from repository_app.triton.client import engine_url
 
 from . import jobs
-from .engine import agent, remote
+from .engine import agent, agent_link, remote
 from .models import Sweep
 from .params import SweepError, SweepParams
 from .sweep_plan import join_timeout_s, params_of, time_limits
@@ -151,7 +151,7 @@ def load_agent_task(self: Any, job_id: int) -> str:
     params = params_of(job)
     if params.load_hosts <= 1:
         return "the sweep has one load host"
-    link = remote.AgentLink.take_seat(settings.REDIS_URL, job_id, params.load_hosts)
+    link = agent_link.AgentLink.take_seat(settings.REDIS_URL, job_id, params.load_hosts)
     if link is None:
         return "no seat: the sweep's load hosts are complete or it ended"
     watch = _JobWatch(job_id)

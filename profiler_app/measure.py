@@ -3,7 +3,7 @@
 Both engines convert what they measured into it (`LevelResult.measured`,
 `WindowResult.measured`, `PaLevel.measured`, `PaWindow.measured`), a sweep stores it as a
 `SweepPoint` row (its fields are the row's columns), a search keeps it per candidate
-(`runner.level_json`), and exports, websocket events and the REST API (`measure_api`)
+(`search.scoring.level_json`), and exports, websocket events and the REST API (`measure_api`)
 show its `to_json`. The chosen-latency view of it (`CurvePoint`) is what the knee, the
 verdict and a search's score read.
 
@@ -225,7 +225,7 @@ def latency_fields(lat: Any) -> dict[str, float | None]:
 
 
 def server_fields(server: Any) -> dict[str, float | None]:
-    """The server fields of a `loadgen.ServerBreakdown` (all None without one)."""
+    """The server fields of a `engine.results.ServerBreakdown` (all None without one)."""
     if server is None:
         return dict.fromkeys(SERVER_FIELDS)
     rest = {k: getattr(server, k) for k in SERVER_FIELDS[1:]}
@@ -365,7 +365,7 @@ def point_json(point: Any) -> dict[str, Any]:
 
 
 def step_fields(model: str, version: str, server: Any) -> dict[str, Any]:
-    """One `extra["steps"]` entry from a `loadgen.ServerBreakdown` (None: its statistics
+    """One `extra["steps"]` entry from a `engine.results.ServerBreakdown` (None: its statistics
     could not be read); `compute_share` is set by `with_compute_shares`."""
     counts: dict[str, Any] = {
         "request_count": None if server is None else server.request_count,

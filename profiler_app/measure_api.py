@@ -34,7 +34,7 @@ def _serializer(
     return type(name, (serializers.Serializer,), {**level, **extra()})
 
 
-# A stored row (`sweeps.point_json`): a level's summary (window -1) or a window.
+# A stored row (`measure.point_json`): a level's summary (window -1) or a window.
 SweepPointSerializer = _serializer(
     "SweepPointSerializer", lambda: {"window": serializers.IntegerField()}
 )

@@ -172,7 +172,7 @@ class Spread:
 
     @classmethod
     def of_level(cls, point: Mapping[str, Any], key: str = "throughput") -> Spread:
-        """A level row (`sweeps.point_json`): its rounds, or the row itself as one round."""
+        """A level row (`measure.point_json`): its rounds, or the row itself as one round."""
         rounds = (point.get("extra") or {}).get("rounds") or []
         if rounds:
             return cls.of([r.get(key) for r in rounds])

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import export, kind_rules, sweeps, verdict
+from . import export, kind_rules, measure, sweep_plan, sweep_read, verdict
 from .models import Sweep, SweepPoint
 from .params import SweepParams
 from .report_html import LEGEND, cells, fact_rows, fmt, page
@@ -69,13 +69,13 @@ def _layout(x_title: str, y_title: str, **more: Any) -> dict[str, Any]:
 def levels_of(sweep: Sweep) -> list[dict[str, Any]]:
     """The sweep's level rows (window -1) as the page and the exports show them, by level."""
     rows = SweepPoint.objects.filter(sweep=sweep, window=SweepPoint.LEVEL).order_by("level")
-    return [sweeps.point_json(p) for p in rows]
+    return [measure.point_json(p) for p in rows]
 
 
 def summary_of(sweep: Sweep) -> dict[str, Any]:
     """The verdict the sweep page shows: the stored one once finished, else from the levels
     so far."""
-    return sweep.summary if sweep.finished and sweep.summary else sweeps.knee_summary(sweep)
+    return sweep.summary if sweep.finished and sweep.summary else sweep_read.knee_summary(sweep)
 
 
 def figures(
@@ -83,7 +83,7 @@ def figures(
 ) -> dict[str, dict[str, Any]]:
     """Plotly figures (data + layout) of the measured levels, as static/js/sweep.js draws
     them: a level that did not settle is drawn hollow."""
-    params = sweeps.params_of(sweep)
+    params = sweep_plan.params_of(sweep)
     good = [p for p in levels if verdict.measured(p)]
     x = [p["level"] for p in good]
     x_title = "request rate (infer/s)" if params.mode == "request_rate" else "concurrency"
@@ -441,7 +441,7 @@ def _level_row(p: dict[str, Any]) -> str:
 
 def build(sweep: Sweep) -> str:
     """The whole report as one HTML string."""
-    params = sweeps.params_of(sweep)
+    params = sweep_plan.params_of(sweep)
     levels = levels_of(sweep)
     summary = summary_of(sweep)
     charts = figures(sweep, levels, summary)

@@ -18,9 +18,20 @@ from repository_app.server_context import server_of
 from repository_app.servers import all as all_servers
 from team import audit
 
-from . import export, jobs, kind_presets, kind_rules, llm, measure, queues, sweep_report, sweeps
+from . import (
+    export,
+    jobs,
+    kind_presets,
+    kind_rules,
+    llm,
+    measure,
+    queues,
+    sweep_read,
+    sweep_report,
+    sweeps,
+)
 from .engine.loadgen import SweepError
-from .engine.perf_analyzer import step_columns
+from .engine.perf_analyzer_csv import step_columns
 from .forms import SweepForm, SweepLabelForm
 from .models import Search, Sweep
 from .permissions import (
@@ -169,7 +180,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by", "search"))
     if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its page is the search's
         return redirect("search_detail", pk=sweep.search.pk)
-    data = sweeps.snapshot(pk)
+    data = sweep_read.snapshot(pk)
     params = sweeps.params_of(sweep)  # as a re-run would use them
     return render(
         request,
@@ -206,7 +217,7 @@ def _level_rows(data: dict[str, Any] | None) -> list[dict[str, Any]]:
 def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
     """All points so far, the sweep and the group's seq: what a client resyncs from."""
     _sweep_or_404(request, pk)
-    data = sweeps.snapshot(pk)
+    data = sweep_read.snapshot(pk)
     if data is None:
         raise Http404("no such sweep")
     return JsonResponse(data)

@@ -127,13 +127,13 @@ class ModelDetailView(APIView):
         summary="Delete a model folder (Admins; refused while loaded unless unload=1)",
     )
     def delete(self, request: Request, name: str) -> Response:
-        from .uploads import publish
+        from .uploads import deleting
         from .uploads.api import error
         from .uploads.staging import UploadError
 
         unload = request.query_params.get("unload") in ("1", "true", "yes")
         try:
-            deleted = publish.delete_model(server_of(request), name, request.user, unload=unload)
+            deleted = deleting.delete_model(server_of(request), name, request.user, unload=unload)
         except UploadError as exc:
             return error(exc)
         return Response({"model": name, "unloaded": deleted.unloaded, "message": deleted.message})

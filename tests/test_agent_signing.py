@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from profiler_app.engine import remote
+from profiler_app.engine import agent_link, load_messages, load_session, remote
 from profiler_app.params import SweepError
 
 GENUINE, FORGED = 7, 999_999  # the genuine agent's latencies, and the forger's
@@ -46,8 +46,8 @@ def _hosts(job: int, hosts: int = 2) -> remote.RemoteHosts:
     return session
 
 
-def _seat(session: remote.RemoteHosts, host: str = "agent-host") -> remote.AgentLink:
-    link = remote.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, session.hosts)
+def _seat(session: remote.RemoteHosts, host: str = "agent-host") -> agent_link.AgentLink:
+    link = agent_link.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, session.hosts)
     assert link is not None and link.join(host, 1234, f"task-{host}")
     return link
 
@@ -61,7 +61,7 @@ def session() -> Iterator[remote.RemoteHosts]:
 
 
 @pytest.fixture()
-def agent(session: remote.RemoteHosts) -> Iterator[remote.AgentLink]:
+def agent(session: remote.RemoteHosts) -> Iterator[agent_link.AgentLink]:
     """The genuine agent of `session`, joined."""
     link = _seat(session)
     assert asyncio.run(session.join())
@@ -73,7 +73,9 @@ def _warnings(caplog: pytest.LogCaptureFixture, key: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.levelno == logging.WARNING and r.name == remote.__name__ and key in r.getMessage()
+        if r.levelno == logging.WARNING
+        and r.name in (remote.__name__, agent_link.__name__)
+        and key in r.getMessage()
     ]
 
 
@@ -81,35 +83,45 @@ def _warnings(caplog: pytest.LogCaptureFixture, key: str) -> list[str]:
 
 
 def test_a_signed_message_comes_back_only_for_its_key_session_and_place() -> None:
-    scope = remote.numbered("loadgen:1:abc:reply:1", 0)
+    scope = load_messages.numbered("loadgen:1:abc:reply:1", 0)
     message = ("records", (np.arange(3, dtype=np.int64), 2, "boom"))
-    signed = remote.sign(message, scope)
-    back = remote.verify(signed, scope)
+    signed = load_messages.sign(message, scope)
+    back = load_messages.verify(signed, scope)
     assert back[0] == "records" and back[1][0].tolist() == [0, 1, 2] and back[1][1:] == (2, "boom")
 
     tampered = signed[:-1] + bytes([signed[-1] ^ 1])
     with override_settings(SECRET_KEY="someone-else"):
-        other_key = remote.sign(message, scope)
+        other_key = load_messages.sign(message, scope)
     refused = {
-        "unsigned": remote.encode(message),
+        "unsigned": load_messages.encode(message),
         "empty": b"",
         "tampered": tampered,
         "another key": other_key,
-        "another session": remote.sign(message, remote.numbered("loadgen:1:abd:reply:1", 0)),
-        "another sweep": remote.sign(message, remote.numbered("loadgen:2:abc:reply:1", 0)),
-        "another agent": remote.sign(message, remote.numbered("loadgen:1:abc:reply:2", 0)),
-        "another direction": remote.sign(message, remote.numbered("loadgen:1:abc:cmd:1", 0)),
-        "another place": remote.sign(message, remote.numbered("loadgen:1:abc:reply:1", 1)),
+        "another session": load_messages.sign(
+            message, load_messages.numbered("loadgen:1:abd:reply:1", 0)
+        ),
+        "another sweep": load_messages.sign(
+            message, load_messages.numbered("loadgen:2:abc:reply:1", 0)
+        ),
+        "another agent": load_messages.sign(
+            message, load_messages.numbered("loadgen:1:abc:reply:2", 0)
+        ),
+        "another direction": load_messages.sign(
+            message, load_messages.numbered("loadgen:1:abc:cmd:1", 0)
+        ),
+        "another place": load_messages.sign(
+            message, load_messages.numbered("loadgen:1:abc:reply:1", 1)
+        ),
     }
     for name, raw in refused.items():
-        with pytest.raises(remote.Forged):
-            remote.verify(raw, scope)
+        with pytest.raises(load_messages.Forged):
+            load_messages.verify(raw, scope)
             pytest.fail(f"{name} was taken")
 
 
 def test_the_key_is_derived_from_the_secret_key_not_the_secret_itself() -> None:
-    scope, body = "loadgen:1:abc:joins", remote.encode((1, "h", 1, "t"))
-    mac = remote.sign((1, "h", 1, "t"), scope)[: hashlib.sha256().digest_size]
+    scope, body = "loadgen:1:abc:joins", load_messages.encode((1, "h", 1, "t"))
+    mac = load_messages.sign((1, "h", 1, "t"), scope)[: hashlib.sha256().digest_size]
     direct = hmac.new(settings.SECRET_KEY.encode(), scope.encode() + b"\0" + body, "sha256")
     assert mac != direct.digest()
     derived = hmac.new(settings.SECRET_KEY.encode(), b"dashboard.load-agent.v1", "sha256")
@@ -119,19 +131,19 @@ def test_the_key_is_derived_from_the_secret_key_not_the_secret_itself() -> None:
 # --- the coordinator drops forged replies -------------------------------------------------------
 
 
-def _popped(link: remote.AgentLink, message: tuple) -> bytes:
+def _popped(link: agent_link.AgentLink, message: tuple) -> bytes:
     """What `link` pushes for `message`, taken back off its reply list."""
     assert link.reply(message)
     return cast("bytes", link.redis.rpop(link.keys.replies(link.index)))
 
 
-def _impostor(session: remote.RemoteHosts, index: int = 1) -> remote.AgentLink:
+def _impostor(session: remote.RemoteHosts, index: int = 1) -> agent_link.AgentLink:
     """An agent object on `session`'s keys that never took a seat (the forger's)."""
-    return remote.AgentLink(remote.connect(settings.REDIS_URL), session.keys, index)
+    return agent_link.AgentLink(load_session.connect(settings.REDIS_URL), session.keys, index)
 
 
 def _unsigned(session: remote.RemoteHosts) -> bytes:
-    return remote.encode(_records(FORGED))
+    return load_messages.encode(_records(FORGED))
 
 
 def _another_key(session: remote.RemoteHosts) -> bytes:
@@ -166,7 +178,7 @@ def _another_sweep(session: remote.RemoteHosts) -> bytes:
 )
 def test_the_coordinator_drops_a_forged_reply_and_keeps_none_of_its_samples(
     session: remote.RemoteHosts,
-    agent: remote.AgentLink,
+    agent: agent_link.AgentLink,
     caplog: pytest.LogCaptureFixture,
     forge: Callable[[remote.RemoteHosts], bytes],
 ) -> None:
@@ -185,7 +197,7 @@ def test_the_coordinator_drops_a_forged_reply_and_keeps_none_of_its_samples(
 
 
 def test_a_genuine_reply_replayed_later_in_its_session_is_dropped(
-    session: remote.RemoteHosts, agent: remote.AgentLink, caplog: pytest.LogCaptureFixture
+    session: remote.RemoteHosts, agent: agent_link.AgentLink, caplog: pytest.LogCaptureFixture
 ) -> None:
     replies = session.keys.replies(1)
     assert agent.reply(_records(FORGED))
@@ -205,7 +217,7 @@ def test_forged_and_replayed_joins_take_no_seat(caplog: pytest.LogCaptureFixture
         first = _seat(session, "first")
         joins = session.keys.joins
         replayed = cast("bytes", session.redis.lindex(joins, 0))
-        session.redis.rpush(joins, remote.encode((2, "forger", 1, "t")), replayed)
+        session.redis.rpush(joins, load_messages.encode((2, "forger", 1, "t")), replayed)
         second = _seat(session, "second")
         with caplog.at_level(logging.WARNING, logger=remote.__name__):
             assert asyncio.run(session.join())
@@ -242,25 +254,27 @@ def test_an_agent_with_another_secret_key_is_refused_and_the_failure_says_so() -
 
 
 def test_the_agent_drops_commands_its_coordinator_did_not_sign_for_it(
-    session: remote.RemoteHosts, agent: remote.AgentLink, caplog: pytest.LogCaptureFixture
+    session: remote.RemoteHosts, agent: agent_link.AgentLink, caplog: pytest.LogCaptureFixture
 ) -> None:
     commands = session.keys.commands(1)
-    session.redis.rpush(commands, remote.encode(("stop",)))  # unsigned, ahead of the genuine
+    session.redis.rpush(commands, load_messages.encode(("stop",)))  # unsigned, ahead of the genuine
     asyncio.run(session.send([("swap", 123)]))  # command 0
-    with caplog.at_level(logging.WARNING, logger=remote.__name__):
+    with caplog.at_level(logging.WARNING, logger=agent_link.__name__):
         assert [agent.next_command(timeout=1) for _ in range(2)] == [None, ("swap", 123)]
 
     with override_settings(SECRET_KEY="someone-else"):
-        another_key = remote.sign(("stop",), remote.numbered(commands, 1))
+        another_key = load_messages.sign(("stop",), load_messages.numbered(commands, 1))
     forged = [
         another_key,
-        remote.sign(("stop",), remote.numbered(commands, 0)),  # a replay of command 0
-        remote.sign(("stop",), remote.numbered(commands, 2)),  # out of place
-        remote.sign(("stop",), remote.numbered(session.keys.commands(2), 1)),  # another agent
+        load_messages.sign(("stop",), load_messages.numbered(commands, 0)),  # a replay of command 0
+        load_messages.sign(("stop",), load_messages.numbered(commands, 2)),  # out of place
+        load_messages.sign(
+            ("stop",), load_messages.numbered(session.keys.commands(2), 1)
+        ),  # another agent
     ]
     session.redis.rpush(commands, *forged)
     asyncio.run(session.send([("swap", 456)]))  # command 1
-    with caplog.at_level(logging.WARNING, logger=remote.__name__):
+    with caplog.at_level(logging.WARNING, logger=agent_link.__name__):
         got = [agent.next_command(timeout=1) for _ in range(len(forged) + 1)]
 
     assert got == [None] * len(forged) + [("swap", 456)]

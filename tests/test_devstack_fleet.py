@@ -230,12 +230,12 @@ def test_every_tritonserver_make_run_starts_exports_latency_summaries(tmp_path, 
 def installer(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     """No perf_analyzer anywhere; make run's installer replaced: it fails with pip's error,
     or (``installer.works = True``) puts the binary where the sweep looks."""
-    from profiler_app.engine import perf_analyzer
+    from profiler_app.engine import perf_analyzer_command
 
     binary = tmp_path / "tools" / "perf_analyzer"
     monkeypatch.delenv("PERF_ANALYZER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(perf_analyzer, "PROJECT_BINARY", binary)
+    monkeypatch.setattr(perf_analyzer_command, "PROJECT_BINARY", binary)
     state = SimpleNamespace(works=False, calls=[])
 
     def fake_run(cmd, **kwargs):  # type: ignore[no-untyped-def]

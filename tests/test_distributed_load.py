@@ -16,10 +16,11 @@ import redis
 from django.conf import settings
 
 from profiler_app import repeats
-from profiler_app.engine import agent, remote, stats
-from profiler_app.engine.load_workers import Recorder
-from profiler_app.engine.loadgen import _merge_level, _window, host_plan
+from profiler_app.engine import agent, agent_link, load_messages, load_session, remote, stats
+from profiler_app.engine.merging import build_window, merge_level
 from profiler_app.engine.sequences import SequenceSpec
+from profiler_app.engine.worker_pool import host_plan
+from profiler_app.engine.worker_records import Recorder
 from profiler_app.kind_rules import refusals
 from profiler_app.model_kind import SEQUENCE, STATELESS, ModelKind
 from profiler_app.params import ParamsError, SweepError, SweepParams, from_flags
@@ -40,7 +41,7 @@ def _reply(
 
 def _over_redis(replies: list[tuple]) -> list[tuple]:
     """What the coordinator reads back from an agent: its "records" message, decoded."""
-    return list(remote.decode(remote.encode(("records", replies)))[1])
+    return list(load_messages.decode(load_messages.encode(("records", replies)))[1])
 
 
 def _direct(samples_ns: np.ndarray) -> dict[str, float]:
@@ -78,7 +79,7 @@ def test_the_hosts_windows_merge_into_the_pooled_samples_exactly() -> None:
     duration_ns = 300_000_000
     per_window = _host_windows(rng, 4)
     windows = [
-        _window(4, i, i * duration_ns, (i + 1) * duration_ns, replies, BATCH)
+        build_window(4, i, i * duration_ns, (i + 1) * duration_ns, replies, BATCH)
         for i, replies in enumerate(per_window)
     ]
     for window, replies in zip(windows, per_window, strict=True):
@@ -93,7 +94,7 @@ def test_the_hosts_windows_merge_into_the_pooled_samples_exactly() -> None:
         own = [_direct(r[2])["p95"] for r in replies]
         assert window.latency.p95_us != pytest.approx(sum(own) / len(own), rel=0.05)
 
-    level = _merge_level(4, windows, params, cancelled=False)
+    level = merge_level(4, windows, params, cancelled=False)
     last = per_window[-stats.STABILITY_WINDOWS :]
     pooled = np.concatenate([r[2] for replies in last for r in replies])
     assert level.latency is not None and _summary(level.latency) == _direct(pooled)
@@ -107,7 +108,7 @@ def test_a_level_names_each_host_with_its_share_of_the_pooled_requests() -> None
     params = SweepParams(model="m", start=2, end=2, max_windows=4)
     windows = []
     for i, replies in enumerate(_host_windows(rng, 4)):
-        window = _window(2, i, i, i + 10**8, replies, 1)
+        window = build_window(2, i, i, i + 10**8, replies, 1)
         window.hosts = [
             remote.host_requests("coordinator", replies[:2]),
             remote.host_requests("near", replies[2:3]),
@@ -115,14 +116,16 @@ def test_a_level_names_each_host_with_its_share_of_the_pooled_requests() -> None
         ]
         assert sum(h["requests"] for h in window.hosts) == window.requests
         windows.append(window)
-    level = _merge_level(2, windows, params, cancelled=False)
+    level = merge_level(2, windows, params, cancelled=False)
     extra = level.measured().extra
     assert [h["host"] for h in extra["load_hosts"]] == ["coordinator", "near", "far"]
     assert level.latency is not None
     assert sum(h["requests"] for h in extra["load_hosts"]) == level.latency.count
     assert level.measured().requests == level.latency.count
     assert windows[0].measured().extra["load_hosts"] == windows[0].hosts
-    assert "load_hosts" not in _window(2, 0, 0, 10**8, [_reply(np.ones(3))], 1).measured().extra
+    assert (
+        "load_hosts" not in build_window(2, 0, 0, 10**8, [_reply(np.ones(3))], 1).measured().extra
+    )
 
 
 def test_rounds_add_up_each_hosts_share_as_they_add_up_the_requests() -> None:
@@ -158,7 +161,7 @@ def _stable(windows: list[Any], percentile: int = 95, pct: float = 10.0) -> bool
 
 
 def _windows(per_window: list[list[tuple]]) -> list[Any]:
-    return [_window(1, i, 0, 10**9, replies, 1) for i, replies in enumerate(per_window)]
+    return [build_window(1, i, 0, 10**9, replies, 1) for i, replies in enumerate(per_window)]
 
 
 def test_each_host_alone_settles_but_the_merged_windows_do_not() -> None:
@@ -190,11 +193,13 @@ def test_a_wall_clock_boundary_becomes_each_hosts_own_monotonic_time() -> None:
     wall = 1_700_000_000_000_000_000
     coordinator_mono, agent_mono = 5_000_000_000, 987_654_321_000  # booted at other times
     cut = coordinator_mono - 250_000_000  # the coordinator's boundary, 250 ms ago
-    boundary = remote.to_wall(cut, now_wall_ns=wall, now_mono_ns=coordinator_mono)
+    boundary = load_session.to_wall(cut, now_wall_ns=wall, now_mono_ns=coordinator_mono)
     assert boundary == wall - 250_000_000
     # The agent reads it 3 ms later by the same wall clock: the same instant on its clock.
     later = 3_000_000
-    mine = remote.to_monotonic(boundary, now_wall_ns=wall + later, now_mono_ns=agent_mono + later)
+    mine = load_session.to_monotonic(
+        boundary, now_wall_ns=wall + later, now_mono_ns=agent_mono + later
+    )
     assert mine == agent_mono - 250_000_000
     # Cut there, the agent keeps what completed after the boundary for the next window.
     rec = Recorder()
@@ -202,7 +207,9 @@ def test_a_wall_clock_boundary_becomes_each_hosts_own_monotonic_time() -> None:
     first = rec.swap(mine)
     assert first[2].tolist() == [100, 200] and first[3] == 0
     assert rec.swap(mine + 10)[2].tolist() == [300]
-    assert remote.to_monotonic(remote.to_wall(12345)) == pytest.approx(12345, abs=1_000_000)
+    assert load_session.to_monotonic(load_session.to_wall(12345)) == pytest.approx(
+        12345, abs=1_000_000
+    )
 
 
 def test_messages_carry_arrays_of_the_allowed_kinds_and_nothing_else() -> None:
@@ -210,21 +217,21 @@ def test_messages_carry_arrays_of_the_allowed_kinds_and_nothing_else() -> None:
     positions = {"positions": np.array([0, 1, 2], np.int8), "completed": 1, "failed": 0}
     message = ("records", (("records", np.arange(4), np.array([5, 6]), 0, ["x"], 0.5, 2,
                             stream, positions),))  # fmt: skip
-    back = remote.decode(remote.encode(message))
+    back = load_messages.decode(load_messages.encode(message))
     reply = back[1][0]
     assert reply[2].dtype == np.int64 and reply[2].tolist() == [5, 6]
     assert reply[7]["first_ns"].tolist() == [0, 1, 2] and reply[7]["empty_finals"] == 2
     assert reply[8]["positions"].dtype == np.int8 and reply[4] == ("x",)
     big_endian = np.array([1, 2], dtype=">i8")
-    assert remote.decode(remote.encode(big_endian)).tolist() == [1, 2]
+    assert load_messages.decode(load_messages.encode(big_endian)).tolist() == [1, 2]
     for refused in (np.array(["a"], dtype=object), np.zeros((2, 2), np.int64), object()):
         with pytest.raises(TypeError):
-            remote.encode(refused)
+            load_messages.encode(refused)
     forged = msgpack.packb(msgpack.ExtType(1, b"O8" + b"\0" * 8))
     with pytest.raises(ValueError):
-        remote.decode(forged)
+        load_messages.decode(forged)
     with pytest.raises(ValueError):
-        remote.decode(msgpack.packb(msgpack.ExtType(7, b"i8")))
+        load_messages.decode(msgpack.packb(msgpack.ExtType(7, b"i8")))
 
 
 def test_a_level_is_split_across_the_hosts_first_then_their_workers() -> None:
@@ -258,7 +265,10 @@ class _FakeRemote(remote.RemoteHosts):
         self.sent.append(list(messages))
 
     async def collect(self, kind: str, timeout: float) -> list[tuple]:
-        return [remote.decode(remote.encode((kind, self.replies[a.index]))) for a in self.agents]
+        return [
+            load_messages.decode(load_messages.encode((kind, self.replies[a.index])))
+            for a in self.agents
+        ]
 
 
 class _FakeLocal:
@@ -300,7 +310,7 @@ def test_the_composite_pool_sends_wall_clock_cuts_and_pools_every_hosts_replies(
     assert level[0][5] == level[1][5]  # one start time for every host
     boundary = agents.sent[1][0][1]
     assert agents.sent[1] == [("swap", boundary)] * 2 and local.cut == 123_000_000
-    assert math.isclose(remote.to_monotonic(boundary), 123_000_000, abs_tol=5e6)
+    assert math.isclose(load_session.to_monotonic(boundary), 123_000_000, abs_tol=5e6)
     assert (
         sorted(np.concatenate([r[2] for r in replies]).tolist())
         == [10] * 5 + [20] * 3 + [30] * 4 + [40] * 2
@@ -371,8 +381,8 @@ def session() -> Any:
     hosts.close()
 
 
-def _agent(session: remote.RemoteHosts) -> remote.AgentLink:
-    link = remote.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, session.hosts)
+def _agent(session: remote.RemoteHosts) -> agent_link.AgentLink:
+    link = agent_link.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, session.hosts)
     assert link is not None and link.join("agent-host", 1234, "task-1")
     asyncio.run(session.join())
     return link
@@ -385,7 +395,7 @@ def _keys(job: int) -> list[bytes]:
 def test_an_agent_answers_a_window_then_stops_when_told_and_no_key_is_left(session: Any) -> None:
     link = _agent(session)
     assert session.agents == [remote.Agent(1, "agent-host", "task-1")]
-    assert remote.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, 2) is None  # full
+    assert agent_link.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, 2) is None  # full
 
     async def run() -> str:
         served = asyncio.create_task(
@@ -403,7 +413,7 @@ def test_an_agent_answers_a_window_then_stops_when_told_and_no_key_is_left(sessi
     assert asyncio.run(run()) == "stopped"
     link.leave()
     assert _keys(session.keys.job) == []
-    assert remote.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, 2) is None  # ended
+    assert agent_link.AgentLink.take_seat(settings.REDIS_URL, session.keys.job, 2) is None  # ended
 
 
 def test_an_agent_leaves_when_its_coordinator_is_gone_or_its_job_no_longer_runs(
@@ -444,7 +454,7 @@ def test_too_few_agents_fail_the_join_naming_how_many_and_the_queue() -> None:
     )
     hosts.open()
     try:
-        link = remote.AgentLink.take_seat(settings.REDIS_URL, 990_002, 3)
+        link = agent_link.AgentLink.take_seat(settings.REDIS_URL, 990_002, 3)
         assert link is not None and link.join("only-one", 1, "t")
         with pytest.raises(SweepError) as failed:
             asyncio.run(hosts.join())

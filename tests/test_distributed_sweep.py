@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard.celery_app import app
 from devstack import services as svc
-from profiler_app import sweeps
+from profiler_app import sweep_plan, sweeps
 from profiler_app.jobs import run_job_task
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
@@ -73,7 +73,7 @@ def _start(**overrides) -> Sweep:
     sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
     # Sent to the workers' own queue (the watchdog leaves a dispatched job alone).
     Sweep.objects.filter(pk=sweep.pk).update(dispatched_at=timezone.now())
-    soft, hard = sweeps.time_limits(params)
+    soft, hard = sweep_plan.time_limits(params)
     run_job_task.apply_async(args=[sweep.pk], queue=QUEUE, soft_time_limit=soft, time_limit=hard)
     return sweep
 

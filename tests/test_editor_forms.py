@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from repository_app.editor import form_building
 from repository_app.editor import form_mapping as fm
 from repository_app.modelconfig import parse_config
 
@@ -59,7 +60,7 @@ def base_config(text: str):
 
 
 def unchanged_post(text: str, name: str = NAME) -> dict[str, Any]:
-    return fm.post_data(fm.build_forms(base_config(text), name))
+    return form_building.post_data(form_building.build_forms(base_config(text), name))
 
 
 def read(text: str, data: dict[str, Any], name: str = NAME) -> fm.FormRound:

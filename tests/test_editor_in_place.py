@@ -27,17 +27,18 @@ from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as pb
 
 from profiler_app.models import Search, SearchCandidate, Sweep
-from profiler_app.search import runner
+from profiler_app.search import applying, target
+from profiler_app.search.errors import SearchError
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app import servers
-from repository_app.editor import fill, form_mapping, saving
+from repository_app.editor import fill, form_building, saving
 from repository_app.modelconfig import parse_config, validate_text
 from repository_app.modelconfig.suggest import suggest
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from repository_app.models import ConfigRevision
 from repository_app.triton.client import TritonClient
-from repository_app.uploads import publish
+from repository_app.uploads import version_policy
 from repository_app.uploads.staging import UploadError
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
@@ -407,7 +408,7 @@ def operator(django_user_model) -> Client:  # type: ignore[no-untyped-def]
 
 def form_data(root: Path, **changes: str) -> dict[str, str]:
     text = on_disk(root)
-    data = form_mapping.post_data(form_mapping.build_forms(parsed(text), NAME))
+    data = form_building.post_data(form_building.build_forms(parsed(text), NAME))
     data.update(
         mode="form", action="save", base_sha=saving.read_current(NAME, servers.default()).sha256
     )
@@ -458,16 +459,16 @@ def test_apply_writes_only_the_knobs_that_change(repo, admin, monkeypatch):
     client.model_states.return_value = []
     client.control_mode.return_value = "explicit"  # Apply claims the model, as every door does
     client.load.return_value = []
-    monkeypatch.setattr(runner, "get_client", lambda *_: client)
+    monkeypatch.setattr(target, "get_client", lambda *_: client)
     monkeypatch.setattr("repository_app.control.get_client", lambda *_: client)
     search = _measured_search(Knobs(2, "KIND_CPU", 8, True, 100))
-    message = runner.apply_candidate(search, "2xCPU/mbs8/dyn100p", admin)
+    message = applying.apply_candidate(search, "2xCPU/mbs8/dyn100p", admin)
     assert message.startswith("Saved as revision #2 and")  # #1: the file as first seen
     assert diff(ODD, on_disk(repo)) == [
         "-instance_group [ { count: 1 kind: KIND_CPU } ]  # one is enough on two cores",
         "+instance_group [ { count: 2 kind: KIND_CPU } ]  # one is enough on two cores",
     ]
-    assert runner.candidate_config_text(search, "2xCPU/mbs8/dyn100p") == on_disk(repo)
+    assert applying.candidate_config_text(search, "2xCPU/mbs8/dyn100p") == on_disk(repo)
 
 
 @pytest.mark.django_db
@@ -475,10 +476,10 @@ def test_apply_refuses_what_it_cannot_write_in_place(repo, admin, monkeypatch):
     def cannot(text: str, config: Any) -> str:
         raise CannotEditInPlace("a construct this editor does not handle")
 
-    monkeypatch.setattr(runner, "edit_in_place", cannot)
+    monkeypatch.setattr(applying, "edit_in_place", cannot)
     search = _measured_search(Knobs(2, "KIND_CPU", 8, True, 100))
-    with pytest.raises(runner.SearchError, match="cannot be written into config.pbtxt in place"):
-        runner.apply_candidate(search, "2xCPU/mbs8/dyn100p", admin)
+    with pytest.raises(SearchError, match="cannot be written into config.pbtxt in place"):
+        applying.apply_candidate(search, "2xCPU/mbs8/dyn100p", admin)
     assert on_disk(repo) == ODD
 
 
@@ -499,9 +500,11 @@ def _measured_search(knobs: Knobs) -> Search:
 
 @pytest.mark.django_db
 def test_the_version_policy_shortcut_writes_only_the_policy_line(repo, admin):
-    publish.set_version_policy(servers.default(), NAME, "latest", user=admin, num_versions=2)
+    version_policy.set_version_policy(servers.default(), NAME, "latest", user=admin, num_versions=2)
     assert diff(ODD, on_disk(repo)) == ["+version_policy { latest { num_versions: 2 } }"]
-    publish.set_version_policy(servers.default(), NAME, "specific", user=admin, versions="1, 3")
+    version_policy.set_version_policy(
+        servers.default(), NAME, "specific", user=admin, versions="1, 3"
+    )
     assert diff(ODD, on_disk(repo)) == ["+version_policy { specific { versions: [ 1, 3 ] } }"]
     revision = ConfigRevision.objects.filter(model=NAME).order_by("-id").first()
     assert revision is not None and revision.message == "version policy: versions 1, 3"
@@ -518,7 +521,7 @@ def test_the_version_policy_shortcut_refuses_what_it_cannot_write_in_place(
 
     monkeypatch.setattr(text_edit, "edit_in_place", cannot)
     with pytest.raises(UploadError, match="cannot be written into config.pbtxt in place"):
-        publish.set_version_policy(servers.default(), NAME, "all", user=admin)
+        version_policy.set_version_policy(servers.default(), NAME, "all", user=admin)
     assert on_disk(repo) == ODD
 
 

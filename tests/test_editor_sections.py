@@ -20,7 +20,7 @@ from django.test import Client
 from tritonclient.grpc import model_config_pb2 as pb
 
 from repository_app import servers
-from repository_app.editor import ensemble_view, form_mapping, saving
+from repository_app.editor import ensemble_view, form_building, form_mapping, saving
 from repository_app.editor.coverage import unshown_fields
 from repository_app.modelconfig import ServerFacts, parse_config
 from repository_app.models import ConfigRevision
@@ -176,7 +176,7 @@ def parsed(text: str) -> pb.ModelConfig:
 
 
 def unchanged(text: str, name: str = NAME) -> dict[str, Any]:
-    return form_mapping.post_data(form_mapping.build_forms(parsed(text), name))
+    return form_building.post_data(form_building.build_forms(parsed(text), name))
 
 
 def diff(before: str, after: str) -> list[str]:

@@ -27,7 +27,7 @@ from profiler_app.engine.grpc_h2 import (
     UnaryConnection,
     frame,
 )  # fmt: skip
-from profiler_app.engine.load_workers import GRPC_METHOD
+from profiler_app.engine.worker_requests import GRPC_METHOD
 from repository_app.triton.client import TritonClient
 
 

@@ -9,8 +9,10 @@ import time
 
 import pytest
 
-from profiler_app.engine.load_workers import Schedule
-from profiler_app.engine.loadgen import WindowResult, _behind, run_sweep
+from profiler_app.engine.loadgen import run_sweep
+from profiler_app.engine.merging import _behind
+from profiler_app.engine.results import WindowResult
+from profiler_app.engine.worker_requests import Schedule
 from profiler_app.params import SweepError, SweepParams
 from repository_app.triton.client import TritonClient
 

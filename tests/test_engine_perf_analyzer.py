@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from profiler_app.engine import perf_analyzer as pa
+from profiler_app.engine import perf_analyzer_command as pa_command
+from profiler_app.engine import perf_analyzer_csv as pa_csv
+from profiler_app.engine import perf_analyzer_output as pa_output
 from profiler_app.engine import stats
-from profiler_app.engine.loadgen import LevelResult, ServerBreakdown, SweepResult
+from profiler_app.engine.results import LevelResult, ServerBreakdown, SweepResult
 from profiler_app.params import SweepParams
 
 DATA = Path(__file__).parent / "data" / "perf_analyzer"
@@ -26,7 +29,9 @@ def test_command_uses_perf_analyzers_flag_names() -> None:
         shapes={"INPUT0": [16]}, percentile=95, measurement_window_ms=500,
         stability_percentage=10, max_windows=6, latency_threshold_ms=5,
     )  # fmt: skip
-    cmd = pa.build_command(params, "127.0.0.1:8001", binary="/x/perf_analyzer", csv_path="/t/r.csv")
+    cmd = pa_command.build_command(
+        params, "127.0.0.1:8001", binary="/x/perf_analyzer", csv_path="/t/r.csv"
+    )
     assert cmd[:3] == ["/x/perf_analyzer", "-m", "add_batched"]
     joined = " ".join(cmd)
     for part in (
@@ -48,19 +53,21 @@ def test_request_rate_command_has_the_range_and_distribution() -> None:
         percentile="avg",
         arrival="poisson",
     )
-    joined = " ".join(pa.build_command(params, "h:1", input_data_path="/d.json"))
+    joined = " ".join(pa_command.build_command(params, "h:1", input_data_path="/d.json"))
     assert "--request-rate-range 100:300:100 --request-distribution poisson" in joined
     assert "--percentile" not in joined and "--input-data /d.json" in joined
     # The engine's limit on outstanding requests, said even at perf_analyzer's default.
     assert "--max-threads 4" in joined
-    wider = pa.build_command(SweepParams(model="m", mode="request_rate", max_threads=16), "h:1")
+    wider = pa_command.build_command(
+        SweepParams(model="m", mode="request_rate", max_threads=16), "h:1"
+    )
     assert "--max-threads 16" in " ".join(wider)
-    concurrency = pa.build_command(SweepParams(model="m", max_threads=16), "h:1")
+    concurrency = pa_command.build_command(SweepParams(model="m", max_threads=16), "h:1")
     assert "--max-threads" not in concurrency  # sync concurrency mode sizes its own threads
 
 
 def test_stdout_of_a_concurrency_sweep_gives_every_level() -> None:
-    levels = pa.parse_output(_lines("conc"))
+    levels = pa_output.parse_output(_lines("conc"))
     assert [lv.level for lv in levels] == [1, 2, 3]
     first = levels[0]
     assert first.throughput == pytest.approx(946.947)
@@ -72,12 +79,12 @@ def test_stdout_of_a_concurrency_sweep_gives_every_level() -> None:
 
 
 def test_verbose_stdout_streams_windows_before_their_level() -> None:
-    parser = pa.StdoutParser()
+    parser = pa_output.StdoutParser()
     events = [e for line in _lines("verbose") for e in parser.feed(line)] + parser.close()
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["PaWindow"] * 3 + ["PaLevel"] + ["PaWindow"] * 3 + ["PaLevel"]
     window = events[0]
-    assert isinstance(window, pa.PaWindow)
+    assert isinstance(window, pa_output.PaWindow)
     assert (window.level, window.index, window.throughput, window.latency_us) == (
         1,
         0,
@@ -86,30 +93,32 @@ def test_verbose_stdout_streams_windows_before_their_level() -> None:
     )
     level = events[3]
     assert (
-        isinstance(level, pa.PaLevel) and level.avg_latency_us == 1084 and len(level.windows) == 3
+        isinstance(level, pa_output.PaLevel)
+        and level.avg_latency_us == 1084
+        and len(level.windows) == 3
     )
 
 
 def test_request_rate_levels_are_read() -> None:
-    levels = pa.parse_output(_lines("rate"))
+    levels = pa_output.parse_output(_lines("rate"))
     assert [lv.level for lv in levels] == [200, 400]
     assert levels[1].throughput == pytest.approx(399.271)
 
 
 def test_a_level_that_never_stabilises_is_marked_unstable() -> None:
-    levels = pa.parse_output(_lines("unstable"))
+    levels = pa_output.parse_output(_lines("unstable"))
     assert len(levels) == 1 and levels[0].level == 1 and not levels[0].stable
 
 
 def test_the_level_over_the_latency_threshold_is_marked_and_ends_the_sweep() -> None:
-    levels = pa.parse_output(_lines("threshold"))
+    levels = pa_output.parse_output(_lines("threshold"))
     assert [lv.level for lv in levels] == [1, 3]
     assert levels[0].stable and not levels[0].over_threshold
     assert levels[1].over_threshold and len(levels[1].windows) == 3
 
 
 def test_a_bad_model_error_is_collected() -> None:
-    parser = pa.StdoutParser()
+    parser = pa_output.StdoutParser()
     for line in _lines("badmodel"):
         parser.feed(line)
     assert parser.errors and "nosuch" in parser.errors[0]
@@ -118,16 +127,16 @@ def test_a_bad_model_error_is_collected() -> None:
 def test_csv_rows_are_resorted_by_concurrency() -> None:
     text = (DATA / "conc.csv").read_text()
     header = text.splitlines()[0].split(",")
-    assert header == pa.CSV_COLUMNS[:13]
+    assert header == pa_csv.CSV_COLUMNS[:13]
     shuffled = "\n".join([text.splitlines()[0], *reversed(text.splitlines()[1:])])
-    rows = pa.parse_csv(shuffled)
+    rows = pa_csv.parse_csv(shuffled)
     assert [r["Concurrency"] for r in rows] == [1, 2, 3]
     assert rows[0]["p95 latency"] == 1186
 
 
 def test_verbose_csv_header_is_the_one_we_export() -> None:
     header = (DATA / "verbose.csv").read_text().splitlines()[0].split(",")
-    assert header == pa.CSV_COLUMNS
+    assert header == pa_csv.CSV_COLUMNS
 
 
 def _level(level: float, tput: float, p95: float) -> LevelResult:
@@ -138,11 +147,18 @@ def _level(level: float, tput: float, p95: float) -> LevelResult:
 
 def test_export_csv_sorts_by_level_with_perf_analyzers_columns() -> None:
     result = SweepResult(SweepParams(model="m"), [_level(2, 1800, 1400), _level(1, 950, 1200)])
-    lines = pa.export_csv(result).splitlines()
-    assert lines[0] == ",".join(pa.CSV_COLUMNS)
+    lines = pa_csv.levels_csv(
+        [lv.measured() for lv in result.levels], result.params.mode
+    ).splitlines()
+    assert lines[0] == ",".join(pa_csv.CSV_COLUMNS)
     assert [line.split(",")[0] for line in lines[1:]] == ["1", "2"]
     assert lines[1].split(",")[11] == "1200"
-    assert pa.parse_csv(pa.export_csv(result))[0]["Inferences/Second"] == 950
+    assert (
+        pa_csv.parse_csv(
+            pa_csv.levels_csv([lv.measured() for lv in result.levels], result.params.mode)
+        )[0]["Inferences/Second"]
+        == 950
+    )
 
 
 def test_locate_prefers_the_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,10 +166,10 @@ def test_locate_prefers_the_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PERF_ANALYZER", str(fake))
-    assert pa.locate_perf_analyzer() == fake
+    assert pa_command.locate_perf_analyzer() == fake
     monkeypatch.setenv("PERF_ANALYZER", str(tmp_path / "missing"))
-    with pytest.raises(pa.PerfAnalyzerNotFound):
-        pa.locate_perf_analyzer()
+    with pytest.raises(pa_command.PerfAnalyzerNotFound):
+        pa_command.locate_perf_analyzer()
 
 
 async def test_a_run_that_dies_before_any_level_says_why_from_its_stderr(tmp_path: Path) -> None:
@@ -195,8 +211,8 @@ async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
         stability_percentage=1000,
         max_windows=10,
     )
-    windows: list[pa.PaWindow] = []
-    levels: list[pa.PaLevel] = []
+    windows: list[pa_output.PaWindow] = []
+    levels: list[pa_output.PaLevel] = []
     result = await pa.run_perf_analyzer(
         params, triton.grpc_url, on_window=windows.append, on_level=levels.append
     )

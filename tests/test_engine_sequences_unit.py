@@ -21,8 +21,9 @@ from tritonclient.grpc import service_pb2
 
 from profiler_app import measure
 from profiler_app.engine import sequences, stats
-from profiler_app.engine.load_workers import Worker, WorkerSpec, split_load
-from profiler_app.engine.loadgen import WindowResult, _level_sequences, _merge_level
+from profiler_app.engine.load_workers import Worker
+from profiler_app.engine.merging import _level_sequences, merge_level
+from profiler_app.engine.results import WindowResult
 from profiler_app.engine.sequences import (
     FIRST,
     LAST,
@@ -32,6 +33,8 @@ from profiler_app.engine.sequences import (
     SequenceSpec,
     draw_length,
 )
+from profiler_app.engine.worker_pool import split_load
+from profiler_app.engine.worker_requests import WorkerSpec
 from profiler_app.params import SweepParams
 
 PAYLOAD = [[("INPUT", "INT32", np.array([[3]], dtype=np.int32))]]
@@ -79,7 +82,7 @@ def test_ids_of_the_slots_never_meet_and_wrap_inside_the_range():
 
 def test_ids_stay_apart_across_workers_numbered_like_the_pool_numbers_them():
     # A concurrency of 7 over 3 worker processes: each takes its share of the slots, numbered
-    # across the workers (`_Pool.start_sequences`); every slot's ids are its own.
+    # across the workers (`WorkerPool.start_sequences`); every slot's ids are its own.
     shares = [int(n) for n in split_load("concurrency", 7, 3)]
     first, seen = 0, {}
     for worker, count in enumerate(shares):
@@ -371,7 +374,7 @@ def test_a_window_reports_each_position_with_perf_analyzers_percentiles():
     assert measure.sequence_fields(empty)["middle_p95_us"] is None  # none measured there
 
 
-def _window(index: int, records: SequenceRecords) -> WindowResult:
+def build_window(index: int, records: SequenceRecords) -> WindowResult:
     lats = records.latencies_ns
     return WindowResult(
         level=2, index=index, duration_s=1.0, requests=int(lats.size), inferences=int(lats.size),
@@ -383,12 +386,12 @@ def _window(index: int, records: SequenceRecords) -> WindowResult:
 
 def test_a_level_pools_its_last_windows_positions_as_its_latencies():
     windows = [
-        _window(0, _records([0, 0, 0], [900, 900, 900], 0, failed=1)),
-        _window(1, _records([0, 1], [10, 20], 0)),
-        _window(2, _records([2, 0], [30, 12], 1)),
-        _window(3, _records([1, 2], [22, 32], 1)),
+        build_window(0, _records([0, 0, 0], [900, 900, 900], 0, failed=1)),
+        build_window(1, _records([0, 1], [10, 20], 0)),
+        build_window(2, _records([2, 0], [30, 12], 1)),
+        build_window(3, _records([1, 2], [22, 32], 1)),
     ]
-    level = _merge_level(2, windows, SweepParams(model="m", start=2, end=2), False)
+    level = merge_level(2, windows, SweepParams(model="m", start=2, end=2), False)
     extra = level.measured().extra
     last3 = SequenceRecords.pooled([w.sequence for w in windows[1:]])
     assert extra["first_requests"] == 2 and extra["middle_requests"] == 2
@@ -398,7 +401,7 @@ def test_a_level_pools_its_last_windows_positions_as_its_latencies():
     assert extra["sequences_failed"] == 1  # like the errors: every window's
     assert level.errors == 1
     assert _level_sequences(windows, windows[1:]) is not None
-    plain = [_window(0, _records([0], [5], 1))]
+    plain = [build_window(0, _records([0], [5], 1))]
     plain[0].sequence = None  # a stateless sweep's window
     assert _level_sequences(plain, plain) is None
     assert windows[1].measured().extra["middle_requests"] == 1

@@ -133,11 +133,19 @@ def test_knee_of_a_curve_is_always_one_of_its_levels(
     assert knee is not None and 0 <= knee.index < len(points)
 
 
-def test_best_within_budget_takes_the_highest_throughput_that_fits() -> None:
+def test_max_throughput_within_a_budget_takes_the_highest_throughput_that_fits() -> None:
+    from profiler_app.search import objective
+
+    def best(budget_ms: float) -> stats.CurvePoint | None:
+        found = objective.score(
+            points, objective.Constraints(latency_budget_ms=budget_ms), "max_throughput"
+        )
+        return found.level if found is not None and found.feasible else None
+
     points = _curve([1000, 3000, 2500, 4000], [1.0, 1.5, 1.2, 2.5])
-    best = stats.best_within_budget(points, 2.0)
-    assert best is not None and best.throughput == 3000
-    assert stats.best_within_budget(points, 0.5) is None
+    chosen = best(2.0)
+    assert chosen is not None and chosen.throughput == 3000
+    assert best(0.5) is None
 
 
 def test_recommendation_reads_as_one_sentence_with_the_numbers() -> None:

@@ -24,7 +24,7 @@ from rest_framework.authtoken.models import Token
 
 from repository_app import servers
 from repository_app.models import Upload
-from repository_app.uploads import chunk_asgi, publish, staging
+from repository_app.uploads import chunk_asgi, sharing, staging
 from team.roles import OPERATOR
 
 from .test_upload_protocol import api_client, create, send, tree
@@ -63,7 +63,7 @@ def repo(disk: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / MODEL / "1" / "model.plan").write_bytes(b"plan-v1")
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = disk / ".staging"
-    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
+    monkeypatch.setattr(sharing, "_triton_states", lambda server, model: [])
     assert os.stat(staging.staging_root(servers.default())).st_dev == os.stat(root).st_dev
     return root
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth.models import Permission
 
-from profiler_app import jobs, queues, sweeps, watchdog
+from profiler_app import jobs, queues, sweep_read, sweeps, watchdog
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
 from repository_app import servers
@@ -193,7 +193,7 @@ def test_dispatch_sends_the_task_to_the_servers_queue_and_the_job_says_where(
     job.refresh_from_db()
     assert (job.queue, job.waiting_for_worker) == ("triton.gpu1", False)
     assert job.routing == f"sent to triton.gpu1, consumed by {WORKER}"
-    placement = sweeps.sweep_json(job)["placement"]
+    placement = sweep_read.sweep_json(job)["placement"]
     assert placement["queue"] == "triton.gpu1" and placement["server_queue"] == "triton.gpu1"
 
 

@@ -10,10 +10,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from profiler_app import jobs, sweeps, watchdog
+from profiler_app import jobs, sweep_plan, sweep_read, sweeps, watchdog
 from profiler_app.models import Search, Sweep
 from profiler_app.params import SweepParams
-from profiler_app.search import runner
+from profiler_app.search import creating, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app import servers
@@ -66,7 +66,7 @@ def test_both_kinds_are_sent_as_the_one_task_with_their_own_time_limits(sent):
         ("profiler_app.run_job", sweep.pk),
         ("profiler_app.run_job", search.sweep_id),
     ]
-    sweep_limits = sweeps.time_limits(sweeps.params_of(sweep))
+    sweep_limits = sweep_plan.time_limits(sweeps.params_of(sweep))
     search_limits = runner.time_limits(sweeps.params_of(search.sweep), 3)
     assert (sent[0][2]["soft_time_limit"], sent[0][2]["time_limit"]) == sweep_limits
     assert (sent[1][2]["soft_time_limit"], sent[1][2]["time_limit"]) == search_limits
@@ -74,15 +74,15 @@ def test_both_kinds_are_sent_as_the_one_task_with_their_own_time_limits(sent):
 
 
 def test_the_kind_is_a_field_and_the_parameters_carry_no_search_flag(monkeypatch, sent):
-    monkeypatch.setattr(runner, "plan", lambda request: (Knobs(1, "KIND_CPU", 8, False), 2))
-    monkeypatch.setattr(runner, "preflight", lambda request: None)
-    monkeypatch.setattr(runner, "is_ready", lambda server, model: True)
-    request = runner.SearchRequest(
+    monkeypatch.setattr(creating, "plan", lambda request: (Knobs(1, "KIND_CPU", 8, False), 2))
+    monkeypatch.setattr(creating, "preflight", lambda request: None)
+    monkeypatch.setattr(creating, "is_ready", lambda server, model: True)
+    request = creating.SearchRequest(
         model=MODEL, space=Space(counts=(1, 2)), measure=SweepParams(model=MODEL, start=2, end=2),
         constraints=Constraints(latency_budget_ms=50),
         server=servers.default(),
     )  # fmt: skip
-    search = runner.create_search(request, enqueue=False)
+    search = creating.create_search(request, enqueue=False)
     job = Sweep.objects.get(pk=search.sweep_id)
     assert job.kind == "search" and "search" not in job.params
     assert _sweep().kind == "sweep"
@@ -166,4 +166,4 @@ def test_stored_search_jobs_become_kind_search_and_the_flag_goes(django_db_block
 def test_the_api_schema_describes_every_field_of_a_sweep_as_returned():
     from profiler_app.api import SweepSerializer
 
-    assert set(sweeps.sweep_json(_sweep())) == set(SweepSerializer().fields)
+    assert set(sweep_read.sweep_json(_sweep())) == set(SweepSerializer().fields)

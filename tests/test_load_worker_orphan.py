@@ -9,7 +9,8 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from profiler_app.engine.load_workers import Worker, WorkerSpec
+from profiler_app.engine.load_workers import Worker
+from profiler_app.engine.worker_requests import WorkerSpec
 
 PAYLOAD = [[("INPUT", "INT32", np.array([[3]], dtype=np.int32))]]
 

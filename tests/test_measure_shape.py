@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from profiler_app import measure, repeats, sweeps, verdict
-from profiler_app.engine import perf_analyzer as pa
+from profiler_app import measure, repeats, sweep_recorder, verdict
+from profiler_app.engine import perf_analyzer_output as pa_output
 from profiler_app.engine import stats
-from profiler_app.engine.loadgen import LevelResult, ServerBreakdown, WindowResult
+from profiler_app.engine.results import LevelResult, ServerBreakdown, WindowResult
 from profiler_app.measure_api import SearchLevelSerializer, SweepPointSerializer
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from profiler_app.search import confirm, defaults, report, runner
+from profiler_app.search import confirm, defaults, objective, reading, report, scoring
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 
@@ -41,10 +41,10 @@ def _builtin_level() -> LevelResult:
     return LevelResult(2, [w], True, 3.0, w.latency, w.server, 0.01, 0.02, 0, 40.0)
 
 
-def _pa_level() -> pa.PaLevel:
-    return pa.PaLevel(
+def _pa_level() -> pa_output.PaLevel:
+    return pa_output.PaLevel(
         2, throughput=3.0, request_count=3, avg_latency_us=1000, percentiles_us={95: 1100},
-        server={"request_us": 800, "queue_us": 50}, windows=[pa.PaWindow(2, 0, 3.0, 1100)],
+        server={"request_us": 800, "queue_us": 50}, windows=[pa_output.PaWindow(2, 0, 3.0, 1100)],
     )  # fmt: skip
 
 
@@ -61,30 +61,32 @@ def test_both_engines_give_one_shape_named_as_the_stored_columns() -> None:
 
 def test_both_engines_windows_carry_their_number_and_closed_at() -> None:
     ours = _builtin_window().measured().to_json()
-    theirs = pa.PaWindow(2, 0, 3.0, 1100, closed_at=99.0).measured("p95_us").to_json()
+    theirs = pa_output.PaWindow(2, 0, 3.0, 1100, closed_at=99.0).measured("p95_us").to_json()
     assert list(ours) == list(theirs) == [*LEVEL_FIELDS, "window", "closed_at"]
     assert ours["closed_at"] == 1234.5 and theirs["closed_at"] == 99.0
     assert theirs["p95_us"] == 1100 and theirs["avg_us"] is None
 
 
 def test_perf_analyzer_stamps_each_window_line_as_it_reads_it() -> None:
-    parser = pa.StdoutParser()
+    parser = pa_output.StdoutParser()
     parser.feed("Request concurrency: 1")
     (window,) = parser.feed("  Pass [1] throughput: 10.5 infer/sec. p95 latency: 1200 usec")
-    assert isinstance(window, pa.PaWindow) and window.closed_at > 0
+    assert isinstance(window, pa_output.PaWindow) and window.closed_at > 0
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("engine", ["builtin", "perf_analyzer"])
 def test_both_engines_window_events_have_the_same_fields(engine: str, monkeypatch) -> None:
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(sweeps.events, "publish", lambda g, kind, data: sent.append((kind, data)))
+    monkeypatch.setattr(
+        sweep_recorder.events, "publish", lambda g, kind, data: sent.append((kind, data))
+    )
     sweep = Sweep.objects.create(model="m", server="x", params={"model": "m"})
-    recorder = sweeps._Recorder(sweep, SweepParams(model="m"))
+    recorder = sweep_recorder.Recorder(sweep, SweepParams(model="m"))
     if engine == "builtin":
         recorder.window(_builtin_window())
     else:
-        recorder.pa_window(pa.PaWindow(2, 0, 3.0, 1100, closed_at=1234.5))
+        recorder.pa_window(pa_output.PaWindow(2, 0, 3.0, 1100, closed_at=1234.5))
     recorder.close()
     ((kind, data),) = sent
     assert kind == "sweep.window" and data["closed_at"] == 1234.5
@@ -105,7 +107,7 @@ def test_old_search_rows_that_say_concurrency_still_read() -> None:
 
 
 def test_a_search_level_is_the_one_shape_with_its_older_names() -> None:
-    row = runner.level_json(_builtin_level())
+    row = scoring.level_json(_builtin_level())
     assert list(row)[: len(LEVEL_FIELDS)] == LEVEL_FIELDS
     assert row["concurrency"] == row["level"] == 2 and row["windows"] == 1
     assert row["avg_batch"] == 1.5 and row["over_threshold"] is False
@@ -126,7 +128,8 @@ def test_the_verdicts_best_level_is_the_searchs_score() -> None:
     params = SweepParams(model="m", start=1, end=2, latency_threshold_ms=2.0)
     assert verdict.summarize(points, params, "succeeded")["best_level"] == 2
     curve = [stats.CurvePoint(1, 1000, 1500), stats.CurvePoint(2, 1000, 1200)]
-    assert stats.best_within_budget(curve, 2.0) == curve[1]
+    found = objective.score(curve, objective.Constraints(latency_budget_ms=2.0), "max_throughput")
+    assert found is not None and found.feasible and found.level == curve[1]
 
 
 def test_a_re_measured_objective_has_the_sweeps_spread_type() -> None:
@@ -137,7 +140,7 @@ def test_a_re_measured_objective_has_the_sweeps_spread_type() -> None:
     search = Search(
         constraints=Constraints(latency_budget_ms=5).to_json(), objective="max_throughput"
     )
-    spread = confirm.objective_spread(rounds, lambda levels: runner.score_levels(levels, search))
+    spread = confirm.objective_spread(rounds, lambda levels: scoring.score_levels(levels, search))
     assert isinstance(spread, repeats.Spread)
     assert spread.median == 1050 and spread.rounds == 3
     assert spread.to_json()["text"] == "1,050.0 ± 5%"
@@ -166,7 +169,7 @@ def test_the_pareto_front_is_the_servers_and_the_page_draws_it() -> None:
             search=search, key=knobs.key, seq=seq, knobs=knobs.to_json(),
             baseline=knobs == BASE, state="measured", levels=levels,
         )  # fmt: skip
-    snapshot = runner.snapshot(search.pk)
+    snapshot = reading.snapshot(search.pk)
     assert snapshot is not None
     result = snapshot["result"]  # what the page reads (the search.result event and resync)
     assert result["front"] == [[BASE.key, 2], [TWO.key, 4]]  # (600 @ 3 ms is dominated)

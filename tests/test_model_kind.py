@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from profiler_app import kind_rules
-from profiler_app.engine.perf_analyzer import build_command
+from profiler_app.engine.perf_analyzer_command import build_command
 from profiler_app.model_kind import kind_of, kind_of_served
 from profiler_app.params import ParamsError, SweepParams, from_flags
 from profiler_app.sweeps import params_of

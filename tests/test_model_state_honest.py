@@ -16,7 +16,7 @@ from repository_app.modelconfig import FolderFacts, parse_config
 from repository_app.modelconfig.autocomplete import as_triton_completes
 from repository_app.status import display, state_json
 from repository_app.triton.client import ModelState, TritonClient
-from repository_app.uploads import publish
+from repository_app.uploads import deleting, sharing
 from team import audit
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
@@ -193,7 +193,7 @@ def repo(tmp_path: Path, settings, monkeypatch) -> Path:
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = tmp_path / ".staging"
     settings.TRITON_URL = "127.0.0.1:1"  # nothing answers
-    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
+    monkeypatch.setattr(sharing, "_triton_states", lambda server, model: [])
     return root
 
 
@@ -273,7 +273,7 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
     repo, django_user_model, monkeypatch
 ):
     monkeypatch.setattr(
-        publish, "_triton_states", lambda server, model: [ModelState(model, "1", "READY", "")]
+        sharing, "_triton_states", lambda server, model: [ModelState(model, "1", "READY", "")]
     )
     unloaded = []
 
@@ -281,7 +281,7 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
         def unload(self, name: str) -> None:
             unloaded.append(name)
 
-    monkeypatch.setattr(publish, "get_client", lambda *_: FakeClient())
+    monkeypatch.setattr(deleting, "get_client", lambda *_: FakeClient())
     admin = user_client(django_user_model, "ad", ADMIN)
     response = admin.delete("/api/v1/models/add_sub/")
     assert response.status_code == 409 and "unload it first" in response.json()["message"]

@@ -12,7 +12,7 @@ import pytest
 from profiler_app import jobs
 from profiler_app.models import Search
 from profiler_app.params import SweepParams
-from profiler_app.search import confirm, report, runner
+from profiler_app.search import confirm, creating, report
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
 from repository_app import servers
@@ -32,7 +32,7 @@ def busy(triton, redis_db):
 
 
 def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_its_triton(busy):
-    request = runner.SearchRequest(
+    request = creating.SearchRequest(
         model=MODEL,
         space=Space(counts=(1, 2), delays_us=(200,)),
         measure=SweepParams(
@@ -50,7 +50,7 @@ def test_a_search_without_a_budget_re_measures_its_top_candidates_and_reports_it
         confirm_rounds=2,
         budget_auto=True,
     )
-    search = runner.create_search(request, enqueue=False)
+    search = creating.create_search(request, enqueue=False)
     # 2 candidates, then the top one and the current config twice each.
     assert search.sweep.levels_total == 2 + 2 * 2
     assert jobs.claim(search.sweep_id)

@@ -18,7 +18,16 @@ from tritonclient.grpc import model_config_pb2 as pb
 from profiler_app import jobs, kind_presets, measure, sweeps
 from profiler_app.model_kind import kind_of
 from profiler_app.models import Search, SearchCandidate, Sweep
-from profiler_app.search import confirm, defaults, report, runner
+from profiler_app.search import (
+    confirm,
+    creating,
+    defaults,
+    ranking,
+    reading,
+    report,
+    runner,
+    target,
+)
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints, metrics_for, score
 from profiler_app.search.space import Knobs, Space, SpaceError, apply, check_scheduler, knobs_of
@@ -251,13 +260,13 @@ def test_an_old_stored_search_reads_as_before():
         {ONE: [{"concurrency": 2, "throughput": 1000.0, "p95_us": 2000.0}],
          TWO: [{"concurrency": 2, "throughput": 1500.0, "p95_us": 1500.0}]},
     )  # fmt: skip
-    result = runner.summarize(search)
+    result = ranking.summarize(search)
     assert (
         result["best_key"] == TWO.key
         and "1.5× throughput (1,500 vs 1,000 infer/s)" in (result["recommendation"])
     )
     assert result["rows"][0]["throughput"] == 1500 and result["rows"][0]["latency_us"] == 1500
-    data = runner.search_json(search)
+    data = reading.search_json(search)
     assert data["metrics"]["throughput"]["unit"] == "infer/s"
     assert data["metrics"]["latency"]["key"] == "p95_us" and data["measured_how"] == ""
     assert data["constraints_text"] == "p95 ≤ 5 ms"
@@ -273,7 +282,7 @@ def test_a_streaming_search_ranks_reports_and_names_responses_and_the_first_resp
         Constraints(first_response_budget_ms=30).to_json(),
         {ONE: [row(50, 400, 25_000)], TWO: [row(80, 640, 28_000)]},
     )  # fmt: skip
-    result = runner.summarize(search)
+    result = ranking.summarize(search)
     assert [r["key"] for r in result["rows"]] == [TWO.key, ONE.key], "by responses/s"
     best = result["rows"][0]
     assert best["throughput"] == 640 and best["infer_per_s"] == 80
@@ -282,13 +291,13 @@ def test_a_streaming_search_ranks_reports_and_names_responses_and_the_first_resp
     assert "1.6× response throughput (640 vs 400 responses/s)" in text
     assert "at first response p95 28.00 ms, within the 30 ms first-response budget" in text
     assert result["front_points"][-1]["throughput"] == 640
-    data = runner.search_json(search)
+    data = reading.search_json(search)
     assert data["constraints_text"] == "first response p95 ≤ 30 ms"
     assert data["measured_how"] == "over gRPC streams"
     page = report.build(search)
     assert "Response throughput (responses/s)" in page and "first response p95 (ms)" in page
     assert "Response throughput vs first response p95 latency" in page
-    figs = report.figures(runner.snapshot(search.pk))
+    figs = report.figures(reading.snapshot(search.pk))
     assert figs["pareto"]["layout"]["yaxis"]["title"]["text"] == "response throughput (responses/s)"
     assert figs["pareto"]["layout"]["xaxis"]["title"]["text"] == "first response p95 latency (ms)"
     assert figs["pareto"]["layout"]["shapes"][0]["x0"] == 30, "the first-response budget line"
@@ -331,9 +340,9 @@ def repository(settings, tmp_path, monkeypatch):
         raise TritonError("Triton is not running in this test", unreachable=True)
 
     # The kind comes from config.pbtxt; nothing is loaded, and refusals come first.
-    for module in (runner, sweeps, kind_presets, defaults):
+    for module in (target, runner, sweeps, kind_presets, defaults):
         monkeypatch.setattr(module, "get_client", no_triton)
-    monkeypatch.setattr(runner.control, "check_can_control", lambda server: None)
+    monkeypatch.setattr(creating.control, "check_can_control", lambda server: None)
     monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
     return tmp_path
 
@@ -395,13 +404,13 @@ def test_entries_that_fit_make_a_streaming_or_a_sequence_search(repository):
     assert (
         seq.search_request.measure.sequence_length == 3 and not seq.search_request.measure.streaming
     )
-    baseline, runs = runner.plan(seq.search_request)
+    baseline, runs = creating.plan(seq.search_request)
     assert baseline.sequence == "direct" and runs == 2 + 2 * 3  # re-measured 3 times
 
 
 @pytest.mark.django_db
 def test_the_api_refuses_on_the_field_and_the_page_shows_what_fits(repository, monkeypatch):
-    monkeypatch.setattr(runner, "has_gpus", lambda server: False)
+    monkeypatch.setattr(target, "has_gpus", lambda server: False)
     user = get_user_model().objects.create_user("olga", password="pw-olga-12345")
     set_role(user, OPERATOR)
     client = Client()

@@ -13,7 +13,7 @@ import pytest
 from profiler_app import jobs
 from profiler_app.models import Search
 from profiler_app.params import SweepParams
-from profiler_app.search import runner
+from profiler_app.search import creating, reading, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
 from repository_app import servers
@@ -81,7 +81,7 @@ def test_a_quick_search_of_a_decoupled_model_measures_streams_and_ranks_by_respo
     stream_tok, client, monkeypatch
 ):
     served = _served_while_measured(monkeypatch, client, stream_tok)
-    request = runner.SearchRequest(
+    request = creating.SearchRequest(
         server=servers.default(),
         model=stream_tok,
         # max_batch_size 0: nothing for dynamic batching to batch; instances only.
@@ -91,7 +91,7 @@ def test_a_quick_search_of_a_decoupled_model_measures_streams_and_ranks_by_respo
         objective="max_response_throughput",
         mode="quick",
     )
-    search = _run_here(runner.create_search(request, enqueue=False))
+    search = _run_here(creating.create_search(request, enqueue=False))
     candidates = list(search.candidates.all())
     assert [c.key for c in candidates] == ["1xCPU/mbs0/off", "2xCPU/mbs0/off"]
     assert [int(s["instance_group"][0]["count"]) for s in served] == [1, 2]
@@ -117,7 +117,7 @@ def test_a_quick_search_of_a_decoupled_model_measures_streams_and_ranks_by_respo
         assert row["latency_us"] == level["extra"]["first_response_p95_us"]
     assert [r["throughput"] for r in rows] == sorted(responses.values(), reverse=True)
     assert search.result["best_key"] == max(responses, key=responses.__getitem__)
-    info = runner.search_json(search)
+    info = reading.search_json(search)
     assert info["metrics"]["throughput"]["unit"] == "responses/s"
     assert info["metrics"]["latency"]["label"] == "first response p95"
     assert "responses/s" in search.result["recommendation"]
@@ -129,7 +129,7 @@ def test_a_search_of_a_sequence_model_keeps_its_sequence_batching(
 ):
     before = client.model_config(seq_accumulate)
     served = _served_while_measured(monkeypatch, client, seq_accumulate)
-    request = runner.SearchRequest(
+    request = creating.SearchRequest(
         server=servers.default(),
         model=seq_accumulate,
         # Dynamic batching asked for (the Space's default): a sequence model never gets it.
@@ -138,7 +138,7 @@ def test_a_search_of_a_sequence_model_keeps_its_sequence_batching(
         constraints=Constraints(latency_budget_ms=5000, percentile=95),
         mode="grid",
     )
-    search = _run_here(runner.create_search(request, enqueue=False))
+    search = _run_here(creating.create_search(request, enqueue=False))
     candidates = list(search.candidates.all())
     assert [c.key for c in candidates] == ["1xCPU/mbs8/seq-direct", "2xCPU/mbs8/seq-direct"]
     assert [int(s["instance_group"][0]["count"]) for s in served] == [1, 2]
@@ -153,5 +153,5 @@ def test_a_search_of_a_sequence_model_keeps_its_sequence_batching(
         assert level["errors"] == 0 and level["requests"] > 0
         assert extra["sequences_completed"] > 0 and extra["sequences_failed"] == 0
     assert search.result["best_key"] in {c.key for c in candidates}
-    assert "in sequences of 3 requests" in runner.search_json(search)["measured_how"]
+    assert "in sequences of 3 requests" in reading.search_json(search)["measured_how"]
     assert client.model_config(seq_accumulate)["sequence_batching"] == before["sequence_batching"]

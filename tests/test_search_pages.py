@@ -10,7 +10,7 @@ import pytest
 from dashboard.staticfinders import plotly_js
 from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.params import SweepParams
-from profiler_app.search import report, runner
+from profiler_app.search import creating, ranking, report, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app import servers
@@ -47,7 +47,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 def _finished_search(levels_by_key: dict[str, list[tuple[float, float, float]]]) -> Search:
     """A finished search with the given measured candidates (concurrency, infer/s, p95 µs)."""
-    request = runner.SearchRequest(
+    request = creating.SearchRequest(
         model=MODEL,
         space=Space(counts=(1, 2)),
         measure=SweepParams(model=MODEL, start=2, end=2, measurement_window_ms=300, max_windows=3),
@@ -55,7 +55,7 @@ def _finished_search(levels_by_key: dict[str, list[tuple[float, float, float]]])
         server=servers.default(),
         mode="grid",
     )
-    search = runner.create_search(request, enqueue=False)
+    search = creating.create_search(request, enqueue=False)
     for seq, (key, levels) in enumerate(levels_by_key.items(), start=1):
         count = int(key.split("x")[0])
         SearchCandidate.objects.create(
@@ -71,7 +71,7 @@ def _finished_search(levels_by_key: dict[str, list[tuple[float, float, float]]])
             ],
         )
     Sweep.objects.filter(pk=search.sweep_id).update(state="succeeded")
-    Search.objects.filter(pk=search.pk).update(result=runner.summarize(search))
+    Search.objects.filter(pk=search.pk).update(result=ranking.summarize(search))
     return Search.objects.select_related("sweep").get(pk=search.pk)
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from profiler_app.models import Search, SearchCandidate, Sweep
-from profiler_app.search import confirm, runner
+from profiler_app.search import confirm, ranking
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 
@@ -60,7 +60,7 @@ def _search(db_rounds: dict[Knobs, tuple[float, list[float]]]) -> Search:
 def test_overlapping_spreads_are_a_tie_and_a_tied_current_config_is_kept():
     # Measured once, 2 instances looked 40% better; side by side it is within noise.
     search = _search({BASE: (1000, [1000, 1050, 980]), TWO: (1400, [1020, 1100, 990])})
-    result = runner.summarize(search)
+    result = ranking.summarize(search)
     assert result["best_key"] == BASE.key
     assert result["recommendation"].startswith("The current config (1 CPU instance")
     assert "as good as the best candidate within noise" in result["recommendation"]
@@ -74,7 +74,7 @@ def test_overlapping_spreads_are_a_tie_and_a_tied_current_config_is_kept():
 @pytest.mark.django_db
 def test_spreads_apart_are_a_real_gain_stated_with_its_spread():
     search = _search({BASE: (1000, [1000, 1050, 980]), TWO: (1450, [1500, 1520, 1480])})
-    result = runner.summarize(search)
+    result = ranking.summarize(search)
     assert result["best_key"] == TWO.key and not any(r["tied"] for r in result["rows"])
     text = result["recommendation"]
     assert text.startswith("2 CPU instances") and "1.5× throughput" in text
@@ -87,7 +87,7 @@ def test_a_candidate_measured_once_ranks_after_the_re_measured_ones():
     search = _search(
         {BASE: (1000, [1000, 1050, 980]), TWO: (1450, [1500, 1520, 1480]), THREE: (2000, [])}
     )
-    result = runner.summarize(search)
+    result = ranking.summarize(search)
     assert [r["key"] for r in result["rows"]] == [TWO.key, BASE.key, THREE.key]
     assert result["rows"][2]["rounds"] == 0 and result["rows"][2]["spread"] is None
     assert result["re_measured"] == 2

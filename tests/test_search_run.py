@@ -11,7 +11,7 @@ import pytest
 from profiler_app import jobs, sweeps
 from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.params import SweepParams
-from profiler_app.search import runner
+from profiler_app.search import creating, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
 from repository_app import servers
@@ -48,7 +48,7 @@ def _served(client: TritonClient) -> tuple[int, int, list[int]]:
 ORIGINAL = (1, 200, [32])
 
 
-def _request(space: Space, **kw) -> runner.SearchRequest:
+def _request(space: Space, **kw) -> creating.SearchRequest:
     base = {
         "model": MODEL,
         "space": space,
@@ -64,7 +64,7 @@ def _request(space: Space, **kw) -> runner.SearchRequest:
         "server": servers.default(),
         "mode": "grid",
     }
-    return runner.SearchRequest(**{**base, **kw})
+    return creating.SearchRequest(**{**base, **kw})
 
 
 def _run_here(search: Search) -> str:
@@ -82,7 +82,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 def test_a_grid_over_one_and_two_instances_completes_ranks_and_restores(busy, client):
-    search = runner.create_search(_request(Space(counts=(1, 2))), enqueue=False)
+    search = creating.create_search(_request(Space(counts=(1, 2))), enqueue=False)
     assert search.sweep.state == "queued" and search.sweep.levels_total == 2
     assert _run_here(search) == "succeeded"
     search.refresh_from_db()
@@ -105,7 +105,7 @@ def test_a_grid_over_one_and_two_instances_completes_ranks_and_restores(busy, cl
 def test_a_candidate_triton_rejects_is_recorded_and_the_original_config_restored(busy, client):
     # preferred_batch_size 64 above max_batch_size 32: Triton refuses the override.
     space = Space(counts=(2,), delays_us=(100,), preferred=((64,),))
-    search = runner.create_search(_request(space), enqueue=False)
+    search = creating.create_search(_request(space), enqueue=False)
     assert _run_here(search) == "succeeded"
     failed = SearchCandidate.objects.get(search=search, key="2xCPU/mbs32/dyn100p64")
     assert failed.state == "failed" and failed.levels == []
@@ -128,7 +128,7 @@ def test_a_search_that_fails_restores_the_original_config(busy, client, monkeypa
 
     original = runner._Run._measure
     monkeypatch.setattr(runner._Run, "_measure", broken)
-    search = runner.create_search(_request(Space(counts=(1, 3))), enqueue=False)
+    search = creating.create_search(_request(Space(counts=(1, 3))), enqueue=False)
     assert _run_here(search) == "failed"
     carrier = Sweep.objects.get(pk=search.sweep_id)
     assert "unexpected error: boom" in carrier.error
@@ -145,7 +145,7 @@ def test_cancel_stops_the_search_restores_and_resume_skips_measured_candidates(
             stability_percentage=0.001, max_windows=6,
         ),
     )  # fmt: skip
-    search = runner.create_search(request, enqueue=False)
+    search = creating.create_search(request, enqueue=False)
     thread = threading.Thread(target=_run_here, args=(search,))
     thread.start()
     try:
@@ -184,7 +184,7 @@ def test_cancel_stops_the_search_restores_and_resume_skips_measured_candidates(
 
 def test_a_search_of_a_model_that_was_not_loaded_unloads_it_again(client, redis_db, triton):
     client.unload(MODEL)
-    search = runner.create_search(_request(Space(counts=(1,))), enqueue=False)
+    search = creating.create_search(_request(Space(counts=(1,))), enqueue=False)
     assert not search.was_loaded
     assert _run_here(search) == "succeeded"
     assert not any(s.state == "READY" for s in client.model_states(MODEL))
@@ -197,7 +197,7 @@ def test_through_the_worker_the_search_runs_as_one_job_of_the_sweep_queue(
         SweepParams(model=MODEL, start=1, end=1, measurement_window_ms=300,
                     stability_percentage=100, max_windows=3)
     )  # fmt: skip
-    search = runner.create_search(_request(Space(counts=(1, 2))))
+    search = creating.create_search(_request(Space(counts=(1, 2))))
     assert jobs.queue_position(Sweep.objects.get(pk=search.sweep_id)) in (1, None)
     _wait_for(
         lambda: Sweep.objects.get(pk=search.sweep_id).state in Sweep.FINISHED, 600, "the search"

@@ -22,7 +22,7 @@ from django.utils import timezone
 from profiler_app import jobs, sweeps
 from profiler_app.models import Search, Sweep
 from profiler_app.search import forms as search_forms
-from profiler_app.search import runner
+from profiler_app.search import runner, target
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Dimensions, Knobs, Space, SpaceError
@@ -89,9 +89,10 @@ def no_triton_no_big_lists(monkeypatch):
             raise AssertionError(f"a knob's range of {len(values):,} values was listed")
         return values
 
+    monkeypatch.setattr(target, "get_client", asked_triton)
     monkeypatch.setattr(runner, "get_client", asked_triton)
     monkeypatch.setattr(sweeps, "get_client", asked_triton)
-    monkeypatch.setattr(runner, "has_gpus", lambda *_: False)
+    monkeypatch.setattr(target, "has_gpus", lambda *_: False)
     monkeypatch.setattr(search_forms, "range", small_range, raising=False)
     monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
 

@@ -24,7 +24,7 @@ from profiler_app import jobs, sweeps
 from profiler_app.engine import inputs
 from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
 from profiler_app.models import Sweep
-from profiler_app.params import SweepError, SweepParams, parse_shapes
+from profiler_app.params import SweepError, SweepParams, from_flags
 from repository_app.triton.client import ModelState, TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
@@ -247,8 +247,8 @@ def test_the_shape_flag_is_bounded():
     from django.core.exceptions import ValidationError
 
     with pytest.raises(ValidationError, match="at most 268,435,456 per sample"):
-        parse_shapes("INPUT0:1000000,1000000")
-    assert parse_shapes("INPUT0:16,16") == {"INPUT0": [16, 16]}
+        from_flags({"model": "m", "shape": "INPUT0:1000000,1000000"})
+    assert from_flags({"model": "m", "shape": "INPUT0:16,16"}).shapes == {"INPUT0": [16, 16]}
 
 
 @pytest.fixture()

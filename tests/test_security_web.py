@@ -25,7 +25,7 @@ from dashboard.origin import SameOriginValidator
 from dashboard.redact import redact
 from dashboard.routing import websocket_urlpatterns
 from repository_app import servers
-from repository_app.editor import form_mapping, saving
+from repository_app.editor import form_building, saving
 from repository_app.modelconfig import parse_config
 from repository_app.uploads.chunk_asgi import handle_chunk
 
@@ -247,7 +247,7 @@ def test_form_values_out_of_range_are_refused_on_their_field(repo, operator, fie
     before = config_path(repo).read_bytes()
     parsed = parse_config(before.decode())
     assert parsed.config is not None
-    data = form_mapping.post_data(form_mapping.build_forms(parsed.config, "add_batched"))
+    data = form_building.post_data(form_building.build_forms(parsed.config, "add_batched"))
     data.update({field: value, "mode": "form", "action": "save", "base_text": before.decode(),
                  "base_sha": saving.read_current("add_batched", servers.default()).sha256})  # fmt: skip
     response = operator.post("/models/add_batched/config/", data)

@@ -12,15 +12,18 @@ import pytest
 
 from profiler_app import measure, verdict
 from profiler_app.engine import composing
-from profiler_app.engine import perf_analyzer as pa
+from profiler_app.engine import perf_analyzer_command as pa_command
+from profiler_app.engine import perf_analyzer_csv as pa_csv
+from profiler_app.engine import perf_analyzer_output as pa_output
 from profiler_app.engine.composing import Composing, Plan
-from profiler_app.engine.loadgen import ServerBreakdown, _merge_server
+from profiler_app.engine.merging import merge_server
+from profiler_app.engine.results import ServerBreakdown
 from profiler_app.params import SweepParams
 
 DATA = Path(__file__).parent / "data" / "perf_analyzer"
 ENSEMBLE = Plan(composing.ENSEMBLE, (Composing("add_sub", "1"), Composing("add_batched", "1")))
 BLS = Plan(composing.BLS, (Composing("add_sub", "1"),), (Composing("add_sub"),))
-STEP_COLUMNS = list(pa.STEP_CSV_COLUMNS)
+STEP_COLUMNS = list(pa_csv.STEP_CSV_COLUMNS)
 
 
 def _lines(name: str) -> list[str]:
@@ -36,14 +39,14 @@ def _breakdown(requests: int, executions: int, compute_us: float) -> ServerBreak
 def test_windows_merge_per_request_like_perf_analyzer() -> None:
     # Triton counts compute once per request: 100 requests at 300 µs in 50 batches and 100
     # at 200 µs one by one average 250 µs per request, whatever the batching.
-    merged = _merge_server([_breakdown(100, 50, 300.0), _breakdown(100, 100, 200.0)])
+    merged = merge_server([_breakdown(100, 50, 300.0), _breakdown(100, 100, 200.0)])
     assert merged is not None
     assert merged.compute_infer_us == pytest.approx(250.0)
     assert (merged.request_count, merged.execution_count) == (200, 150)
 
 
 def test_the_ensemble_output_gives_each_step_in_step_order_and_their_sums() -> None:
-    levels = pa.parse_output(_lines("ensemble"), ENSEMBLE)
+    levels = pa_output.parse_output(_lines("ensemble"), ENSEMBLE)
     assert [lv.level for lv in levels] == [1, 2]
     for level in levels:
         row = level.measured("avg_us")
@@ -68,10 +71,10 @@ def test_the_ensemble_output_gives_each_step_in_step_order_and_their_sums() -> N
 
 
 def test_a_level_with_steps_is_reported_once_its_block_is_read() -> None:
-    parser = pa.StdoutParser(ENSEMBLE)
-    done: list[pa.PaLevel] = []
+    parser = pa_output.StdoutParser(ENSEMBLE)
+    done: list[pa_output.PaLevel] = []
     for line in _lines("ensemble"):
-        done += [e for e in parser.feed(line) if isinstance(e, pa.PaLevel)]
+        done += [e for e in parser.feed(line) if isinstance(e, pa_output.PaLevel)]
         if line.startswith("Request concurrency: 2"):
             # Level 1 ended at the next level, with both of its steps.
             assert [len(lv.steps) for lv in done] == [2]
@@ -79,14 +82,14 @@ def test_a_level_with_steps_is_reported_once_its_block_is_read() -> None:
 
 
 def test_a_bls_models_own_breakdown_is_not_its_calls_sums() -> None:
-    levels = pa.parse_output(_lines("bls"), BLS)
+    levels = pa_output.parse_output(_lines("bls"), BLS)
     row = levels[1].measured("avg_us")
     assert [s["model"] for s in row.extra["steps"]] == ["add_sub"]
     assert row.extra["steps"][0]["request_count"] == 589
     assert row.server_request_us == 2906
     # The Server line's queue and compute are add_sub's: bls_caller's own come from the CSV.
     assert row.queue_us is None and row.compute_infer_us is None
-    own = pa.csv_server(pa.parse_csv((DATA / "bls.csv").read_text())[1])
+    own = pa_csv.csv_server(pa_csv.parse_csv((DATA / "bls.csv").read_text())[1])
     assert own == {
         "queue_us": 1155,
         "compute_input_us": 17,
@@ -97,9 +100,9 @@ def test_a_bls_models_own_breakdown_is_not_its_calls_sums() -> None:
 
 def test_the_command_names_a_bls_models_calls() -> None:
     params = SweepParams(model="bls_caller")
-    command = pa.build_command(params, "h:1", bls_composing_models=["add_sub", "other:2"])
+    command = pa_command.build_command(params, "h:1", bls_composing_models=["add_sub", "other:2"])
     assert "--bls-composing-models add_sub,other:2" in " ".join(command)
-    assert "--bls-composing-models" not in pa.build_command(params, "h:1")
+    assert "--bls-composing-models" not in pa_command.build_command(params, "h:1")
 
 
 def test_declared_steps_and_calls_come_from_the_config() -> None:
@@ -154,9 +157,9 @@ def test_the_csv_adds_columns_per_step_after_perf_analyzers() -> None:
         ),
         _level(2, measure.with_compute_shares([_step("add_sub", 90.0)])),
     ]
-    rows = list(csv.reader(io.StringIO(pa.levels_csv(levels))))
+    rows = list(csv.reader(io.StringIO(pa_csv.levels_csv(levels))))
     step_header = [f"{m} {c}" for m in ("add_sub", "add_batched") for c in STEP_COLUMNS]
-    assert rows[0] == [*pa.CSV_COLUMNS, *step_header]
+    assert rows[0] == [*pa_csv.CSV_COLUMNS, *step_header]
     first = dict(zip(rows[0], rows[1], strict=True))
     assert first["add_batched Server Compute Infer"] == "300"
     assert first["add_sub Server Queue"] == "50"
@@ -167,14 +170,14 @@ def test_the_csv_adds_columns_per_step_after_perf_analyzers() -> None:
 
 
 def test_a_csv_without_steps_keeps_perf_analyzers_columns() -> None:
-    header = next(csv.reader(io.StringIO(pa.levels_csv([_level(1), _level(2)]))))
-    assert header == pa.CSV_COLUMNS
+    header = next(csv.reader(io.StringIO(pa_csv.levels_csv([_level(1), _level(2)]))))
+    assert header == pa_csv.CSV_COLUMNS
 
 
 def test_step_names_never_reach_a_spreadsheet_as_formulas() -> None:
     levels = [_level(1, [_step('=HYPERLINK("x")', 10.0), _step("@SUM(1)", 10.0)])]
-    header = next(csv.reader(io.StringIO(pa.levels_csv(levels))))
-    steps = header[len(pa.CSV_COLUMNS) :]
+    header = next(csv.reader(io.StringIO(pa_csv.levels_csv(levels))))
+    steps = header[len(pa_csv.CSV_COLUMNS) :]
     assert steps[0] == '\'=HYPERLINK("x") Server Queue'
     assert steps[len(STEP_COLUMNS)] == "'@SUM(1) Server Queue"
     assert not any(cell.startswith(("=", "+", "-", "@")) for cell in header)

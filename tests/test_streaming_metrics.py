@@ -14,7 +14,8 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from profiler_app import goodput, llm, measure
-from profiler_app.engine import perf_analyzer as pa
+from profiler_app.engine import perf_analyzer_csv as pa_csv
+from profiler_app.engine import perf_analyzer_output as pa_output
 from profiler_app.engine.inputs import InputError, build_payloads, input_specs
 from profiler_app.engine.stream_slots import FINAL_FLAG, _Request, count_tokens
 from profiler_app.engine.stream_stats import StreamRecords, histogram_counts
@@ -259,11 +260,11 @@ def test_an_optional_input_is_given_in_every_sample_or_in_none():
 
 
 def test_a_perf_analyzer_streaming_level_shows_no_tokens_and_no_goodput_column():
-    level = pa.PaLevel(
+    level = pa_output.PaLevel(
         4, throughput=10.0, response_throughput=80.0, request_count=30, avg_latency_us=900,
         percentiles_us={50: 800, 90: 900, 95: 950, 99: 990},
     ).measured("p95_us")  # fmt: skip
-    rows = list(csv.DictReader(io.StringIO(pa.levels_csv([level], streaming=True))))
+    rows = list(csv.DictReader(io.StringIO(pa_csv.levels_csv([level], streaming=True))))
     assert "Goodput" not in rows[0]
     assert rows[0]["Response Throughput"] == "80"
     for column in (
@@ -278,7 +279,9 @@ def test_a_perf_analyzer_streaming_level_shows_no_tokens_and_no_goodput_column()
             "extra": {**level.extra, "goodput": 7.5, "output_token_throughput": 80.0},
         }
     )
-    rows = list(csv.DictReader(io.StringIO(pa.levels_csv([ours], streaming=True, goodput=True))))
+    rows = list(
+        csv.DictReader(io.StringIO(pa_csv.levels_csv([ours], streaming=True, goodput=True)))
+    )
     assert rows[0]["Goodput"] == "7.5" and rows[0]["Output Token Throughput"] == "80"
 
 

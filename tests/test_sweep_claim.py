@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from profiler_app import jobs, sweeps, watchdog
+from profiler_app import jobs, sweep_plan, sweep_read, sweep_recorder, sweeps, watchdog
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
 from profiler_app.params import SweepParams
 from repository_app import servers
@@ -125,7 +125,7 @@ def test_resume_requeues_and_keeps_only_complete_levels():
     jobs.finish(sweep.pk, jobs.Outcome("interrupted", "worker died"))
     resumed = jobs.resume(sweep.pk)
     assert resumed.state == "queued" and resumed.error == ""
-    assert sweeps.completed_levels(resumed) == [1.0]
+    assert sorted(sweep_recorder.rounds_done(resumed)) == [1.0]
     with pytest.raises(jobs.JobError):
         jobs.resume(sweep.pk)  # already queued
 
@@ -138,8 +138,12 @@ def test_a_rerun_is_a_new_sweep_with_the_same_parameters():
 
 
 def test_time_limits_grow_with_levels_windows_and_window_length():
-    short = sweeps.time_limits(SweepParams(model="m", start=1, end=2, measurement_window_ms=500))
-    long = sweeps.time_limits(SweepParams(model="m", start=1, end=16, measurement_window_ms=5000))
+    short = sweep_plan.time_limits(
+        SweepParams(model="m", start=1, end=2, measurement_window_ms=500)
+    )
+    long = sweep_plan.time_limits(
+        SweepParams(model="m", start=1, end=16, measurement_window_ms=5000)
+    )
     assert short[0] < long[0] and long[1] > long[0]
     assert long[0] > 16 * 10 * 5  # every level at max windows fits
 
@@ -150,6 +154,6 @@ def test_the_knee_summary_names_the_level_where_throughput_flattens():
         SweepPoint.objects.create(
             sweep=sweep, level=level, window=-1, requests=10, throughput=tput, p95_us=p95
         )
-    summary = sweeps.knee_summary(sweep)
+    summary = sweep_read.knee_summary(sweep)
     assert summary["knee_level"] == 2 and summary["knee_reason"] == "gain"
     assert summary["recommendation"].startswith("Concurrency 2 gives 190 infer/s")

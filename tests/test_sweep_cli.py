@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from profiler_app import export
-from profiler_app.engine.perf_analyzer import CSV_COLUMNS
+from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from repository_app.triton.client import TritonClient
 from team.models import AuditEvent

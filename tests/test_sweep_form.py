@@ -234,11 +234,13 @@ def test_request_rate_sweeps_stored_before_max_threads_rerun_with_the_16_they_ha
 @pytest.fixture()
 def no_perf_analyzer(monkeypatch, tmp_path):
     """No binary where the sweep would look: $PERF_ANALYZER, PATH, var/tools/."""
-    from profiler_app.engine import perf_analyzer
+    from profiler_app.engine import perf_analyzer_command
 
     monkeypatch.delenv("PERF_ANALYZER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(perf_analyzer, "PROJECT_BINARY", tmp_path / "tools" / "perf_analyzer")
+    monkeypatch.setattr(
+        perf_analyzer_command, "PROJECT_BINARY", tmp_path / "tools" / "perf_analyzer"
+    )
 
 
 def test_perf_analyzer_is_shown_disabled_with_the_reason_when_it_is_not_installed(

@@ -20,8 +20,8 @@ from django.contrib.auth.models import Permission
 
 from profiler_app import export, measure, repeats
 from profiler_app.engine import host_load
-from profiler_app.engine.loadgen import _merge_level, _window
-from profiler_app.engine.perf_analyzer import CSV_COLUMNS
+from profiler_app.engine.merging import build_window, merge_level
+from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 
@@ -35,12 +35,12 @@ def _windows(counts: list[int], latency_ns: int = 1_000_000) -> list[Any]:
     for i, count in enumerate(counts):
         lats = np.full(count, latency_ns, dtype=np.int64)
         reply = ("records", np.arange(count), lats, 0, [], 0.01, count, None)
-        out.append(_window(4, i, i * 10**9, (i + 1) * 10**9, [reply], 1))
+        out.append(build_window(4, i, i * 10**9, (i + 1) * 10**9, [reply], 1))
     return out
 
 
 def test_a_noisy_level_reports_the_median_of_its_windows_with_its_interval() -> None:
-    level = _merge_level(4, _windows(NOISY), SweepParams(model="m", start=4, end=4), False)
+    level = merge_level(4, _windows(NOISY), SweepParams(model="m", start=4, end=4), False)
     assert level.stable and level.throughput == 1000  # the median, not the last 3 merged
     assert level.latency is not None and level.latency.count == sum(NOISY[1:])  # pooled
     stored = level.measured()
@@ -58,7 +58,7 @@ def test_a_noisy_level_reports_the_median_of_its_windows_with_its_interval() -> 
 
 def test_a_level_settled_by_the_rule_is_merged_as_perf_analyzer_merges_it() -> None:
     counts = [500, 700, 1000, 1010, 1020]
-    level = _merge_level(4, _windows(counts), SweepParams(model="m", start=4, end=4), False)
+    level = merge_level(4, _windows(counts), SweepParams(model="m", start=4, end=4), False)
     assert level.stable and level.throughput == pytest.approx(3030 / 3)
     interval = measure.interval_of(level.measured())
     assert interval is not None and interval.settled_by == "rule" and interval.windows == 3
@@ -67,7 +67,7 @@ def test_a_level_settled_by_the_rule_is_merged_as_perf_analyzer_merges_it() -> N
 
 def test_a_level_that_never_settles_is_kept_with_its_interval() -> None:
     wild = [500, 400, 1600, 900, 2000, 700, 1500, 600, 1800, 1000]
-    level = _merge_level(4, _windows(wild), SweepParams(model="m", start=4, end=4), False)
+    level = merge_level(4, _windows(wild), SweepParams(model="m", start=4, end=4), False)
     assert not level.stable and level.throughput == 1000
     interval = measure.interval_of(level.measured())
     assert interval is not None and interval.settled_by is None
@@ -171,9 +171,9 @@ def _stored_sweep(*, with_intervals: bool, busy: bool = False) -> Sweep:
             p50_us=900, p90_us=950, p95_us=1000, p99_us=1100, avg_us=920, stable=False,
             extra=extra,
         )  # fmt: skip
-    from profiler_app import sweeps
+    from profiler_app import sweep_read
 
-    Sweep.objects.filter(pk=sweep.pk).update(summary=sweeps.knee_summary(sweep))
+    Sweep.objects.filter(pk=sweep.pk).update(summary=sweep_read.knee_summary(sweep))
     sweep.refresh_from_db()
     return sweep
 

@@ -16,7 +16,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from profiler_app import export, llm
-from profiler_app.engine.perf_analyzer import CSV_COLUMNS, STREAM_CSV_COLUMNS
+from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS, STREAM_CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from repository_app.triton.client import TritonClient
 

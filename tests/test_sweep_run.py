@@ -17,8 +17,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from dashboard.routing import websocket_urlpatterns
-from profiler_app import export, jobs, sweeps, watchdog
-from profiler_app.engine.perf_analyzer import CSV_COLUMNS
+from profiler_app import export, jobs, sweep_plan, sweeps, watchdog
+from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.jobs import run_job_task
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
@@ -192,7 +192,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
             _params(start=1, end=3, max_windows=4, stability_percentage=50),
             enqueue=False,
         )
-        soft, hard = sweeps.time_limits(sweeps.params_of(sweep))
+        soft, hard = sweep_plan.time_limits(sweeps.params_of(sweep))
         run_job_task.apply_async(
             args=[sweep.pk], queue=queue, soft_time_limit=soft, time_limit=hard
         )

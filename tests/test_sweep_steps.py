@@ -14,7 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 
 from profiler_app import export, measure
-from profiler_app.engine.perf_analyzer import CSV_COLUMNS, STEP_CSV_COLUMNS
+from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS, STEP_CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from repository_app.triton.client import TritonClient
 

@@ -13,7 +13,7 @@ import io
 import pytest
 
 from profiler_app import export, jobs, sweeps
-from profiler_app.engine.perf_analyzer import CSV_COLUMNS
+from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from repository_app import servers

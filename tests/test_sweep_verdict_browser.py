@@ -10,7 +10,7 @@ from django.utils import timezone
 from profiler_app import jobs, sweeps
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from profiler_app.search import runner
+from profiler_app.search import ranking
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app import servers
@@ -92,7 +92,7 @@ def test_a_finished_search_has_no_cancel_one_best_marker_and_labelled_points(
             levels=[{"concurrency": c, "throughput": t, "p95_us": 1000.0 * c, "stable": True}
                     for c, t in zip((2, 4), tputs, strict=True)],
         )  # fmt: skip
-    Search.objects.filter(pk=search.pk).update(result=runner.summarize(search))
+    Search.objects.filter(pk=search.pk).update(result=ranking.summarize(search))
     context = browser.new_context()
     page = context.new_page()
     try:

@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from repository_app import servers
 from repository_app.models import Upload
-from repository_app.uploads import publish, staging
+from repository_app.uploads import publish, sharing, staging
 from repository_app.uploads.reconcile import reconcile
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
@@ -64,7 +64,7 @@ def repo(tmp_path: Path, settings, monkeypatch) -> Path:
     cfg.write_text(cfg.read_text().replace('"add_sub"', '"pyadd"'))
     settings.MODEL_REPOSITORY = root
     settings.UPLOAD_STAGING_DIR = tmp_path / ".staging"
-    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
+    monkeypatch.setattr(sharing, "_triton_states", lambda server, model: [])
     return root
 
 
@@ -438,13 +438,13 @@ def test_publishing_waits_for_no_model_loading_in_triton(repo, operator, monkeyp
     from repository_app.triton.client import ModelState
 
     monkeypatch.setattr(
-        publish, "_triton_states", lambda server, model: [ModelState(model, "1", "LOADING")]
+        sharing, "_triton_states", lambda server, model: [ModelState(model, "1", "LOADING")]
     )
     upload_id, done = upload(operator, tiny_onnx(), model="plain", filename="model.onnx")
     assert done.status_code == 409 and "LOADING" in done.json()["message"]
     assert not (repo / "plain" / "2").exists()
     assert Upload.objects.get(pk=upload_id).state == "receiving"  # publish again later
-    monkeypatch.setattr(publish, "_triton_states", lambda server, model: [])
+    monkeypatch.setattr(sharing, "_triton_states", lambda server, model: [])
     again = operator.post(f"/api/v1/uploads/{upload_id}/complete?wait=1")
     assert again.status_code == 201
 

@@ -1,5 +1,6 @@
 """A load agent's loop: one host's share of a sweep's load, driven by its coordinator over
-Redis (`remote`: the messages, the keys, the clocks).
+Redis (`agent_link`; the messages are `load_messages`, the keys and clocks
+`load_session`).
 
 The agent builds the same requests as the coordinator from the sweep's stored parameters
 (`loadgen.prepare`), starts its worker processes for its host number (`loadgen.host_pool`),
@@ -17,7 +18,7 @@ It stops on its own, stopping its workers, when the coordinator's key is gone (t
 process died or ended) or `should_stop()` says so (the job no longer runs); any error goes
 back as ("error", message), which fails the sweep naming this host. A command its
 coordinator did not sign for this agent and place never reaches this loop
-(`remote.AgentLink.next_command` drops it).
+(`agent_link.AgentLink.next_command` drops it).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from repository_app.triton import aio
 
 from ..params import SweepError, SweepParams
-from . import loadgen, remote
+from . import agent_link, load_session, loadgen, worker_pool
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 async def serve(
     params: SweepParams,
     url: str,
-    link: remote.AgentLink,
+    link: agent_link.AgentLink,
     *,
     host: str,
     task: str,
@@ -73,13 +74,13 @@ async def serve(
 
 
 async def _commands(
-    pool: loadgen._Pool, link: remote.AgentLink, should_stop: Callable[[], bool]
+    pool: worker_pool.WorkerPool, link: agent_link.AgentLink, should_stop: Callable[[], bool]
 ) -> str:
     checked = time.monotonic()
     while True:
         message = await asyncio.to_thread(link.next_command)
         # Between commands too (they may come faster than the polls time out).
-        if message is None or time.monotonic() - checked >= remote.POLL_S:
+        if message is None or time.monotonic() - checked >= load_session.POLL_S:
             checked = time.monotonic()
             if should_stop():
                 return "the sweep no longer runs"
@@ -91,14 +92,16 @@ async def _commands(
         try:
             if kind == "level":
                 _, level_kind, share, arrival, seed, start_wall, offset = message
-                await _until(remote.to_monotonic(start_wall), remote.LEVEL_START_LEAD_NS)
+                await _until(
+                    load_session.to_monotonic(start_wall), load_session.LEVEL_START_LEAD_NS
+                )
                 pool.set_level(level_kind, share, arrival, seed, offset)
             elif kind == "sequences":
                 await pool.assign_sequences(*message[1:])
                 link.reply(("ready", None))
             elif kind == "swap":
-                boundary = remote.to_monotonic(message[1])
-                await _until(boundary, int(remote.BOUNDARY_WAIT_MAX_S * 1e9))
+                boundary = load_session.to_monotonic(message[1])
+                await _until(boundary, int(load_session.BOUNDARY_WAIT_MAX_S * 1e9))
                 link.reply(("records", await pool.swap(boundary)))
             elif kind == "stop":
                 link.stopping = True

@@ -79,7 +79,7 @@ NONE = Plan()
 
 @dataclass
 class StepServer:
-    """One step's statistics over a window or a level (`loadgen.ServerBreakdown`, None
+    """One step's statistics over a window or a level (`results.ServerBreakdown`, None
     when Triton did not answer)."""
 
     step: Composing
@@ -208,7 +208,7 @@ async def read(
 
 
 def composed(plan: Plan, own: Any, steps: Sequence[StepServer]) -> Any:
-    """The model's breakdown (`loadgen.ServerBreakdown`) as its row shows it: an
+    """The model's breakdown (`results.ServerBreakdown`) as its row shows it: an
     ensemble's queue and compute are the sums of its steps' (perf_analyzer's rule); its
     counts and request time stay its own. Anything else, or a step without figures, keeps
     `own`."""

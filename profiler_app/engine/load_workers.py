@@ -27,6 +27,9 @@ With `sequence` (sequence models), the slots send sequences (`sequence_slots`): 
 request carries its sequence's id, START first and END last, and is recorded with its
 position in its sequence.
 
+What a worker sends and when is `worker_requests` (its `WorkerSpec`, the requests built
+once, a request rate's `Schedule`); what it records, `worker_records`.
+
 Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
   -> ("level", "concurrency"|"request_rate", value, arrival, seed, first_send_ns)
   -> ("swap", t_end_ns)  <- ("records", ends, lats, errors, messages, cpu_s, sent, stream)
@@ -43,162 +46,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.client
-import json
-import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 import hpack
-import numpy as np
 
 from . import grpc_h2
-from .http_body import request_body
 from .sequence_slots import SequenceSlots
-from .sequences import SequenceSpec
 from .stream_slots import StreamSlots
+from .worker_records import Recorder
+from .worker_requests import (
+    GRPC_METHOD,
+    Schedule,
+    WorkerSpec,
+    http_connection,
+    http_error,
+    http_path,
+    serialize_grpc,
+    serialize_http,
+)
 
-GRPC_METHOD = "/inference.GRPCInferenceService/ModelInfer"
-MAX_MESSAGES = 5  # error messages kept per window
 SEQUENCE_END_TIMEOUT_S = 5.0  # ending the live sequences when the worker stops
 now_ns = time.monotonic_ns
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    protocol: str  # "grpc" | "http"
-    url: str  # host:port
-    model: str
-    version: str
-    payloads: Sequence[Sequence[tuple[str, str, np.ndarray]]]  # (name, datatype, array)
-    client: str  # "aio" | "threads"
-    timeout_s: float = 30.0
-    rate_threads: int = 1  # paced threads of this worker in request-rate mode with "threads"
-    streaming: bool = False  # decoupled model: concurrency slots are gRPC streams
-    stream_timeout_s: float = 30.0  # a streamed request without its final response fails
-    sequence: SequenceSpec | None = None  # a sequence model: its requests go in sequences
-    token_output: str = ""  # streaming: the output whose elements count tokens ("": responses)
-
-
-def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
-    """ModelInferRequest bytes for each payload, built once."""
-    from tritonclient.grpc import service_pb2
-    from tritonclient.utils import serialize_byte_tensor
-
-    requests = []
-    for payload in spec.payloads:
-        request = service_pb2.ModelInferRequest(model_name=spec.model, model_version=spec.version)
-        for name, datatype, array in payload:
-            tensor = request.inputs.add(name=name, datatype=datatype, shape=list(array.shape))
-            del tensor  # shape/type only; the data travels in raw_input_contents
-            if datatype == "BYTES":
-                request.raw_input_contents.append(serialize_byte_tensor(array).tobytes())
-            else:
-                request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
-        requests.append(request.SerializeToString())
-    return requests
-
-
-def serialize_http(spec: WorkerSpec) -> list[tuple[bytes, dict[str, str]]]:
-    """(body, headers) for each payload in Triton's binary-data HTTP format, built once."""
-    bodies = []
-    for payload in spec.payloads:
-        body, json_size = request_body(payload)
-        headers = {"Content-Type": "application/octet-stream"}
-        if json_size is not None:
-            headers["Inference-Header-Content-Length"] = str(json_size)
-        bodies.append((body, headers))
-    return bodies
-
-
-def _http_path(spec: WorkerSpec) -> str:
-    version = f"/versions/{spec.version}" if spec.version else ""
-    return f"/v2/models/{spec.model}{version}/infer"
-
-
-def _http_error(status: int, body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error", body[:200]))
-    except (ValueError, AttributeError):
-        return f"HTTP {status}: {body[:200]!r}"
-
-
-class Schedule:
-    """Send times of an open-loop arrival process (constant or Poisson), from
-    `first_ns` on, handed out in turn to whichever thread asks next."""
-
-    def __init__(self, rate: float, arrival: str, seed: int, first_ns: int) -> None:
-        self.rate = rate
-        self.poisson = arrival == "poisson"
-        self.rng = random.Random(seed)
-        self.next_at = first_ns
-        self.lock = threading.Lock()
-
-    def take(self) -> int:
-        with self.lock:
-            at = self.next_at
-            gap = self.rng.expovariate(self.rate) if self.poisson else 1.0 / self.rate
-            self.next_at += int(gap * 1e9)
-            return at
-
-
-class Recorder:
-    """Per-request records, swapped out window by window."""
-
-    def __init__(self, streaming: bool = False) -> None:
-        self.records: list[tuple[int, int]] = []  # (end_ns, latency_ns); latency -1 = error
-        self.streaming = streaming
-        # Streaming only, per completed request: (end_ns, first_response_ns, responses,
-        # empty responses, latency_ns, span_ns from its first to its last response with
-        # outputs, tokens), and (end_ns, inter_response_ns) per gap.
-        self.stream: list[tuple[int, int, int, int, int, int, int]] = []
-        self.gaps: list[tuple[int, int]] = []
-        self.messages: list[str] = []
-        self.sent = 0
-        self.cpu_mark = time.process_time()
-
-    def error(self, end: int, message: str) -> None:
-        self.records.append((end, -1))
-        if len(self.messages) < MAX_MESSAGES:
-            self.messages.append(message)
-
-    def swap(self, t_end: int) -> tuple:
-        records, self.records = self.records, []
-        late = [r for r in records if r[0] > t_end]
-        if late:  # completed after the boundary: they belong to the next window
-            self.records[:0] = late
-            records = [r for r in records if r[0] <= t_end]
-        messages, self.messages = self.messages, []
-        sent, self.sent = self.sent, 0
-        cpu = time.process_time()
-        cpu_s, self.cpu_mark = cpu - self.cpu_mark, cpu
-        ok = [r for r in records if r[1] >= 0]
-        ends = np.fromiter((r[0] for r in ok), dtype=np.int64, count=len(ok))
-        lats = np.fromiter((r[1] for r in ok), dtype=np.int64, count=len(ok))
-        stream = self._swap_stream(t_end) if self.streaming else None
-        return ("records", ends, lats, len(records) - len(ok), messages, cpu_s, sent, stream)
-
-    def _swap_stream(self, t_end: int) -> dict[str, Any]:
-        stream, self.stream = (
-            [r for r in self.stream if r[0] <= t_end],
-            [r for r in self.stream if r[0] > t_end],
-        )
-        gaps, self.gaps = (
-            [g[1] for g in self.gaps if g[0] <= t_end],
-            [g for g in self.gaps if g[0] > t_end],
-        )
-        return {
-            "first_ns": np.array([r[1] for r in stream], dtype=np.int64),
-            "responses": np.array([r[2] for r in stream], dtype=np.int64),
-            "empty_finals": sum(r[3] for r in stream),
-            "gaps_ns": np.array(gaps, dtype=np.int64),
-            "latency_ns": np.array([r[4] for r in stream], dtype=np.int64),
-            "span_ns": np.array([r[5] for r in stream], dtype=np.int64),
-            "tokens": np.array([r[6] for r in stream], dtype=np.int64),
-        }
 
 
 class Worker:
@@ -219,10 +91,10 @@ class Worker:
             self.grpc_requests = serialize_grpc(spec)
         else:
             self.http_requests = serialize_http(spec)
-            self.http_path = _http_path(spec)
+            self.http_path = http_path(spec)
         self.sequences: SequenceSlots | None = None
         if spec.sequence is not None:
-            self.sequences = SequenceSlots(self, spec.sequence, GRPC_METHOD, _http_error)
+            self.sequences = SequenceSlots(self, spec.sequence, GRPC_METHOD, http_error)
 
     def _checked_request(self) -> Any:
         """The request of the checked call in `open` (a sequence model's is a sequence)."""
@@ -284,7 +156,7 @@ class Worker:
         async with self.session.post(self.http_path, data=body, headers=headers) as response:
             content = await response.read()
             if response.status != 200:
-                raise RuntimeError(_http_error(response.status, content))
+                raise RuntimeError(http_error(response.status, content))
         return {"outputs": "ok"}
 
     def _first_call_threads(self) -> bytes:
@@ -362,7 +234,7 @@ class Worker:
         if status == 200:
             rec.records.append((t1, t1 - t0))
         else:
-            rec.error(t1, _http_error(status, content))
+            rec.error(t1, http_error(status, content))
 
     async def _aio_slot(self, generation: int) -> None:
         once = self._grpc_once if self.spec.protocol == "grpc" else self._http_once
@@ -428,8 +300,7 @@ class Worker:
                     t1 = now_ns()
                     rec.records.append((t1, t1 - t0))
             return
-        host, _, port = spec.url.rpartition(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=spec.timeout_s)
+        conn = http_connection(spec.url, spec.timeout_s)
         try:
             while self._turn(generation, index, schedule):
                 body, headers = self.http_requests[i]
@@ -448,7 +319,7 @@ class Worker:
                 if response.status == 200:
                     rec.records.append((t1, t1 - t0))
                 else:
-                    rec.error(t1, _http_error(response.status, content))
+                    rec.error(t1, http_error(response.status, content))
         finally:
             conn.close()
 
@@ -607,16 +478,6 @@ def _main(argv: Sequence[str]) -> None:
     conn = Connection(int(argv[1]))
     spec = conn.recv()
     worker_main(spec, conn)
-
-
-def split_load(kind: str, value: float, workers: int) -> list[float]:
-    """Share a concurrency (whole requests) or a request rate among workers."""
-    if workers <= 1:
-        return [value]
-    if kind == "concurrency":
-        whole = int(value)
-        return [float(whole // workers + (1 if i < whole % workers else 0)) for i in range(workers)]
-    return [value / workers] * workers
 
 
 if __name__ == "__main__":

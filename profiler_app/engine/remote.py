@@ -1,12 +1,11 @@
-"""Load from several hosts for one sweep: the coordinator's side of its load agents, what
-they say to each other over Redis, and the clocks.
+"""Load from several hosts for one sweep: the coordinator's side of its load agents.
 
 A sweep with `load_hosts` N > 1 generates each level's load from N hosts: the sweep's own
-worker (the coordinator, host 0, with its local `_Pool`) and N - 1 load agents (Celery
-workers of the job's queue: `profiler_app.load_agents`; their loop is `engine.agent`).
-`CompositePool` puts the local pool and the agents behind the local pool's calls
-(`start_sequences`, `set_level`, `swap`, `stop`), so `loadgen._measure_levels` drives one
-pool whatever the number of hosts:
+worker (the coordinator, host 0, with its local `worker_pool.WorkerPool`) and N - 1 load
+agents (Celery workers of the job's queue: `profiler_app.load_agents`; their loop is
+`engine.agent`, their end of the session `agent_link`). `CompositePool` puts the local pool
+and the agents behind the local pool's calls (`start_sequences`, `set_level`, `swap`,
+`stop`), so `loadgen._measure_levels` drives one pool whatever the number of hosts:
 
 - A level is split across the hosts first (`host_shares`: a concurrency like
   `split_load`, a request rate by the hosts' paced threads, the sequences like a
@@ -19,23 +18,14 @@ pool whatever the number of hosts:
   clock is behind, and cuts its records there (later ones stay for the next window, as a
   local worker's do). It answers with its workers' raw replies (latencies as int64 arrays,
   errors, messages, CPU, sends; streaming and sequence records), which join the local
-  workers' replies in `loadgen._window`: samples pooled, never percentiles averaged, and
-  throughput the pooled count over the coordinator's window. The hosts' clocks are assumed
-  synchronised (NTP): an offset of d ms moves d ms of records between neighbouring windows.
-- What a host sends is msgpack, numpy arrays of an allow-listed dtype included (`encode`,
-  `decode`): nothing crosses Redis as pickle. Every message each way is signed (`sign`,
-  `verify`): an HMAC-SHA256 under a key derived from Django's SECRET_KEY, over the message,
-  the Redis key it is pushed to (its job, session, agent and direction) and its number on
-  that key. Whoever reaches Redis without the secret cannot pose as an agent or a
-  coordinator, nor replay a message from another session, agent or place in the
-  exchange: such a message is dropped, logged once per key, and never counted.
+  workers' replies in `merging.build_window`: samples pooled, never percentiles averaged,
+  and throughput the pooled count over the coordinator's window. The hosts' clocks are
+  assumed synchronised (NTP): an offset of d ms moves d ms of records between neighbouring
+  windows.
 
-Redis keys (`Keys`), under loadgen:<job>:<session>, each with a TTL and deleted at the end:
-the coordinator's `alive` key (refreshed every BEAT_S; when it is gone the agents stop),
-each agent's `agent:<i>` key (likewise: when it is gone the coordinator fails the sweep
-naming that host), the `seats` counter (an agent's number; one beyond N - 1 leaves), the
-`joins` list, and per agent a command list and a reply list. loadgen:<job>:session names
-the session for agents that take only the job id.
+What the hosts say to each other, and how it is signed, is `load_messages`; the session's
+Redis keys, heartbeat and clocks are `load_session`. A message that is not signed for its
+key and place is dropped here, logged once per key, and never counted.
 
 Every wait is bounded: the agents joining (`join_timeout_s`: the sweep fails naming how
 many joined and the queue that needs another worker), their start (START_TIMEOUT_S), each
@@ -45,10 +35,6 @@ window's records (REPLY_TIMEOUT_S) and their stop (STOP_TIMEOUT_S).
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
-import hmac
-import inspect
 import logging
 import secrets
 import threading
@@ -58,222 +44,31 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import msgpack
-import numpy as np
 import redis
-from django.conf import settings
 
 from ..params import SweepError, SweepParams
-from .load_workers import split_load
+from .callbacks import call
+from .load_messages import Forged, numbered, sign, verify
+from .load_session import (
+    ALIVE_TTL_S,
+    KEY_TTL_S,
+    LEVEL_START_LEAD_NS,
+    POLL_S,
+    Beat,
+    Keys,
+    blpop,
+    connect,
+    session_key,
+    to_wall,
+)
+from .worker_pool import split_load
 
 log = logging.getLogger(__name__)
 
-LEVEL_START_LEAD_NS = 200_000_000  # a level is announced this long before it starts
-BEAT_S = 1.0  # each side refreshes its key this often
-ALIVE_TTL_S = 10  # ... which lives this long after the last refresh
-KEY_TTL_S = 3600  # the lists' safety net: the coordinator deletes them when it ends
 START_TIMEOUT_S = 60.0  # an agent's load workers started (as a local pool's)
 REPLY_TIMEOUT_S = 30.0  # a window's records (as a local worker's)
 STOP_TIMEOUT_S = 15.0
-BOUNDARY_WAIT_MAX_S = 2.0  # an agent whose clock is behind waits this long at most
-POLL_S = 1.0  # blocking reads wake this often to see the other side's key
 HOST_SEED_STRIDE = 1_000_003  # host h draws Poisson gaps from seed + h x this
-
-
-# --- clocks -------------------------------------------------------------------------------------
-
-
-def to_wall(mono_ns: int, *, now_wall_ns: int | None = None, now_mono_ns: int | None = None) -> int:
-    """This host's CLOCK_MONOTONIC time `mono_ns` as wall-clock ns (time.time_ns())."""
-    if now_wall_ns is None or now_mono_ns is None:
-        now_mono_ns, now_wall_ns = time.monotonic_ns(), time.time_ns()
-    return now_wall_ns + (mono_ns - now_mono_ns)
-
-
-def to_monotonic(
-    wall_ns: int, *, now_wall_ns: int | None = None, now_mono_ns: int | None = None
-) -> int:
-    """Wall-clock ns (another host's boundary) as this host's CLOCK_MONOTONIC time."""
-    if now_wall_ns is None or now_mono_ns is None:
-        now_mono_ns, now_wall_ns = time.monotonic_ns(), time.time_ns()
-    return now_mono_ns + (wall_ns - now_wall_ns)
-
-
-# --- messages -----------------------------------------------------------------------------------
-
-_ARRAY = 1  # msgpack extension code: a 1-D numpy array
-_DTYPES: dict[bytes, np.dtype[Any]] = {
-    b"i1": np.dtype("i1"),
-    b"i8": np.dtype("<i8"),
-    b"f8": np.dtype("<f8"),
-}
-_CODES = {dtype: code for code, dtype in _DTYPES.items()}
-
-
-def _default(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        dtype = obj.dtype.newbyteorder("<") if obj.dtype.byteorder == ">" else obj.dtype
-        code = _CODES.get(np.dtype(dtype))
-        if code is None or obj.ndim != 1:
-            raise TypeError(f"cannot send an array of {obj.dtype} with {obj.ndim} dimensions")
-        return msgpack.ExtType(_ARRAY, code + np.ascontiguousarray(obj, dtype).tobytes())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    raise TypeError(f"cannot send {type(obj).__name__}")
-
-
-def _ext(code: int, data: bytes) -> Any:
-    dtype: np.dtype[Any] | None = _DTYPES.get(data[:2]) if code == _ARRAY else None
-    if dtype is None or (len(data) - 2) % dtype.itemsize:
-        raise ValueError("not an array this protocol sends")
-    return np.frombuffer(data[2:], dtype).copy()
-
-
-def encode(message: Any) -> bytes:
-    """A message (tuples, numbers, text, None, dicts, 1-D int8/int64/float64 arrays)."""
-    return msgpack.packb(message, default=_default, use_bin_type=True)
-
-
-def decode(raw: bytes | memoryview) -> Any:
-    """`encode`'s message; sequences come back as tuples (the workers' replies are)."""
-    return msgpack.unpackb(raw, ext_hook=_ext, use_list=False, raw=False)
-
-
-_KEY_PURPOSE = b"dashboard.load-agent.v1"
-_MAC_BYTES = hashlib.sha256().digest_size
-
-
-class Forged(ValueError):
-    """A message whose signature is missing or is not for this key and number."""
-
-
-@functools.lru_cache(maxsize=4)
-def _derive(secret: str) -> bytes:
-    # A key of its own: a MAC of the load agents' messages never doubles as one of Django's.
-    return hmac.new(secret.encode(), _KEY_PURPOSE, hashlib.sha256).digest()
-
-
-def _mac(scope: str, body: bytes | memoryview) -> bytes:
-    mac = hmac.new(_derive(settings.SECRET_KEY), scope.encode(), hashlib.sha256)
-    mac.update(b"\0")  # a key name holds no NUL: scope and body cannot shift into each other
-    mac.update(body)
-    return mac.digest()
-
-
-def numbered(key: str, number: int) -> str:
-    """The scope of the `number`-th message pushed to `key` (counted from 0 by both ends)."""
-    return f"{key}#{number}"
-
-
-def sign(message: Any, scope: str) -> bytes:
-    """`encode(message)` after its HMAC over `scope` (`numbered(key, n)`, or the joins key)."""
-    body = encode(message)
-    return _mac(scope, body) + body
-
-
-def verify(raw: bytes, scope: str) -> Any:
-    """`sign`'s message if it was signed for `scope` with this SECRET_KEY, else Forged."""
-    view = memoryview(raw)
-    body = view[_MAC_BYTES:]
-    if len(raw) < _MAC_BYTES or not hmac.compare_digest(view[:_MAC_BYTES], _mac(scope, body)):
-        raise Forged(f"a message on {scope} whose signature is missing or wrong")
-    return decode(body)
-
-
-# --- keys ---------------------------------------------------------------------------------------
-
-
-def session_key(job: int) -> str:
-    return f"loadgen:{job}:session"
-
-
-@dataclass(frozen=True)
-class Keys:
-    job: int
-    session: str
-
-    @property
-    def prefix(self) -> str:
-        return f"loadgen:{self.job}:{self.session}"
-
-    @property
-    def alive(self) -> str:
-        return f"{self.prefix}:alive"
-
-    @property
-    def seats(self) -> str:
-        return f"{self.prefix}:seats"
-
-    @property
-    def joins(self) -> str:
-        return f"{self.prefix}:joins"
-
-    def agent(self, index: int) -> str:
-        return f"{self.prefix}:agent:{index}"
-
-    def commands(self, index: int) -> str:
-        return f"{self.prefix}:cmd:{index}"
-
-    def replies(self, index: int) -> str:
-        return f"{self.prefix}:reply:{index}"
-
-    def all(self, agents: int) -> list[str]:
-        per_agent = [
-            f(i) for i in range(1, agents + 1) for f in (self.agent, self.commands, self.replies)
-        ]
-        return [self.alive, self.seats, self.joins, *per_agent]
-
-
-# An agent writes only while the coordinator's key lives, so nothing it writes after the
-# coordinator cleaned up can outlive a TTL.
-_GUARDED_PUSH = """
-if redis.call('exists', KEYS[1]) == 0 then return 0 end
-redis.call('rpush', KEYS[2], ARGV[1])
-redis.call('expire', KEYS[2], ARGV[2])
-return 1
-"""
-_GUARDED_SET = """
-if redis.call('exists', KEYS[1]) == 0 then return 0 end
-redis.call('set', KEYS[2], ARGV[1], 'EX', ARGV[2])
-return 1
-"""
-_GUARDED_SEAT = """
-if redis.call('exists', KEYS[1]) == 0 then return 0 end
-local n = redis.call('incr', KEYS[2])
-redis.call('expire', KEYS[2], ARGV[1])
-return n
-"""
-
-
-def _blpop(client: redis.Redis, keys: list[Any], timeout: float) -> tuple[bytes, bytes] | None:
-    return cast("tuple[bytes, bytes] | None", client.blpop(keys, timeout=timeout))
-
-
-def connect(url: str) -> redis.Redis:
-    # Reads block for POLL_S at most, far inside the socket timeout.
-    return redis.Redis.from_url(url, socket_timeout=15, socket_connect_timeout=5)
-
-
-class _Beat(threading.Thread):
-    """Refreshes a key every BEAT_S until stopped (or the process dies: it then expires)."""
-
-    def __init__(self, beat: Callable[[], Any], name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self.beat = beat
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(BEAT_S):
-            try:
-                self.beat()
-            except redis.RedisError as exc:  # the key expires; the other side notices
-                log.warning("load hosts heartbeat: %s", exc)
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(5)
 
 
 # --- the coordinator's side -------------------------------------------------------------------
@@ -309,7 +104,7 @@ class RemoteHosts:
         self._sent: dict[int, int] = {}  # per agent: the commands pushed, signed in turn
         self._read: dict[int, int] = {}  # ... and the replies taken
         self._warned: set[str] = set()
-        self._beat: _Beat | None = None
+        self._beat: Beat | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -320,7 +115,7 @@ class RemoteHosts:
     def open(self) -> None:
         """Announce the session (before the agents' tasks are sent) and keep it alive."""
         self._refresh()
-        self._beat = _Beat(self._refresh, f"loadgen-{self.keys.job}-beat")
+        self._beat = Beat(self._refresh, f"loadgen-{self.keys.job}-beat")
         self._beat.start()
 
     def _refresh(self) -> None:
@@ -340,12 +135,10 @@ class RemoteHosts:
         refused = 0
         while len(self.agents) < self.wanted and (left := deadline - time.monotonic()) > 0:
             item = await asyncio.to_thread(
-                self._redis_call, _blpop, self.redis, [self.keys.joins], min(POLL_S, left)
+                self._redis_call, blpop, self.redis, [self.keys.joins], min(POLL_S, left)
             )
-            if should_cancel is not None:
-                cancel = should_cancel()
-                if await cancel if inspect.isawaitable(cancel) else cancel:
-                    return False
+            if should_cancel is not None and await call(should_cancel):
+                return False
             if item is None:
                 continue
             try:
@@ -433,7 +226,7 @@ class RemoteHosts:
                 raise SweepError(
                     f"the load agent on {hosts} stopped answering (no {kind} within {timeout:g} s)"
                 )
-            item = _blpop(self.redis, list(pending), timeout=min(POLL_S, left))
+            item = blpop(self.redis, list(pending), timeout=min(POLL_S, left))
             if item is None:
                 for key, agent in list(pending.items()):
                     if self.redis.exists(self.keys.agent(agent.index)):
@@ -508,101 +301,11 @@ class RemoteHosts:
         return {a.task for a in self.agents}
 
 
-# --- the agent's side -------------------------------------------------------------------------
-
-
-class AgentLink:
-    """An agent's end of its session: its seat, its commands and replies, its heartbeat."""
-
-    def __init__(self, client: redis.Redis, keys: Keys, index: int) -> None:
-        self.redis = client
-        self.keys = keys
-        self.index = index
-        self._push = client.register_script(_GUARDED_PUSH)
-        self._set = client.register_script(_GUARDED_SET)
-        self._beat: _Beat | None = None
-        self._sent = 0  # replies pushed, signed in turn
-        self._read = 0  # commands taken
-        self._warned = False
-        self.stopping = False  # told to stop: it answers "stopped" once its workers are
-
-    @classmethod
-    def take_seat(cls, redis_url: str, job: int, hosts: int) -> AgentLink | None:
-        """A seat in the job's session: None when there is no session (the coordinator
-        ended) or every seat is taken (an extra, or a redelivered, agent)."""
-        client = connect(redis_url)
-        session = cast("bytes | None", client.get(session_key(job)))
-        if session is None:
-            client.close()
-            return None
-        keys = Keys(job, session.decode())
-        index = int(
-            client.register_script(_GUARDED_SEAT)(keys=[keys.alive, keys.seats], args=[KEY_TTL_S])
-        )
-        if not 1 <= index < hosts:
-            client.close()
-            return None
-        return cls(client, keys, index)
-
-    def join(self, host: str, pid: int, task: str) -> bool:
-        self._beat_once()
-        self._beat = _Beat(self._beat_once, f"loadgen-agent-{self.index}-beat")
-        self._beat.start()
-        return self._push(
-            keys=[self.keys.alive, self.keys.joins],
-            args=[sign((self.index, host, pid, task), self.keys.joins), KEY_TTL_S],
-        )
-
-    def _beat_once(self) -> None:
-        self._set(keys=[self.keys.alive, self.keys.agent(self.index)], args=[b"1", ALIVE_TTL_S])
-
-    def reply(self, message: tuple) -> bool:
-        """False when the coordinator is gone."""
-        key = self.keys.replies(self.index)
-        signed = sign(message, numbered(key, self._sent))
-        pushed = bool(self._push(keys=[self.keys.alive, key], args=[signed, KEY_TTL_S]))
-        self._sent += pushed
-        return pushed
-
-    def next_command(self, timeout: float = POLL_S) -> tuple | None:
-        """The next command, or None: none came within `timeout`, or one not signed by
-        this sweep's coordinator for this place (dropped, logged once)."""
-        key = self.keys.commands(self.index)
-        item = _blpop(self.redis, [key], timeout=timeout)
-        if item is None:
-            return None
-        try:
-            message = verify(item[1], numbered(key, self._read))
-        except Forged:
-            if not self._warned:
-                self._warned = True
-                log.warning(
-                    "load agent %s of sweep #%s: dropped a command on %s: its signature is "
-                    "missing or wrong, or it was replayed (further ones are dropped silently)",
-                    self.index, self.keys.job, key,
-                )  # fmt: skip
-            return None
-        self._read += 1
-        return cast("tuple", message)
-
-    def coordinator_alive(self) -> bool:
-        return bool(self.redis.exists(self.keys.alive))
-
-    def leave(self) -> None:
-        if self._beat is not None:
-            self._beat.stop()
-        try:
-            self.redis.delete(self.keys.agent(self.index))
-        except redis.RedisError as exc:  # it expires on its own
-            log.warning("load agent %s: %s", self.index, exc)
-        self.redis.close()
-
-
 # --- the composite pool -----------------------------------------------------------------------
 
 
 class LocalPool(Protocol):
-    """What `CompositePool` needs of the coordinator's own pool (`loadgen._Pool`)."""
+    """What `CompositePool` needs of the coordinator's own pool (`worker_pool.WorkerPool`)."""
 
     sequences: bool
 

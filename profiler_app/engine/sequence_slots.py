@@ -40,9 +40,10 @@ from .sequences import (
     http_sequence_requests,
     slot_rng,
 )
+from .worker_requests import Schedule, http_connection
 
 if TYPE_CHECKING:
-    from .load_workers import Schedule, Worker
+    from .load_workers import Worker
 
 now_ns = time.monotonic_ns
 H2_MARGIN = 64  # bytes the sequence parameters add to a request (id, START, END)
@@ -264,8 +265,7 @@ class SequenceSlots:
                 return None
 
             return send_grpc, lambda: None
-        host, _, port = url.rpartition(":")
-        http_conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        http_conn = http_connection(url, timeout)
         path = w.http_path
 
         def send_http(request: tuple[bytes, dict[str, str]]) -> str | None:

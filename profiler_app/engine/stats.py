@@ -298,16 +298,6 @@ def find_knee(
     return Knee(len(points) - 1, "end")
 
 
-def best_within_budget(points: Sequence[CurvePoint], latency_budget_ms: float) -> CurvePoint | None:
-    """The highest-throughput level whose chosen latency is within the budget: the search's
-    max-throughput score (`objective.score`), so a sweep and a search pick alike."""
-    from ..search import objective  # the one scoring rule; it imports nothing of the engine
-
-    budget = objective.Constraints(latency_budget_ms=latency_budget_ms)
-    found = objective.score(points, budget, "max_throughput")
-    return found.level if found is not None and found.feasible else None
-
-
 def _ms(us: float) -> str:
     return f"{us / 1000:.2f} ms"
 

@@ -28,7 +28,8 @@ from ..permissions import (
     sweep_server,
     visible_or_404,
 )
-from . import confirm, runner
+from . import applying, confirm, creating, reading, runner, target
+from .errors import SearchError
 from .forms import SearchForm
 from .space import knobs_of
 
@@ -129,7 +130,7 @@ class SearchListView(APIView):
         rows = rows.select_related("sweep", "sweep__created_by")
         if request.query_params.get("model"):
             rows = rows.filter(model=request.query_params["model"])
-        return Response([runner.search_json(s) for s in rows[:200]])
+        return Response([reading.search_json(s) for s in rows[:200]])
 
     @extend_schema(
         request=SearchCreateSerializer, responses={201: Snapshot}, summary="Queue a search"
@@ -146,8 +147,8 @@ class SearchListView(APIView):
         if not isinstance(model, str) or not model:
             raise serializers.ValidationError({"model": "name the model to search configs for"})
         try:
-            base, _, sha = runner.saved_config(server, model)
-        except runner.SearchError as exc:
+            base, _, sha = target.saved_config(server, model)
+        except SearchError as exc:
             return Response({"message": str(exc), "field": "model"}, status=404)
         # The page's defaults: counts up to the server's size, the budget and concurrency
         # from the latest sweep of this config (else the budget is measured first).
@@ -168,10 +169,10 @@ class SearchListView(APIView):
         if not form.is_valid() or form.search_request is None:
             return form_error_response(form)
         try:
-            search = runner.create_search(form.search_request, user=request.user)
-        except runner.SearchError as exc:
+            search = creating.create_search(form.search_request, user=request.user)
+        except SearchError as exc:
             return Response({"message": str(exc), "field": None}, status=400)
-        return Response(runner.snapshot(search.pk), status=status.HTTP_201_CREATED)
+        return Response(reading.snapshot(search.pk), status=status.HTTP_201_CREATED)
 
 
 class SearchDetailView(APIView):
@@ -182,7 +183,7 @@ class SearchDetailView(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         _search_or_404(request, pk)
-        data = runner.snapshot(pk)
+        data = reading.snapshot(pk)
         if data is None:
             get_object_or_404(Search, pk=pk)
         return Response(data)
@@ -202,7 +203,7 @@ class SearchCancelView(APIView):
             return Response({"message": message, "field": None}, status=403)
         try:
             message = runner.cancel(search) if self.action == "cancel" else runner.resume(search)
-        except runner.SearchError as exc:
+        except SearchError as exc:
             return Response({"message": str(exc), "field": None}, status=409)
         audit.record(
             request.user,
@@ -225,7 +226,7 @@ class SearchApplyView(APIView):
         _require(request, CONTROL_PERMISSION, sweep_server(search.sweep), repository=True)
         key = request.data.get("key", "") if isinstance(request.data, dict) else ""
         try:
-            message = runner.apply_candidate(search, str(key), request.user)
-        except runner.SearchError as exc:
+            message = applying.apply_candidate(search, str(key), request.user)
+        except SearchError as exc:
             return Response({"message": str(exc), "field": None}, status=409)
         return Response({"message": message})

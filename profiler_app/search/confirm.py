@@ -28,7 +28,7 @@ DEFAULT_TOP = 3
 DEFAULT_ROUNDS = 3
 MAX_TOP = 10
 MAX_ROUNDS = 10
-# The figures of a level (`runner.level_json`) taken as medians over rounds: a sweep's
+# The figures of a level (`scoring.level_json`) taken as medians over rounds: a sweep's
 # round fields, and the search's batch size.
 MEDIAN_FIELDS = (*repeats.MEDIAN_FIELDS, "avg_batch")
 # `extra` figures a search may be judged on (`objective.metrics_for`): a streaming sweep's

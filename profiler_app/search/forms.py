@@ -7,7 +7,7 @@ gets the response-throughput objective, the first-response budget and the token 
 a sequence model gets the sequence flags and never dynamic batching (its sequence
 batcher stays: `space`); every kind may count goodput. A field that does not fit the
 kind is not shown, and a value sent for it anyway (the API) is refused on it with the
-reason (`runner.refusals`, `kind_rules`).
+reason (`creating.refusals`, `kind_rules`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ..forms import PERCENTILES, goodput_field, sequence_fields, token_output_fi
 from ..model_kind import ModelKind
 from ..models import Search
 from ..params import SEQUENCE_FLAGS, ParamsError, SweepParams, from_flags
-from . import confirm, defaults, runner
+from . import confirm, creating, defaults, target
+from .errors import SearchError, SearchRefused
 from .objective import Constraints
 from .space import (
     BOUNDS,
@@ -198,7 +199,7 @@ class SearchForm(forms.Form):
         self.model = model
         self.server = server  # the Triton server the search runs on
         self.kind = kind
-        self.search_request: runner.SearchRequest | None = None
+        self.search_request: creating.SearchRequest | None = None
         self.unfit = self._unfit()
         self._fit_kind()
 
@@ -257,7 +258,7 @@ class SearchForm(forms.Form):
         """(initial values, the server's capacity, the probe's suggestion, GPUs?) for a
         model on ``server``: one source for the page and the API."""
         capacity = defaults.capacity(server)
-        gpus = capacity.gpus > 0 or runner.has_gpus(server)
+        gpus = capacity.gpus > 0 or target.has_gpus(server)
         suggestion = defaults.suggestion(server, model, config_sha256)
         return cls.initial_for(current, gpus, capacity, suggestion), capacity, suggestion, gpus
 
@@ -389,7 +390,7 @@ class SearchForm(forms.Form):
         no_budget = data.get("latency_budget") is None and (
             not measure.streaming or data.get("first_response_budget") is None
         )
-        request = runner.SearchRequest(
+        request = creating.SearchRequest(
             model=self.model,
             server=self.server,
             space=space,
@@ -409,12 +410,12 @@ class SearchForm(forms.Form):
             budget_auto=no_budget,
         )
         try:
-            _, runs = runner.plan(request)
-            runner.preflight(request)
-        except runner.SearchRefused as exc:
+            _, runs = creating.plan(request)
+            creating.preflight(request)
+        except SearchRefused as exc:
             self._add(exc.errors)
             return data
-        except (runner.SearchError, SpaceError) as exc:
+        except (SearchError, SpaceError) as exc:
             self.add_error(None, str(exc))
             return data
         self.planned_runs = runs

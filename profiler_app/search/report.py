@@ -21,13 +21,13 @@ from repository_app.triton import gpus as triton_gpus
 
 from ..models import Search
 from ..report_html import LEGEND, cells, fact_rows, fmt, page
-from . import runner
+from . import applying, reading
 from .objective import INFER_RATE, Constraints, Metric, Metrics
 from .space import Knobs
 
 
 def _metrics(search: dict[str, Any]) -> Metrics:
-    """The search's two metrics as `runner.search_json` names them."""
+    """The search's two metrics as `reading.search_json` names them."""
     named = search["metrics"]
     return Metrics(Metric(**named["throughput"]), Metric(**named["latency"]))
 
@@ -75,7 +75,7 @@ def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
             data["mode"] += "+text"
         return data
 
-    # The front as the server computed it (runner.pareto_points), already sorted by latency.
+    # The front as the server computed it (ranking.pareto_points), already sorted by latency.
     on_front = [
         (
             {"key": p["key"], "seq": p["seq"], "description": p["description"]},
@@ -255,7 +255,7 @@ def _space_text(space: dict[str, Any], baseline: Knobs) -> str:
 
 def build(search: Search) -> str:
     """The whole report as one HTML string."""
-    snapshot = runner.snapshot(search.pk)
+    snapshot = reading.snapshot(search.pk)
     assert snapshot is not None
     info = snapshot["search"]
     c = Constraints.from_json(info["constraints"])
@@ -287,7 +287,7 @@ def build(search: Search) -> str:
     configs = []
     for cand in snapshot["candidates"]:
         try:
-            text = runner.candidate_config_text(search, cand["key"])
+            text = applying.candidate_config_text(search, cand["key"])
         except Exception as exc:  # noqa: BLE001 - the report must still render
             text = f"(config unavailable: {exc})"
         configs.append(
@@ -306,7 +306,7 @@ def build(search: Search) -> str:
         ),
         (
             "Constraints",
-            runner.constraints_text(c) + (f" (budget: {budget_from})" if budget_from else ""),
+            reading.constraints_text(c) + (f" (budget: {budget_from})" if budget_from else ""),
         ),
         (
             "Measured at",

@@ -1,4 +1,5 @@
-"""Config search pages: thin views over `runner` and `report`."""
+"""Config search pages: thin views over `creating`, `runner`, `reading`, `applying` and
+`report`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from ..permissions import (
     visible_or_404,
 )
 from ..views import download
-from . import defaults, report, runner
+from . import applying, creating, defaults, reading, report, runner, target
+from .errors import SearchError
 from .forms import SearchForm
 from .space import knobs_of
 
@@ -66,8 +68,8 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
     server = server_of(request)
     refused = run_refusal(request.user, server, "Your role cannot run config searches")
     try:
-        base, _, sha = runner.saved_config(server, name)
-    except runner.SearchError as exc:
+        base, _, sha = target.saved_config(server, name)
+    except SearchError as exc:
         raise Http404(str(exc)) from None
     current = knobs_of(base)
     kind, _ = kind_presets.model_kind(server, name)
@@ -78,8 +80,8 @@ def search_new(request: HttpRequest, name: str) -> HttpResponse:
         form = SearchForm(request.POST, model=name, server=server, kind=kind)
         if form.is_valid() and form.search_request is not None:
             try:
-                search = runner.create_search(form.search_request, user=request.user)
-            except runner.SearchError as exc:
+                search = creating.create_search(form.search_request, user=request.user)
+            except SearchError as exc:
                 form.add_error(None, str(exc))
             else:
                 return redirect("search_detail", pk=search.pk)
@@ -117,7 +119,7 @@ def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "profiler/search_detail.html",
         {
             "search": search,
-            "data": runner.snapshot(pk),
+            "data": reading.snapshot(pk),
             "can_run": can_run(request.user, server),
             "can_manage": can_manage_sweep(request.user, search.sweep),
             "owner_note": owner_note(search.sweep, "search"),
@@ -130,7 +132,7 @@ def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def search_data(request: HttpRequest, pk: int) -> JsonResponse:
     _search_or_404(request, pk)
-    data = runner.snapshot(pk)
+    data = reading.snapshot(pk)
     if data is None:
         raise Http404("no such search")
     return JsonResponse(data)
@@ -155,7 +157,7 @@ def _action(
         return JsonResponse({"message": message}, status=403)
     try:
         message = run(search)
-    except runner.SearchError as exc:
+    except SearchError as exc:
         if _wants_json(request):
             return JsonResponse({"message": str(exc)}, status=409)
         messages.error(request, str(exc))
@@ -193,7 +195,7 @@ def search_apply(request: HttpRequest, pk: int) -> HttpResponse:
     return _action(
         request,
         pk,
-        lambda s: runner.apply_candidate(s, key, request.user),
+        lambda s: applying.apply_candidate(s, key, request.user),
         lambda server: _apply_refusal(request, server),
     )
 
@@ -211,7 +213,7 @@ def search_report(request: HttpRequest, pk: int) -> HttpResponse:
 def search_candidate_config(request: HttpRequest, pk: int) -> HttpResponse:
     search = _search_or_404(request, pk)
     try:
-        text = runner.candidate_config_text(search, request.GET.get("key", ""))
+        text = applying.candidate_config_text(search, request.GET.get("key", ""))
     except Exception as exc:  # noqa: BLE001 - unknown key or unreadable config: 404
         raise Http404(str(exc)) from None
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
@@ -251,8 +253,8 @@ def search_defaults(request: HttpRequest, name: str) -> JsonResponse:
     """The form's defaults now (after a probe finished): values and the probe's sentence."""
     server = server_of(request)
     try:
-        base, _, sha = runner.saved_config(server, name)
-    except runner.SearchError as exc:
+        base, _, sha = target.saved_config(server, name)
+    except SearchError as exc:
         raise Http404(str(exc)) from None
     initial, capacity, suggestion, gpus = SearchForm.defaults_for(server, name, knobs_of(base), sha)
     return JsonResponse(

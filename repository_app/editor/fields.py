@@ -1,5 +1,5 @@
 """Form fields for the editor's list- and shape-valued config fields, and the protobuf
-types' ranges (shared by forms.py and section_forms.py)."""
+types' ranges (shared by forms.py, section_mixins.py and section_forms.py)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
-"""ModelConfig <-> the editor's forms.
+"""The editor's form round: a posted form read against its base text, and what the page
+shows of it (findings on the fields that show them, format errors, field labels).
 
-A form save changes only what the user changed: ``apply_forms`` copies the base config
-(the parsed file the form was rendered from) and applies exactly the fields Django reports
-in ``changed_data``; ``read_form`` then writes that difference into the base *text* in place
-(``modelconfig.text_edit``), so comments, layout and untouched lines stay byte for byte.
-This module covers the model, inputs and outputs, dynamic batching, instance groups, the
-version policy and parameters; ``sections`` the rest (sequence batching, ensembles, warmup,
-rate limiting, optimization, policies, model_metrics, string maps). What no form shows (an
-input's allow_ragged_batch, batch_input, model_operations, ... listed by ``coverage``) is
-never touched. Table rows are matched by position: row i edits the i-th input (output,
-instance group, parameter in key order); extra rows add, ticked "delete" boxes remove. A
-field with a format error ("abc" in dims) keeps its old value for validation, so the rest
-of the config is still checked.
+A form save changes only what the user changed: ``read_form`` builds the forms on the base
+config (``form_building``), applies exactly the changed fields to a copy of it
+(``form_apply``, ``section_apply``), validates the result and writes that difference into
+the base *text* in place (``modelconfig.text_edit``), so comments, layout and untouched
+lines stay byte for byte.
 
 ``place_findings`` maps validator field paths (``input[1].dims``,
-``dynamic_batching.preferred_batch_size[0]``) onto the bound field that shows them.
+``dynamic_batching.preferred_batch_size[0]``) onto the bound field that shows them (the
+other sections' paths: ``section_findings``).
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from django import forms as djforms
 from django.core.exceptions import NON_FIELD_ERRORS
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -32,28 +26,12 @@ from ..modelconfig import Finding, ServerFacts, parse_config, to_text, validate_
 from ..modelconfig.findings import sort_findings
 from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from ..uploads.generate import without_filled_guidance
-from . import sections
-from .forms import (
-    ConfigForm,
-    InputFormSet,
-    InstanceGroupFormSet,
-    OutputFormSet,
-    ParameterFormSet,
-    pair_value,
-    split_pair,
-)
-from .rows import changed as _changed
-from .rows import deleted as _deleted
-from .rows import formset_changed as _formset_changed
+from . import section_findings, sections
+from .form_apply import QUEUE_POLICY_FIELDS, Applied, apply_forms
+from .form_building import EditorForms, build_forms
 
 ModelConfig: TypeAlias = pb.ModelConfig
 
-QUEUE_POLICY_FIELDS = (
-    "timeout_action",
-    "default_timeout_microseconds",
-    "allow_timeout_override",
-    "max_queue_size",
-)
 BATCHING_FIELDS = (
     "preferred_batch_size",
     "max_queue_delay_microseconds",
@@ -61,329 +39,6 @@ BATCHING_FIELDS = (
     "priority_levels",
     "default_priority_level",
 )
-VERSION_FIELDS = ("version_policy", "latest_num_versions", "specific_versions")
-
-
-@dataclass
-class EditorForms:
-    config: ConfigForm
-    inputs: djforms.BaseFormSet
-    outputs: djforms.BaseFormSet
-    instance_groups: djforms.BaseFormSet
-    parameters: djforms.BaseFormSet
-    # The other sections' tables by prefix (sections.TABLES).
-    tables: dict[str, djforms.BaseFormSet] = field(default_factory=dict)
-
-    @property
-    def formsets(self) -> dict[str, djforms.BaseFormSet]:
-        return {
-            "input": self.inputs,
-            "output": self.outputs,
-            "instance_group": self.instance_groups,
-            "parameters": self.parameters,
-            **self.tables,
-        }
-
-    def is_valid(self) -> bool:
-        results = [self.config.is_valid()] + [fs.is_valid() for fs in self.formsets.values()]
-        return all(results)
-
-    def has_changed(self) -> bool:
-        if [name for name in self.config.changed_data if name != "rewrite"]:
-            return True
-        return any(_formset_changed(fs) for fs in self.formsets.values())
-
-
-def _optional_int(value: int) -> int | None:
-    return value or None
-
-
-def _tensor_initial(tensor: Any, is_input: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "name": tensor.name,
-        "data_type": pb.DataType.Name(tensor.data_type) if tensor.data_type else "",
-        "dims": list(tensor.dims),
-        "reshape": list(tensor.reshape.shape) if tensor.HasField("reshape") else None,
-    }
-    if is_input:
-        row["format"] = pb.ModelInput.Format.Name(tensor.format)
-        row["optional"] = tensor.optional
-    return row
-
-
-def initial_data(config: ModelConfig, folder_name: str) -> dict[str, Any]:
-    """The forms' initial values for ``config`` (what the file says)."""
-    db = config.dynamic_batching
-    qp = db.default_queue_policy
-    has_qp = db.HasField("default_queue_policy")
-    vp = config.version_policy
-    which = vp.WhichOneof("policy_choice") if config.HasField("version_policy") else None
-    main = {
-        "name": config.name or folder_name,
-        "platform_backend": pair_value(config.platform, config.backend),
-        "default_model_filename": config.default_model_filename,
-        "max_batch_size": config.max_batch_size,
-        "dynamic_batching": config.HasField("dynamic_batching"),
-        "preferred_batch_size": list(db.preferred_batch_size),
-        "max_queue_delay_microseconds": _optional_int(db.max_queue_delay_microseconds),
-        "preserve_ordering": db.preserve_ordering,
-        "priority_levels": _optional_int(db.priority_levels),
-        "default_priority_level": _optional_int(db.default_priority_level),
-        "timeout_action": pb.ModelQueuePolicy.TimeoutAction.Name(qp.timeout_action)
-        if has_qp
-        else "",
-        "default_timeout_microseconds": _optional_int(qp.default_timeout_microseconds),
-        "allow_timeout_override": qp.allow_timeout_override,
-        "max_queue_size": _optional_int(qp.max_queue_size),
-        "version_policy": which or "",
-        "latest_num_versions": vp.latest.num_versions if which == "latest" else None,
-        "specific_versions": list(vp.specific.versions) if which == "specific" else [],
-        "rewrite": False,
-        **sections.main_initial(config),
-    }
-    return {
-        "config": main,
-        "input": [_tensor_initial(t, True) for t in config.input],
-        "output": [_tensor_initial(t, False) for t in config.output],
-        "instance_group": [
-            {
-                "count": _optional_int(g.count),
-                "kind": pb.ModelInstanceGroup.Kind.Name(g.kind),
-                "gpus": list(g.gpus),
-                "rate_limiter_priority": _optional_int(g.rate_limiter.priority),
-            }
-            for g in config.instance_group
-        ],
-        "parameters": [
-            {"key": key, "value": config.parameters[key].string_value}
-            for key in sorted(config.parameters)
-        ],
-    }
-
-
-def build_forms(
-    config: ModelConfig, folder_name: str, data: Mapping[str, Any] | None = None
-) -> EditorForms:
-    """Forms with ``config`` as initial values; bound to ``data`` when given."""
-    initial = initial_data(config, folder_name)
-    current_pair = initial["config"]["platform_backend"]
-    main = ConfigForm(data, initial=initial["config"], current_pair=current_pair, prefix="cfg")
-    main.fields["name"].initial = initial["config"]["name"]
-    return EditorForms(
-        main,
-        InputFormSet(data, initial=initial["input"], prefix="input"),
-        OutputFormSet(data, initial=initial["output"], prefix="output"),
-        InstanceGroupFormSet(data, initial=initial["instance_group"], prefix="instance_group"),
-        ParameterFormSet(data, initial=initial["parameters"], prefix="parameters"),
-        sections.build_tables(config, data),
-    )
-
-
-@dataclass
-class Applied:
-    """The config after the form's changes, and where each table row landed."""
-
-    config: ModelConfig
-    # rows[prefix][i] = the form row that produced element i of the new config's list.
-    rows: dict[str, list[int]] = field(default_factory=dict)
-    parameter_rows: dict[str, int] = field(default_factory=dict)
-    ok: bool = True
-    sections: sections.SectionRows | None = None
-
-
-def _set_tensor_field(tensor: Any, name: str, value: Any) -> None:
-    if name == "name":
-        tensor.name = value or ""
-    elif name == "data_type":
-        tensor.data_type = pb.DataType.Value(value) if value else pb.TYPE_INVALID
-    elif name == "dims":
-        del tensor.dims[:]
-        tensor.dims.extend(value or [])
-    elif name == "reshape":
-        if value is None:
-            tensor.ClearField("reshape")
-        else:
-            tensor.reshape.SetInParent()
-            del tensor.reshape.shape[:]
-            tensor.reshape.shape.extend(value)
-    elif name == "format":
-        tensor.format = pb.ModelInput.Format.Value(value) if value else 0
-    elif name == "optional":
-        tensor.optional = bool(value)
-
-
-def _set_group_field(group: pb.ModelInstanceGroup, name: str, value: Any) -> None:
-    if name == "count":
-        group.count = value or 0
-    elif name == "kind":
-        group.kind = pb.ModelInstanceGroup.Kind.Value(value) if value else 0
-    elif name == "gpus":
-        del group.gpus[:]
-        group.gpus.extend(value or [])
-    elif name == "rate_limiter_priority":
-        group.rate_limiter.priority = value or 0
-        if not value and not group.rate_limiter.resources:
-            group.ClearField("rate_limiter")
-
-
-def _apply_list(
-    container: Any,
-    formset: djforms.BaseFormSet,
-    setter: Any,
-) -> list[int]:
-    """Edit, append and delete repeated-message elements; returns the row map."""
-    existing = len(container)
-    deleted: list[int] = []
-    kept: list[int] = []
-    added: list[int] = []
-    for i, form in enumerate(formset.forms):
-        if i < existing:
-            if _deleted(form):
-                deleted.append(i)
-                continue
-            kept.append(i)
-            for name in _changed(form):
-                setter(container[i], name, form.cleaned_data.get(name))
-        elif form.has_changed() and not _deleted(form):
-            element = container.add()
-            for name in _changed(form):
-                setter(element, name, form.cleaned_data.get(name))
-            added.append(i)
-    for i in reversed(deleted):
-        del container[i]
-    return kept + added
-
-
-def _apply_main(config: ModelConfig, form: ConfigForm) -> bool:
-    changed = set(form.changed_data) - set(form.errors)
-    data = form.cleaned_data
-    ok = True
-    if "platform_backend" in changed:
-        config.platform, config.backend = split_pair(data["platform_backend"] or "|")
-    if "default_model_filename" in changed:
-        config.default_model_filename = data["default_model_filename"] or ""
-    if "max_batch_size" in changed:
-        config.max_batch_size = data["max_batch_size"] or 0
-
-    enabled = bool(data.get("dynamic_batching"))
-    if not enabled:
-        if "dynamic_batching" in changed:
-            config.ClearField("dynamic_batching")
-    else:
-        if not config.HasField("dynamic_batching"):
-            other = next(
-                (
-                    name
-                    for name in ("sequence_batching", "ensemble_scheduling")
-                    if config.HasField(name)
-                ),
-                None,
-            )
-            if other is not None:
-                form.add_error(
-                    "dynamic_batching",
-                    f"this model uses {other}; a model has exactly one scheduler, so dynamic "
-                    f"batching cannot be added: remove {other} in text mode first",
-                )
-                ok = False
-            else:
-                config.dynamic_batching.SetInParent()
-        if ok:
-            db = config.dynamic_batching
-            if "preferred_batch_size" in changed:
-                del db.preferred_batch_size[:]
-                db.preferred_batch_size.extend(data["preferred_batch_size"] or [])
-            for name in (
-                "max_queue_delay_microseconds",
-                "priority_levels",
-                "default_priority_level",
-            ):
-                if name in changed:
-                    setattr(db, name, data[name] or 0)
-            if "preserve_ordering" in changed:
-                db.preserve_ordering = bool(data["preserve_ordering"])
-            if changed & set(QUEUE_POLICY_FIELDS):
-                qp = db.default_queue_policy
-                qp.SetInParent()
-                if "timeout_action" in changed:
-                    action = data["timeout_action"]
-                    qp.timeout_action = (
-                        pb.ModelQueuePolicy.TimeoutAction.Value(action) if action else 0
-                    )
-                for name in ("default_timeout_microseconds", "max_queue_size"):
-                    if name in changed:
-                        setattr(qp, name, data[name] or 0)
-                if "allow_timeout_override" in changed:
-                    qp.allow_timeout_override = bool(data["allow_timeout_override"])
-
-    if changed & set(VERSION_FIELDS):
-        policy = data.get("version_policy") or ""
-        config.ClearField("version_policy")
-        if policy == "latest":
-            config.version_policy.latest.num_versions = data.get("latest_num_versions") or 1
-        elif policy == "all":
-            config.version_policy.all.SetInParent()
-        elif policy == "specific":
-            config.version_policy.specific.versions.extend(data.get("specific_versions") or [])
-    return ok
-
-
-def _apply_parameters(config: ModelConfig, formset: djforms.BaseFormSet) -> tuple[dict, bool]:
-    keys = sorted(config.parameters)
-    rows: dict[str, int] = {}
-    ok = True
-    removals: list[str] = []
-    updates: list[tuple[str, str, int]] = []
-    for i, form in enumerate(formset.forms):
-        old_key = keys[i] if i < len(keys) else None
-        if _deleted(form):
-            if old_key is not None:
-                removals.append(old_key)
-            continue
-        if old_key is None and not form.has_changed():
-            continue
-        changed = _changed(form)
-        new_key = form.cleaned_data.get("key") or ""
-        if not new_key:
-            form.add_error("key", "a parameter needs a key")
-            ok = False
-            continue
-        if old_key is not None and not changed:
-            rows[old_key] = i
-            continue
-        if old_key is not None and "key" in changed:
-            removals.append(old_key)
-        value = form.cleaned_data.get("value") or ""
-        if old_key is not None and "value" not in changed:
-            value = config.parameters[old_key].string_value
-        updates.append((new_key, value, i))
-    for key in removals:
-        if key in config.parameters:
-            del config.parameters[key]
-    for key, value, i in updates:
-        config.parameters[key].string_value = value
-        rows[key] = i
-    return rows, ok
-
-
-def apply_forms(base: ModelConfig, editor: EditorForms) -> Applied:
-    """A copy of ``base`` with the bound, valid forms' changes applied (and only those)."""
-    config = ModelConfig()
-    config.CopyFrom(base)
-    ok = _apply_main(config, editor.config)
-    rows = {
-        "input": _apply_list(config.input, editor.inputs, _set_tensor_field),
-        "output": _apply_list(config.output, editor.outputs, _set_tensor_field),
-        "instance_group": _apply_list(
-            config.instance_group, editor.instance_groups, _set_group_field
-        ),
-    }
-    parameter_rows, params_ok = _apply_parameters(config, editor.parameters)
-    section_rows, sections_ok = sections.apply_sections(
-        config, editor.config, editor.tables, rows, base
-    )
-    rows.update(section_rows.rows)
-    return Applied(config, rows, parameter_rows, ok and params_ok and sections_ok, section_rows)
 
 
 # --- findings onto fields ------------------------------------------------------------------
@@ -450,7 +105,9 @@ def place_findings(
     unplaced: list[Finding] = []
     for finding in findings:
         if applied.sections is not None and finding.field:
-            target = sections.place(finding.field, editor.config, editor.tables, applied.sections)
+            target = section_findings.place(
+                finding.field, editor.config, editor.tables, applied.sections
+            )
             if target is not None:
                 _attach(target, finding)
                 continue
@@ -495,7 +152,7 @@ def place_on_unbound(editor: EditorForms, text: str, findings: Iterable[Finding]
         "instance_group": list(range(len(config.instance_group))),
     }
     params = {key: i for i, key in enumerate(sorted(config.parameters))}
-    section_rows = sections.unchanged_rows(config)
+    section_rows = section_findings.unchanged_rows(config)
     rows.update(section_rows.rows)
     return place_findings(editor, Applied(config, rows, params, sections=section_rows), findings)
 
@@ -658,27 +315,3 @@ def forms_for_text(name: str, text: str) -> tuple[EditorForms | None, list[Findi
     if parsed.config is None:
         return None, parsed.findings
     return build_forms(parsed.config, name), []
-
-
-def post_data(editor: EditorForms) -> dict[str, Any]:
-    """What a browser posts for these unbound forms unchanged (tests and API use it)."""
-    data: dict[str, Any] = {}
-
-    def add_form(form: djforms.Form) -> None:
-        for bound in form:
-            if bound.field.disabled:
-                continue
-            value = bound.field.prepare_value(bound.value())
-            if isinstance(bound.field, djforms.BooleanField):
-                if value:
-                    data[bound.html_name] = "on"
-                continue
-            data[bound.html_name] = "" if value is None else str(value)
-
-    add_form(editor.config)
-    for formset in editor.formsets.values():
-        for bound in formset.management_form:
-            data[bound.html_name] = str(bound.value())
-        for form in formset.forms:
-            add_form(form)
-    return data

@@ -12,7 +12,7 @@ from django import forms
 from tritonclient.grpc import model_config_pb2 as pb
 
 from .fields import INT32, UINT32, UINT64, IntListField, ProtoIntField
-from .section_forms import (
+from .section_mixins import (
     EnsembleFields,
     OptimizationFields,
     PolicyFields,
@@ -63,7 +63,7 @@ def split_pair(value: str) -> tuple[str, str]:
 class ConfigForm(SequenceBatchingFields, PolicyFields, EnsembleFields, OptimizationFields):
     """The config's single-valued fields: the model, dynamic batching and the version
     policy here; sequence batching, the policies, the ensemble's limit and optimization
-    from section_forms' mixins."""
+    from section_mixins."""
 
     name = forms.CharField(
         required=False,

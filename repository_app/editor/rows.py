@@ -1,5 +1,5 @@
 """Reading the editor's table rows: which were deleted, changed or added (shared by
-form_mapping and sections)."""
+form_building, form_apply, section_apply and section_children)."""
 
 from __future__ import annotations
 

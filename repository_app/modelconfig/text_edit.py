@@ -22,339 +22,29 @@ The result is parsed back and must equal ``new``; otherwise, or when the text is
 module can edit (it does not parse, a map key written twice, extension syntax), it raises
 ``CannotEditInPlace`` with the reason. It never falls back to re-serialising: the caller
 says so and asks (the editor offers "rewrite the whole file"), or refuses.
+
+This module decides which fields and list elements change and what text each change
+takes; ``text_tree`` reads the written text into spans, ``text_render`` writes new text
+in the file's style and ``text_spans`` edits the text by offsets, line by line.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import message_factory, text_encoding, text_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf import text_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from .parsing import ModelConfig, parse_config, tokenize
+from .parsing import ModelConfig, parse_config
+from .text_render import Renderer, Style, map_entry, message_class, present, style_of
+from .text_spans import SpanEdits
+from .text_tree import MESSAGE, REPEATED, Body, CannotEditInPlace, Entry, TreeBuilder, Value, is_map
 
-REPEATED = FieldDescriptor.LABEL_REPEATED
-MESSAGE = FieldDescriptor.TYPE_MESSAGE
+__all__ = ["CannotEditInPlace", "edit_in_place"]
+
 _STRINGS = (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
-# A new block is written on one line when it fits in this many columns (as Triton's docs do
-# for small blocks such as instance_group [ { count: 1 kind: KIND_CPU } ]).
-INLINE_WIDTH = 80
-
-
-class CannotEditInPlace(Exception):
-    """The change cannot be applied to the text in place; ``reason`` says why, in words."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(f"config.pbtxt cannot be edited in place: {reason}")
-
-
-# --- the written text as a tree of spans ----------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Value:
-    """One written value: a scalar's tokens, or a message from its "{" to its "}"."""
-
-    start: int
-    end: int
-    body: _Body | None = None
-    comma: int | None = None  # offset of the "," after it inside [ ... ]
-
-
-@dataclass(eq=False)
-class _Entry:
-    """One occurrence of a field: ``name: value``, ``name { ... }`` or ``name: [ ... ]``."""
-
-    fd: FieldDescriptor
-    start: int  # the name's offset
-    end: int  # after the value, or after "]"
-    sep_end: int  # after a trailing ";" or ","
-    colon: bool
-    values: list[_Value]
-    open_bracket: int | None = None
-    close_bracket: int | None = None
-
-    @property
-    def listed(self) -> bool:
-        return self.open_bracket is not None
-
-
-@dataclass(eq=False)
-class _Body:
-    desc: Descriptor
-    open: int | None  # offset of "{" or "<"; None at the file's top level
-    close: int | None
-    entries: list[_Entry] = field(default_factory=list)
-
-
-class _TreeBuilder:
-    """Recursive descent over parsing.tokenize's tokens, keeping character offsets."""
-
-    def __init__(self, text: str) -> None:
-        starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
-        self.tokens = [(t.kind, t.text, starts[t.line - 1] + t.col - 1) for t in tokenize(text)]
-        self.pos = 0
-
-    def peek(self) -> tuple[str, str, int] | None:
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self) -> tuple[str, str, int]:
-        if self.pos >= len(self.tokens):
-            raise CannotEditInPlace("the text ends in the middle of a field")
-        tok = self.tokens[self.pos]
-        self.pos += 1
-        return tok
-
-    def body(self, desc: Descriptor, open_at: int | None, closing: str | None) -> _Body:
-        body = _Body(desc, open_at, None)
-        while True:
-            tok = self.peek()
-            if tok is None:
-                if closing is not None:
-                    raise CannotEditInPlace("a block is not closed")
-                return body
-            if closing is not None and tok[1] == closing:
-                self.take()
-                body.close = tok[2]
-                return body
-            kind, name, start = self.take()
-            fd = desc.fields_by_name.get(name) if kind == "ident" else None
-            if fd is None:
-                raise CannotEditInPlace(
-                    f"'{name}' in {desc.name} is not a field this editor knows "
-                    "(extension or group syntax)"
-                )
-            entry = _Entry(fd, start, start, start, False, [])
-            if (nxt := self.peek()) is not None and nxt[1] == ":":
-                self.take()
-                entry.colon = True
-            nxt = self.peek()
-            if nxt is not None and nxt[1] == "[":
-                self.take()
-                entry.open_bracket = nxt[2]
-                while True:
-                    kind, text, at = self.peek() or ("", "", 0)
-                    if text == "]":
-                        self.take()
-                        entry.close_bracket = at
-                        entry.end = at + 1
-                        break
-                    if text == ",":
-                        self.take()
-                        if entry.values:
-                            entry.values[-1].comma = at
-                        continue
-                    entry.values.append(self.value(fd))
-            else:
-                entry.values.append(self.value(fd))
-                entry.end = entry.values[-1].end
-            entry.sep_end = entry.end
-            if (nxt := self.peek()) is not None and nxt[1] in (";", ","):
-                self.take()
-                entry.sep_end = nxt[2] + 1
-            body.entries.append(entry)
-
-    def value(self, fd: FieldDescriptor) -> _Value:
-        kind, text, start = self.take()
-        if fd.type == MESSAGE:
-            if text not in ("{", "<"):
-                raise CannotEditInPlace(f"'{fd.name}' is not written as a block")
-            inner = self.body(fd.message_type, start, "}" if text == "{" else ">")
-            assert inner.close is not None
-            return _Value(start, inner.close + 1, inner)
-        end = start + len(text)
-        if text in ("-", "+"):
-            _, number, at = self.take()
-            end = at + len(number)
-        elif kind == "string":
-            while (nxt := self.peek()) is not None and nxt[0] == "string":
-                self.take()
-                end = nxt[2] + len(nxt[1])
-        return _Value(start, end)
-
-
-# --- the file's own style ---------------------------------------------------------------------
-
-
-@dataclass
-class _Style:
-    unit: str = "  "  # one level of indentation
-    newline: str = "\n"
-    pad: bool = True  # "[ 16 ]" rather than "[16]"
-    scalar_lists: bool = True  # "dims: [ 16, 32 ]" rather than "dims: 16 dims: 32"
-    message_lists: bool = True  # "input [ { ... } ]" rather than "input { ... }"
-    colon: dict[str, bool] = field(default_factory=dict)  # "value: {" per field name
-
-
-def _walk(body: _Body) -> Iterable[_Entry]:
-    for entry in body.entries:
-        yield entry
-        for value in entry.values:
-            if value.body is not None:
-                yield from _walk(value.body)
-
-
-def _style_of(text: str, tree: _Body) -> _Style:
-    style = _Style(newline="\r\n" if "\r\n" in text else "\n")
-    widths = sorted(
-        {len(line) - len(line.lstrip(" ")) for line in text.splitlines() if line.strip()} - {0}
-    )
-    if any(line.startswith("\t") for line in text.splitlines()):
-        style.unit = "\t"
-    elif widths:
-        style.unit = " " * widths[0]
-    votes = {"pad": 0, "scalar": 0, "message": 0}
-    for entry in _walk(tree):
-        fd = entry.fd
-        if fd.label == REPEATED and not _is_map(fd):
-            key = "message" if fd.type == MESSAGE else "scalar"
-            votes[key] += 1 if entry.listed else -1
-        if entry.listed and entry.values and entry.open_bracket is not None:
-            votes["pad"] += 1 if text[entry.open_bracket + 1] in " \t\r\n" else -1
-        if fd.type == MESSAGE and not entry.listed:
-            style.colon.setdefault(fd.name, entry.colon)
-    style.pad = votes["pad"] >= 0
-    style.scalar_lists = votes["scalar"] >= 0
-    style.message_lists = votes["message"] >= 0
-    return style
-
-
-def _is_map(fd: FieldDescriptor) -> bool:
-    return fd.type == MESSAGE and fd.message_type.GetOptions().map_entry
-
-
-def _present(msg: Message, fd: FieldDescriptor) -> bool:
-    if fd.label == REPEATED:
-        return len(getattr(msg, fd.name)) > 0
-    if fd.type == MESSAGE or fd.has_presence:
-        return msg.HasField(fd.name)
-    return bool(getattr(msg, fd.name) != fd.default_value)
-
-
-# --- rendering new text in that style ---------------------------------------------------------
-
-
-def _message_class(desc: Descriptor) -> Any:
-    return message_factory.GetMessageClass(desc)
-
-
-class _Renderer:
-    def __init__(self, style: _Style) -> None:
-        self.style = style
-
-    def literal(self, fd: FieldDescriptor, value: Any) -> str:
-        """A scalar as protobuf text (strings double-quoted and escaped, enums by name)."""
-        if fd.type == FieldDescriptor.TYPE_ENUM:
-            enum_value = fd.enum_type.values_by_number.get(value)
-            return enum_value.name if enum_value is not None else str(value)
-        if fd.type == FieldDescriptor.TYPE_BOOL:
-            return "true" if value else "false"
-        if fd.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
-            raw = value.encode("utf-8") if isinstance(value, str) else value
-            return '"' + text_encoding.CEscape(raw, as_utf8=True) + '"'
-        if fd.type in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE):
-            # protobuf's own shortest round-tripping float text.
-            holder = _message_class(fd.containing_type)()
-            if fd.label == REPEATED:
-                getattr(holder, fd.name).append(value)
-            else:
-                setattr(holder, fd.name, value)
-            line = text_format.MessageToString(holder, as_one_line=True)
-            return line.split(":", 1)[1].strip() if ":" in line else "0"
-        return str(value)
-
-    def bracket(self, items: list[str]) -> str:
-        if not items:
-            return "[]"
-        pad = " " if self.style.pad else ""
-        return f"[{pad}{', '.join(items)}{pad}]"
-
-    def message(
-        self,
-        msg: Message,
-        indent: str,
-        used: int = 0,
-        one_line: bool = False,
-        order: list[str] | None = None,
-    ) -> str:
-        """``{ ... }`` on one line when it fits (or ``one_line``), else one field per line;
-        fields in ``order`` (a neighbour's) first, the others in declaration order."""
-        fields = [fd for fd in msg.DESCRIPTOR.fields if _present(msg, fd)]
-        if order:
-            rank = {name: i for i, name in enumerate(order)}
-            fields.sort(key=lambda fd: (rank.get(fd.name, len(rank)), fd.index))
-        if not fields:
-            return "{ }" if self.style.pad else "{}"
-        inline = "{ " + " ".join(self.field(fd, msg, indent, one_line=True) for fd in fields)
-        inline += " }"
-        if one_line or len(indent) + used + len(inline) <= INLINE_WIDTH:
-            return inline
-        inner = indent + self.style.unit
-        nl = self.style.newline
-        lines = "".join(f"{nl}{inner}{self.field(fd, msg, inner)}" for fd in fields)
-        return "{" + lines + nl + indent + "}"
-
-    def element(
-        self,
-        fd: FieldDescriptor,
-        value: Any,
-        indent: str,
-        one_line: bool,
-        order: list[str] | None = None,
-    ) -> str:
-        """One list element: a scalar literal, or a message laid out like its neighbour."""
-        if fd.type != MESSAGE:
-            return self.literal(fd, value)
-        return self.message(value, indent, one_line=one_line, order=order)
-
-    def elements_of(self, fd: FieldDescriptor, msg: Message) -> list[Any]:
-        values = getattr(msg, fd.name)
-        if not _is_map(fd):
-            return list(values)
-        return [_map_entry(fd, key, values[key]) for key in sorted(values)]
-
-    def field(self, fd: FieldDescriptor, msg: Message, indent: str, one_line: bool = False) -> str:
-        """The whole field of ``msg`` as new text (its first line not indented)."""
-        name, nl = fd.name, self.style.newline
-        if fd.label != REPEATED:
-            value = getattr(msg, fd.name)
-            if fd.type != MESSAGE:
-                return f"{name}: {self.literal(fd, value)}"
-            colon = ":" if self.style.colon.get(name, False) else ""
-            body = self.message(value, indent, len(name) + 2, one_line)
-            return f"{name}{colon} {body}"
-        values = self.elements_of(fd, msg)
-        joiner = " " if one_line else nl + indent
-        if fd.type != MESSAGE:
-            items = [self.literal(fd, v) for v in values]
-            if self.style.scalar_lists:
-                return f"{name}: {self.bracket(items)}"
-            return joiner.join(f"{name}: {item}" for item in items)
-        if not self.style.message_lists and not _is_map(fd):
-            return joiner.join(
-                f"{name} {self.message(v, indent, len(name) + 1, one_line)}" for v in values
-            )
-        flat = f"{name} " + self.bracket([self.message(v, "", one_line=True) for v in values])
-        if one_line or len(indent) + len(flat) <= INLINE_WIDTH:
-            return flat
-        inner = indent + self.style.unit
-        lines = ("," + nl).join(inner + self.message(v, inner) for v in values)
-        return f"{name} [{nl}{lines}{nl}{indent}]"
-
-
-def _map_entry(fd: FieldDescriptor, key: Any, value: Any) -> Message:
-    entry = _message_class(fd.message_type)()
-    entry.key = key
-    if fd.message_type.fields_by_name["value"].type == MESSAGE:
-        entry.value.CopyFrom(value)
-    else:
-        entry.value = value
-    return entry
 
 
 # --- computing the edits ----------------------------------------------------------------------
@@ -367,95 +57,29 @@ def _key(fd: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-class _Editor:
-    def __init__(self, text: str, style: _Style) -> None:
-        self.text = text
+class _Editor(SpanEdits):
+    """The field-level changes: which fields and list elements differ, and what text each
+    change takes (the offsets and lines are ``SpanEdits``')."""
+
+    def __init__(self, text: str, style: Style) -> None:
+        super().__init__(text)
         self.style = style
-        self.render = _Renderer(style)
-        self.edits: list[tuple[int, int, str]] = []
-
-    # --- positions in the text ---------------------------------------------------------
-
-    def line_start(self, pos: int) -> int:
-        return self.text.rfind("\n", 0, pos) + 1
-
-    def eol(self, pos: int) -> int:
-        """Where the line holding ``pos`` ends (before its "\\r\\n" or "\\n")."""
-        at = self.text.find("\n", pos)
-        if at == -1:
-            return len(self.text)
-        return at - 1 if at > 0 and self.text[at - 1] == "\r" else at
-
-    def after_eol(self, pos: int) -> int:
-        at = self.text.find("\n", pos)
-        return len(self.text) if at == -1 else at + 1
-
-    def starts_line(self, pos: int) -> bool:
-        return self.text[self.line_start(pos) : pos].strip() == ""
-
-    def ends_line(self, pos: int) -> bool:
-        rest = self.text[pos : self.eol(pos)].strip()
-        return rest == "" or rest.startswith("#")
-
-    def indent_of(self, pos: int) -> str:
-        start = self.line_start(pos)
-        line = self.text[start:pos]
-        return line[: len(line) - len(line.lstrip(" \t"))]
-
-    def attached_comments(self, line_start: int) -> int:
-        """Start of the comment lines directly above ``line_start`` that belong to what is
-        there (no blank line between); a comment block that opens the file stays."""
-        top = line_start
-        while top > 0:
-            above = self.line_start(top - 1)
-            if not self.text[above : top - 1].strip().startswith("#"):
-                break
-            top = above
-        if top == line_start or self.text[:top].strip() == "":
-            return line_start
-        return top
-
-    def edit(self, start: int, end: int, replacement: str) -> None:
-        self.edits.append((start, end, replacement))
-
-    def remove_span(self, start: int, end: int) -> None:
-        """Remove [start, end): whole lines when it fills them, else the span and one side
-        of its surrounding spaces."""
-        text = self.text
-        if self.starts_line(start) and self.ends_line(end):
-            begin = self.attached_comments(self.line_start(start))
-            stop = self.after_eol(end)
-            if stop == len(text) and not text.endswith("\n") and begin > 0:
-                begin -= 1  # the last line: take the newline before it instead
-                if text[begin - 1 : begin] == "\r":
-                    begin -= 1
-            self.edit(begin, stop, "")
-            return
-        after = end
-        while after < len(text) and text[after] in " \t":
-            after += 1
-        if after < len(text) and text[after] not in "\r\n#}>]":
-            self.edit(start, after, "")
-            return
-        before = start
-        while before > self.line_start(start) and text[before - 1] in " \t":
-            before -= 1
-        self.edit(before, end, "")
+        self.render = Renderer(style)
 
     # --- messages ----------------------------------------------------------------------
 
-    def message(self, body: _Body, old: Message, new: Message) -> None:
-        removed: list[_Entry] = []
+    def message(self, body: Body, old: Message, new: Message) -> None:
+        removed: list[Entry] = []
         added: list[FieldDescriptor] = []
         for fd in body.desc.fields:
             entries = [e for e in body.entries if e.fd is fd]
             if fd.label == REPEATED:
-                if _is_map(fd):
+                if is_map(fd):
                     self.map_field(fd, entries, new, removed, added)
                 else:
                     self.repeated(fd, entries, old, new, removed, added)
                 continue
-            was, now = _present(old, fd), _present(new, fd)
+            was, now = present(old, fd), present(new, fd)
             if len(entries) > 1:
                 raise CannotEditInPlace(f"'{fd.name}' is written more than once")
             if fd.type == MESSAGE:
@@ -484,7 +108,7 @@ class _Editor:
         self.body_changes(body, removed, added, new)
 
     def body_changes(
-        self, body: _Body, removed: list[_Entry], added: list[FieldDescriptor], new: Message
+        self, body: Body, removed: list[Entry], added: list[FieldDescriptor], new: Message
     ) -> None:
         gone = {id(e) for e in removed}
         kept = [e for e in body.entries if id(e) not in gone]
@@ -497,7 +121,7 @@ class _Editor:
             texts = [self.render.field(fd, new, indent) for fd in added]
             self.edit(first.start, last.sep_end, joiner.join(texts))
             return
-        run: list[_Entry] = []
+        run: list[Entry] = []
         for entry in [*body.entries, None]:
             if entry is not None and id(entry) in gone:
                 run.append(entry)
@@ -532,7 +156,7 @@ class _Editor:
         """Renderers of new fields, called with the indentation they will have."""
         return [lambda ind, fd=fd: self.render.field(fd, new, ind) for fd in fds]
 
-    def insert_after(self, entry: _Entry, makers: list[Any]) -> None:
+    def insert_after(self, entry: Entry, makers: list[Any]) -> None:
         """New entries after ``entry``: below its line when it ends one, else on its line."""
         pos = entry.sep_end
         indent = self.indent_of(entry.start)
@@ -552,7 +176,7 @@ class _Editor:
         else:
             self.edit(pos, pos, "".join(make(indent) + " " for make in makers))
 
-    def into_empty_body(self, body: _Body, makers: list[Any]) -> None:
+    def into_empty_body(self, body: Body, makers: list[Any]) -> None:
         nl = self.style.newline
         if body.open is None:  # a file with no fields at all (only comments)
             at = len(self.text)
@@ -574,10 +198,10 @@ class _Editor:
     def repeated(
         self,
         fd: FieldDescriptor,
-        entries: list[_Entry],
+        entries: list[Entry],
         old: Message,
         new: Message,
-        removed: list[_Entry],
+        removed: list[Entry],
         added: list[FieldDescriptor],
     ) -> None:
         before, after = list(getattr(old, fd.name)), list(getattr(new, fd.name))
@@ -611,7 +235,7 @@ class _Editor:
     def first_elements(
         self,
         fd: FieldDescriptor,
-        entries: list[_Entry],
+        entries: list[Entry],
         values: list[Any],
         added: list[FieldDescriptor],
     ) -> None:
@@ -624,7 +248,7 @@ class _Editor:
         items = [self.render.element(fd, v, "", True) for v in values]
         self.edit(empty.open_bracket, empty.close_bracket + 1, self.render.bracket(items))
 
-    def element_changed(self, fd: FieldDescriptor, value: _Value, old: Any, new: Any) -> None:
+    def element_changed(self, fd: FieldDescriptor, value: Value, old: Any, new: Any) -> None:
         if fd.type == MESSAGE:
             assert value.body is not None
             self.message(value.body, old, new)
@@ -634,9 +258,9 @@ class _Editor:
     def map_field(
         self,
         fd: FieldDescriptor,
-        entries: list[_Entry],
+        entries: list[Entry],
         new: Message,
-        removed: list[_Entry],
+        removed: list[Entry],
         added: list[FieldDescriptor],
     ) -> None:
         """Map fields (parameters) are matched by key. A key that is gone and a new key are
@@ -646,17 +270,17 @@ class _Editor:
         elements = [(entry, value) for entry in entries for value in entry.values]
         written: list[Message] = []
         for _entry, value in elements:
-            element = _message_class(fd.message_type)()
+            element = message_class(fd.message_type)()
             text_format.Parse(self.text[value.start + 1 : value.end - 1], element)
             if any(w.key == element.key for w in written):
                 raise CannotEditInPlace(f"{fd.name} key {element.key!r} is written twice")
             written.append(element)
         keys = {w.key for w in written}
-        extra = [_map_entry(fd, key, wanted[key]) for key in sorted(wanted) if key not in keys]
+        extra = [map_entry(fd, key, wanted[key]) for key in sorted(wanted) if key not in keys]
         drop: set[int] = set()
         for i, element in enumerate(written):
             target = (
-                _map_entry(fd, element.key, wanted[element.key])
+                map_entry(fd, element.key, wanted[element.key])
                 if element.key in wanted
                 else (extra.pop(0) if extra else None)
             )
@@ -676,11 +300,11 @@ class _Editor:
     def list_changes(
         self,
         fd: FieldDescriptor,
-        entries: list[_Entry],
-        elements: list[tuple[_Entry, _Value]],
+        entries: list[Entry],
+        elements: list[tuple[Entry, Value]],
         drop: set[int],
         inserts: dict[int, list[Any]],
-        removed: list[_Entry],
+        removed: list[Entry],
     ) -> None:
         """Remove the dropped elements and insert new ones after their (kept) anchors."""
         index = {id(value): i for i, (_, value) in enumerate(elements)}
@@ -710,7 +334,7 @@ class _Editor:
                 entry, value = elements[anchor]
                 self.insert_elements(entry, fd, new_values, value, after=True)
 
-    def remove_elements(self, entry: _Entry, first: int, last: int) -> None:
+    def remove_elements(self, entry: Entry, first: int, last: int) -> None:
         values = entry.values
         a, b = values[first], values[last]
         b_end = b.comma + 1 if b.comma is not None else b.end
@@ -725,7 +349,7 @@ class _Editor:
         else:
             self.edit(values[first - 1].end, b_end, "")
 
-    def separator(self, entry: _Entry) -> str:
+    def separator(self, entry: Entry) -> str:
         values = entry.values
         if len(values) >= 2:
             between = self.text[values[0].end : values[1].start]
@@ -737,7 +361,7 @@ class _Editor:
         return ", "
 
     def insert_elements(
-        self, entry: _Entry, fd: FieldDescriptor, new_values: list[Any], at: _Value, after: bool
+        self, entry: Entry, fd: FieldDescriptor, new_values: list[Any], at: Value, after: bool
     ) -> None:
         """New elements after (or before) the element ``at``, laid out like it."""
         one_line = "\n" not in self.text[at.start : at.end]
@@ -782,20 +406,6 @@ class _Editor:
         else:
             self.edit(at.start, at.start, "".join(item + sep for item in items))
 
-    # --- the result --------------------------------------------------------------------
-
-    def result(self) -> str:
-        out: list[str] = []
-        cursor = 0
-        for start, end, replacement in sorted(self.edits, key=lambda e: (e[0], e[1])):
-            if start < cursor:
-                raise CannotEditInPlace("two changes overlap in the text")
-            out.append(self.text[cursor:start])
-            out.append(replacement)
-            cursor = end
-        out.append(self.text[cursor:])
-        return "".join(out)
-
 
 def edit_in_place(text: str, new: ModelConfig) -> str:
     """``text`` with the fields that differ from ``new`` changed in place (see the module
@@ -807,8 +417,8 @@ def edit_in_place(text: str, new: ModelConfig) -> str:
     old = parsed.config
     if old == new:
         return text
-    tree = _TreeBuilder(text).body(ModelConfig.DESCRIPTOR, None, None)
-    editor = _Editor(text, _style_of(text, tree))
+    tree = TreeBuilder(text).body(ModelConfig.DESCRIPTOR, None, None)
+    editor = _Editor(text, style_of(text, tree))
     editor.message(tree, old, new)
     result = editor.result()
     check = parse_config(result)

@@ -33,8 +33,9 @@ from tritonclient.grpc import model_config_pb2
 from .backends import BackendFields
 from .context import FolderFacts, RuleContext, ServerFacts
 from .findings import Finding, sort_findings
+from .folder_rules import load_model_dir
 from .parsing import FieldLocator, ParseResult
-from .repository_rules import load_model_dir, validate_repository_dir
+from .repository_rules import validate_repository_dir
 from .rule_set import run_rules
 from .templates import drop_templated, parse_for_validation
 

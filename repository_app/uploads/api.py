@@ -29,7 +29,7 @@ from ..models import Upload
 from ..repository import RepositoryError
 from ..server_context import SERVER_PARAMETER, server_of
 from ..servers import with_server
-from . import publish, staging
+from . import deleting, publish, staging, version_policy
 from .staging import UploadError
 
 CONTROL_PERMISSION = "repository_app.control_models"
@@ -271,7 +271,7 @@ class VersionDeleteView(APIView):
         unload = request.query_params.get("unload") in ("1", "true", "yes")
         server = server_of(request)
         try:
-            deleted = publish.delete_version(server, name, version, request.user, unload=unload)
+            deleted = deleting.delete_version(server, name, version, request.user, unload=unload)
         except UploadError as exc:
             return error(exc)
         return Response(
@@ -306,7 +306,7 @@ class VersionPolicyView(APIView):
             return error(UploadError(refused, 403))
         data = request.data if isinstance(request.data, dict) else {}
         try:
-            result = publish.set_version_policy(
+            result = version_policy.set_version_policy(
                 server,
                 name,
                 str(data.get("policy", "")),

@@ -15,9 +15,9 @@ A crash before the rename leaves no version; after it, a complete one. Bad input
 upload and removes its staging data; a busy model or a failed write leaves the upload
 complete and ready to be published again.
 
-An upload publishes into its server's repository (``Upload.server``); busy and loaded
-checks ask every server that serves from that repository, since a shared repository's
-change reaches all of them.
+An upload publishes into its server's repository (``Upload.server``); the busy check asks
+every server that serves from that repository (``sharing``), since a shared repository's
+change reaches all of them. Deleting versions and models: ``deleting``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Iterator
@@ -39,18 +38,15 @@ from django.utils import timezone
 
 from team.roles import who_can
 
-from .. import server_access, servers
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import Upload
 from ..repository import CONFIG_FILE
 from ..servers import Server
-from ..triton.client import TritonError, get_client
 from . import archives, generate, names, staging
+from .sharing import announce, check_not_busy
 from .staging import UploadError
 
 log = logging.getLogger(__name__)
-BUSY_STATES = ("LOADING", "UNLOADING")
-DELETE_PERMISSION = "team.delete_versions"
 _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="upload-publish")
 
 
@@ -61,46 +57,6 @@ class Published:
     sha256: str
     config_generated: bool = False
     findings: list[Any] = field(default_factory=list)
-
-
-# --- Triton state ---------------------------------------------------------------------------
-
-
-def _triton_states(server: Server, model: str) -> list[Any] | None:
-    """The server's version states of the model, or None when it does not answer."""
-    try:
-        return get_client(server).model_states(model)
-    except TritonError:
-        return None
-
-
-def _sharing_states(server: Server, model: str) -> dict[str, list[Any]]:
-    """The model's states on every server of ``server``'s repository that answers."""
-    found = {}
-    for other in servers.sharing(server):
-        states = _triton_states(other, model)
-        if states is not None:
-            found[other.name] = states
-    return found
-
-
-def _on(name: str, server: Server) -> str:
-    return "" if name == server.name else f" on the server '{name}'"
-
-
-def check_not_busy(server: Server, model: str, outcome: str = "nothing was published") -> None:
-    for name, states in _sharing_states(server, model).items():
-        busy = sorted({s.state for s in states if s.state in BUSY_STATES})
-        if busy:
-            raise UploadError(
-                f"model '{model}' is {'/'.join(busy)} in Triton{_on(name, server)}: {outcome}; "
-                "try again when it settled",
-                409,
-                retry=True,
-            )
-
-
-# --- completion ------------------------------------------------------------------------------
 
 
 def start_complete(upload: Upload, user: Any) -> None:
@@ -246,7 +202,7 @@ def _verify_and_publish(upload: Upload, user: Any, started: float) -> Published:
         user, upload, "ok", f"version {version} published (sha256 computed {how})",
         time.monotonic() - started,
     )  # fmt: skip
-    _announce(server, upload.model)
+    announce(server, upload.model)
     return Published(
         upload,
         version,
@@ -374,15 +330,6 @@ def _publish(server: Server, upload: Upload, new_model: bool) -> int:
     return version
 
 
-def _announce(server: Server, model: str) -> None:
-    """Every server on the repository has new versions of the model on disk."""
-    from .. import events
-
-    with contextlib.suppress(Exception):  # best effort: pages also reload
-        for other in servers.sharing(server):
-            events.publish(events.repository_group(other.name), "model.versions", {"model": model})
-
-
 def audit_upload(user: Any, upload: Upload, outcome: str, message: str, duration: float) -> None:
     from team import audit
 
@@ -401,240 +348,4 @@ def audit_upload(user: Any, upload: Upload, outcome: str, message: str, duration
         outcome=outcome,
         detail=detail,
         after_sha256=upload.sha256,
-    )
-
-
-# --- deleting a version ------------------------------------------------------------------------
-
-
-@dataclass
-class Deleted:
-    model: str
-    version: int
-    message: str
-    unloaded: bool = False
-
-
-def delete_version(
-    server: Server, model: str, version: object, user: Any, *, unload: bool = False
-) -> Deleted:
-    """Remove ``model/version`` from the server's repository: renamed out of it at once,
-    then removed.
-
-    Refused while a server of the repository has that version loaded, unless ``unload``
-    and that server is this one: then the model is unloaded first (Triton unloads whole
-    models) and stays unloaded.
-    """
-    from team import audit
-
-    where = {"model_name": model, "server": server.name}
-    refused = server_access.repository_refusal(
-        user, DELETE_PERMISSION, server,
-        f"your role cannot delete versions ({who_can(DELETE_PERMISSION)})",
-    )  # fmt: skip
-    if refused:
-        audit.record(user, "version.delete", **where, target=f"version {version}",
-                     outcome="denied", detail=refused)  # fmt: skip
-        raise UploadError(refused, 403)
-    try:
-        names.check_model_name(model)
-        number = names.parse_version(version)
-    except names.InvalidName as exc:
-        raise UploadError(str(exc)) from exc
-    try:
-        target = staging.existing_folder(server, model) / str(number)
-        with model_lock(server.repository, model):
-            if not target.is_dir():
-                raise UploadError(f"model '{model}' has no version {number}", 404)
-            check_not_busy(server, model, "nothing was deleted")
-            loaded_on = [
-                name
-                for name, states in _sharing_states(server, model).items()
-                if any(s.state == "READY" and s.version == str(number) for s in states)
-            ]
-            unloaded, trash = _unload_and_move_away(
-                server, model, target, loaded_on, unload, f"version {number} of '{model}'"
-            )
-    except UploadError as exc:
-        audit.record(user, "version.delete", **where, target=f"version {version}",
-                     outcome="failed", detail=exc.message)  # fmt: skip
-        raise
-    shutil.rmtree(trash, ignore_errors=True)
-    message = f"version {number} of {model} deleted"
-    if unloaded:
-        message += f"; {model} was unloaded and stays unloaded until you load it again"
-    audit.record(user, "version.delete", **where, target=f"version {number}",
-                 outcome="ok", detail=message)  # fmt: skip
-    _announce(server, model)
-    return Deleted(model, number, message, unloaded)
-
-
-def _unload_and_move_away(
-    server: Server, model: str, target: Path, loaded_on: list[str], unload: bool, what: str
-) -> tuple[bool, Path]:
-    """Under the model lock: refuse a ``target`` that a server of the repository has
-    loaded, unless it is this server and ``unload`` (then unload the model, as Triton
-    unloads whole models), and rename it out of the repository at once; returns (unloaded,
-    where it went) for the caller to remove."""
-    others = [name for name in loaded_on if name != server.name]
-    if others:
-        shown = ", ".join(f"'{name}'" for name in others)
-        raise UploadError(
-            f"{what} is loaded on the server {shown}, which shares this repository: unload "
-            "it there first",
-            409,
-            loaded=True,
-        )
-    unloaded = False
-    if loaded_on:
-        if not unload:
-            raise UploadError(
-                f'{what} is loaded in Triton: unload it first, or choose "unload and delete"',
-                409,
-                loaded=True,
-            )
-        try:
-            get_client(server).unload(model)
-        except TritonError as exc:
-            raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
-        unloaded = True
-    trash = staging.staging_root(server) / f".trash-{secrets.token_hex(8)}"
-    os.rename(target, trash)
-    with contextlib.suppress(OSError):
-        fsync_dir(target.parent)
-    return unloaded, trash
-
-
-def model_contents(server: Server, model: str) -> tuple[list[str], int]:
-    """(relative paths of every file in the model folder, their total bytes), for the
-    confirmation that lists what a delete removes."""
-    folder = staging.existing_folder(server, model)
-    files, total = [], 0
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for filename in sorted(filenames):
-            path = Path(dirpath) / filename
-            files.append(str(path.relative_to(folder)))
-            with contextlib.suppress(OSError):
-                total += path.lstat().st_size
-    return files, total
-
-
-def delete_model(server: Server, model: str, user: Any, *, unload: bool = False) -> Deleted:
-    """Remove the whole model folder from the server's repository: renamed out of it at once
-    (Triton never sees half a model), then removed. Refused while a server of the
-    repository has it loaded, unless it is this one and ``unload``."""
-    from team import audit
-
-    from ..models import ModelIntent
-
-    where = {"model_name": model, "server": server.name}
-    refused = server_access.repository_refusal(
-        user,
-        DELETE_PERMISSION,
-        server,
-        f"your role cannot delete models ({who_can(DELETE_PERMISSION)})",
-    )
-    if refused:
-        audit.record(user, "model.delete", **where, outcome="denied", detail=refused)
-        raise UploadError(refused, 403)
-    sharing = [s.name for s in servers.sharing(server)]
-    try:
-        with model_lock(server.repository, model):
-            folder = staging.existing_folder(server, model)
-            files, total = model_contents(server, model)
-            check_not_busy(server, model, "nothing was deleted")
-            loaded_on = [
-                name
-                for name, states in _sharing_states(server, model).items()
-                if any(s.state == "READY" for s in states)
-            ]
-            unloaded, trash = _unload_and_move_away(
-                server, model, folder, loaded_on, unload, f"'{model}'"
-            )
-    except UploadError as exc:
-        audit.record(user, "model.delete", **where, outcome="failed", detail=exc.message)
-        raise
-    shutil.rmtree(trash, ignore_errors=True)
-    # No server of the repository can load it again: none should offer to.
-    ModelIntent.objects.filter(server__in=sharing, name=model).delete()
-    message = f"model {model} deleted: {len(files)} files, {total} bytes"
-    if unloaded:
-        message += "; it was unloaded from Triton first"
-    audit.record(user, "model.delete", **where, outcome="ok",
-                 detail=message + " (" + ", ".join(files[:50]) + (" …" if len(files) > 50 else "") + ")")  # fmt: skip
-    _announce(server, model)
-    return Deleted(model, 0, message, unloaded)
-
-
-# --- the version policy shortcut ------------------------------------------------------------
-
-
-def set_version_policy(
-    server: Server,
-    model: str,
-    kind: str,
-    *,
-    user: Any,
-    base_sha256: str | None = None,
-    num_versions: object = None,
-    versions: object = None,
-) -> Any:
-    """Set ``version_policy`` through the config editor's save path; returns its result.
-
-    ``kind``: "latest" (with ``num_versions``), "all" or "specific" (with ``versions``, a
-    list or a comma-separated string). ``base_sha256`` defaults to the file as it is now.
-    """
-    from ..editor import saving
-    from ..modelconfig import parse_config
-    from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
-
-    current = saving.read_current(model, server)
-    parsed = parse_config(current.data)
-    if parsed.config is None:
-        raise UploadError(f"{CONFIG_FILE} of '{model}' does not parse: fix it in the editor")
-    config = parsed.config
-    config.ClearField("version_policy")
-    try:
-        if kind == "latest":
-            count = int(str(num_versions))
-            if count < 1:
-                raise ValueError
-            config.version_policy.latest.num_versions = count
-            summary = f"latest {count}"
-        elif kind == "all":
-            config.version_policy.all.SetInParent()
-            summary = "all versions"
-        elif kind == "specific":
-            items = versions if isinstance(versions, list) else str(versions or "").split(",")
-            numbers = sorted({names.parse_version(str(v).strip()) for v in items if str(v).strip()})
-            if not numbers:
-                raise ValueError
-            config.version_policy.specific.versions.extend(numbers)
-            summary = "versions " + ", ".join(str(n) for n in numbers)
-        else:
-            raise UploadError(f"unknown version policy {kind!r}: latest, all or specific")
-    except (ValueError, names.InvalidName) as exc:
-        detail = f": {exc}" if str(exc) else ""
-        raise UploadError(
-            "latest needs a number of versions of at least 1; specific needs version numbers"
-            + detail
-        ) from exc
-    try:
-        # Only the version_policy lines change; comments and layout stay.
-        text = edit_in_place(current.text, config)
-    except CannotEditInPlace as exc:
-        raise UploadError(
-            f"the version policy cannot be written into {CONFIG_FILE} in place ({exc.reason}); "
-            "nothing was changed: set it in the config editor",
-            409,
-        ) from None
-    return saving.save_config(
-        model,
-        text,
-        server=server,
-        base_sha256=base_sha256 or current.sha256,
-        author_id=getattr(user, "pk", None),
-        source="api" if base_sha256 is None else "form",
-        message=f"version policy: {summary}",
     )

@@ -1,5 +1,6 @@
-"""Upload pages and version actions: thin views over staging/publish (the bytes themselves
-go through the API endpoints in api.py, chunk by chunk, from static/js/upload.js)."""
+"""Upload pages and version actions: thin views over staging, deleting and version_policy
+(the bytes themselves go through the API endpoints in api.py, chunk by chunk, from
+static/js/upload.js)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, Save
 from ..server_context import server_of
 from ..servers import Server
 from ..triton.client import TritonError, get_client
-from . import names, publish, staging
+from . import deleting, names, staging
 from .staging import UploadError
+from .version_policy import set_version_policy
 
 CONTROL_PERMISSION = "repository_app.control_models"
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -118,7 +120,7 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
     server = server_of(request)
     if request.method == "POST":
         try:
-            deleted = publish.delete_version(
+            deleted = deleting.delete_version(
                 server, name, number, request.user, unload=request.POST.get("unload") == "1"
             )
         except UploadError as exc:
@@ -150,7 +152,7 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
             "loaded": loaded,
             "states": states,
             "triton_error": triton_error,
-            "can_delete": request.user.has_perm(publish.DELETE_PERMISSION, server),
+            "can_delete": request.user.has_perm(deleting.DELETE_PERMISSION, server),
         },
     )
 
@@ -166,7 +168,7 @@ def version_policy(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, refused)
         return redirect(reverse("model_detail", args=[name]))
     try:
-        publish.set_version_policy(
+        set_version_policy(
             server,
             name,
             request.POST.get("policy", ""),
@@ -198,7 +200,7 @@ def delete_model(request: HttpRequest, name: str) -> HttpResponse:
     server = server_of(request)
     if request.method == "POST":
         try:
-            deleted = publish.delete_model(
+            deleted = deleting.delete_model(
                 server, name, request.user, unload=request.POST.get("unload") == "1"
             )
         except UploadError as exc:
@@ -209,7 +211,7 @@ def delete_model(request: HttpRequest, name: str) -> HttpResponse:
         messages.info(request, deleted.message)
         return redirect("model_list")
     try:
-        files, total = publish.model_contents(server, name)
+        files, total = deleting.model_contents(server, name)
     except UploadError as exc:
         raise Http404(exc.message) from exc
     try:
@@ -225,6 +227,6 @@ def delete_model(request: HttpRequest, name: str) -> HttpResponse:
             "total": total,
             "loaded": any(s.state == "READY" for s in states),
             "triton_error": triton_error,
-            "can_delete": request.user.has_perm(publish.DELETE_PERMISSION, server),
+            "can_delete": request.user.has_perm(deleting.DELETE_PERMISSION, server),
         },
     )

@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from profiler_app import export, jobs, kind_rules, queues, sweeps
 from profiler_app.forms import input_data_document
 from profiler_app.models import Sweep
+from profiler_app.param_bounds import INPUT_DATA_KINDS
 from profiler_app.params import (
     DEFAULTS,
-    INPUT_DATA_KINDS,
     FlagsRefused,
     ParamsError,
     SweepError,
