@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/7")
@@ -230,6 +231,22 @@ def poller_overhead(grpc_url: str, metrics_url: str, rounds: int) -> str:
     )
 
 
+def _serve_command(server: str, workers: str, port: int) -> list[str]:
+    app = "dashboard.asgi:application"
+    if server == "uvicorn":
+        return [sys.executable, "-m", "uvicorn", "--workers", workers, "--host", "127.0.0.1",
+                "--port", str(port), "--log-level", "warning", "--no-access-log", app]  # fmt: skip
+    if server == "granian":
+        granian = str(Path(sys.executable).parent / "granian")
+        return [granian, "--interface", "asgi", "--workers", workers, "--host", "127.0.0.1",
+                "--port", str(port), "--log-level", "warning", app]  # fmt: skip
+    if server == "before":  # a tree from before --workers: one Daphne, its own flags
+        return [sys.executable, "-m", "dashboard.serve", "-b", "127.0.0.1", "-p", str(port), app]
+    assert server == "daphne", server
+    return [sys.executable, "-m", "dashboard.serve", "--workers", workers, "-b", "127.0.0.1",
+            "-p", str(port), app]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--viewers", type=int, default=200)
@@ -241,6 +258,12 @@ def main() -> int:
         "--only", choices=["fanout", "browse", "think", "poller"], help="one scenario"
     )
     parser.add_argument("--workers", default="1,2", help="web processes, one run per value")
+    parser.add_argument(
+        "--servers",
+        default="daphne",
+        help="ASGI servers, one run each per --workers value: daphne (ours, dashboard.serve), "
+        "uvicorn, granian (install them into the venv first: not project dependencies)",
+    )
     parser.add_argument(
         "--baseline-tree",
         help="another checkout (e.g. `git worktree add /tmp/before <commit>`): its web "
@@ -290,23 +313,23 @@ def main() -> int:
         TritonClient(grpc_url, settings.TRITON_METRICS_URL).repository_index()
         variants: list[tuple[str, Path, list[str]]] = []
         if args.baseline_tree:
-            variants.append(("before (1 Daphne)", Path(args.baseline_tree), []))
+            variants.append(("before (1 Daphne)", Path(args.baseline_tree), ["before", "1"]))
         for workers in [int(w) for w in args.workers.split(",")]:
-            plural = "es" if workers > 1 else ""
-            variants.append(
-                (f"{workers} Daphne process{plural}", ROOT, ["--workers", str(workers)])
-            )
+            for server in args.servers.split(","):
+                plural = "es" if workers > 1 else ""
+                variants.append(
+                    (f"{workers} {server} process{plural}", ROOT, [server, str(workers)])
+                )
         for label, tree, flags in variants:
             port = svc.free_port()
             web = subprocess.Popen(
-                [sys.executable, "-m", "dashboard.serve", *flags, "-b", "127.0.0.1", "-p",
-                 str(port), "dashboard.asgi:application"],
+                _serve_command(flags[0], flags[1], port),
                 cwd=tree, env={**env, "PYTHONPATH": str(tree)}, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             base = f"http://127.0.0.1:{port}"
             try:
-                svc.wait_until(lambda p=port: svc.port_is_open("127.0.0.1", p), 60, "web", web)
+                svc.wait_until(partial(svc.port_is_open, "127.0.0.1", port), 60, "web", web)
                 key = session.session_key
                 asyncio.run(browsing(base, key, 8, 5, models))  # warm-up
                 warm = tree_rss_mb(web.pid)

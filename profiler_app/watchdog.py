@@ -75,11 +75,32 @@ def check() -> list[int]:
             jobs.dispatch(head.pk)
     for kind in jobs.KINDS.values():
         kind.tidy()
+    record_outside_edits()
     # Rollouts whose web process stopped mid-way (their pages only read).
     from repository_app.rollouts.runner import reap_stopped
 
     reap_stopped()
     return interrupted
+
+
+def record_outside_edits() -> int:
+    """config.pbtxt edited outside the dashboard goes into the history here, once per
+    repository (servers may share one), not when a page is opened: pages only read."""
+    from repository_app import servers
+    from repository_app.editor import saving
+
+    seen: set[str] = set()
+    recorded = 0
+    for server in servers.all():
+        key = servers.repository_key(server)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            recorded += len(saving.record_outside_edits(server))
+        except Exception as exc:  # noqa: BLE001 - one repository's trouble stops no other
+            log.warning("recording edits made outside the dashboard in %s: %s", key, exc)
+    return recorded
 
 
 class _Thread(threading.Thread):

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from repository_app import disk
-from repository_app.editor import form_mapping, saving
+from repository_app.editor import form_building, saving
 from repository_app.modelconfig import parse_config
 from repository_app.models import ConfigRevision
 from repository_app.triton.client import TritonClient
@@ -61,7 +61,7 @@ def form_post(root: Path, name: str = NAME, **changes: str) -> dict[str, str]:
     text = config_path(root, name).read_text()
     parsed = parse_config(text)
     assert parsed.config is not None
-    data = form_mapping.post_data(form_mapping.build_forms(parsed.config, name))
+    data = form_building.post_data(form_building.build_forms(parsed.config, name))
     data.update(mode="form", base_sha=sha(root, name), base_text=text)
     data.update(changes)
     return data
@@ -79,7 +79,7 @@ def non_disk_revisions() -> int:
 
 
 @pytest.mark.django_db
-def test_the_editor_opens_in_form_mode_with_the_files_values_and_records_it(repo, operator):
+def test_the_editor_opens_in_form_mode_with_the_files_values_and_only_reads(repo, operator):
     response = operator.get(URL)
     assert response.status_code == 200
     html = response.content.decode()
@@ -89,7 +89,7 @@ def test_the_editor_opens_in_form_mode_with_the_files_values_and_records_it(repo
     assert "Dynamic batching allows inference requests to be combined" in html
     assert "How they combine with dynamic batching" in html
     assert f'name="base_sha" value="{sha(repo)}"' in html
-    assert ConfigRevision.objects.get().source == "disk"
+    assert not ConfigRevision.objects.exists()  # a page only reads: the watchdog records it
 
 
 @pytest.mark.django_db
@@ -186,18 +186,30 @@ def test_a_stale_save_is_409_with_a_diff_and_can_overwrite_explicitly(repo, oper
 
 @pytest.mark.django_db
 def test_history_diff_and_restore(repo, operator):
+    from profiler_app.watchdog import record_outside_edits
+
     original = config_path(repo).read_text()
     operator.get(URL)
     operator.post(URL, text_post(repo, original.replace("64", "32"), message="first"))
     config_path(repo).write_text(original.replace("64", "48"))  # an edit on disk
     html = operator.get(f"{URL}history/").content.decode()
-    revisions = list(ConfigRevision.objects.order_by("id"))
-    assert [r.source for r in revisions] == ["disk", "text", "disk"]
-    assert html.count("<tr data-revision=") == 3 and "changed on disk" in html
-    diff = operator.get(f"{URL}diff/", {"a": revisions[0].pk, "b": revisions[2].pk})
+    # The page shows the edit, diffable, but records nothing: the save recorded the file
+    # as first seen, and the edit waits for the watchdog.
+    assert [r.source for r in ConfigRevision.objects.order_by("id")] == ["disk", "text"]
+    assert html.count("<tr data-revision=") == 3 and '<tr data-revision="disk"' in html
+    assert "changed on disk outside the dashboard" in html
+    first = ConfigRevision.objects.order_by("id").first()
+    diff = operator.get(f"{URL}diff/", {"a": first.pk, "b": "disk"})
     assert diff.status_code == 200
     assert "max_batch_size: 64" in diff.content.decode()
     assert "max_batch_size: 48" in diff.content.decode()
+    assert "the file on disk (not in the history yet)" in diff.content.decode()
+    assert operator.get(f"{URL}diff/", {"a": "nope", "b": "disk"}).status_code == 404
+    assert record_outside_edits() >= 1 and record_outside_edits() == 0  # and the others
+    revisions = list(ConfigRevision.objects.filter(model=NAME).order_by("id"))
+    assert [r.source for r in revisions] == ["disk", "text", "disk"]
+    html = operator.get(f"{URL}history/").content.decode()
+    assert html.count("<tr data-revision=") == 3 and '<tr data-revision="disk"' not in html
     response = operator.post(f"{URL}revisions/{revisions[0].pk}/restore", {"base_sha": sha(repo)})
     assert response.status_code == 302
     assert config_path(repo).read_text() == original
@@ -219,7 +231,10 @@ def test_a_viewer_can_look_but_not_save_try_or_restore(repo, viewer):
         response = viewer.post(URL, text_post(repo, text, action=action))
         assert response.status_code == 403, action
         assert "your role cannot change model configs" in response.content.decode()
-    revision = ConfigRevision.objects.get()
+    from profiler_app.watchdog import record_outside_edits
+
+    record_outside_edits()  # the file as first seen, so there is a revision to restore
+    revision = ConfigRevision.objects.get(model=NAME)
     assert viewer.post(f"{URL}revisions/{revision.pk}/restore", {}).status_code == 403
     response = viewer.put(API, text, content_type="text/plain", HTTP_IF_MATCH=sha(repo))
     assert response.status_code == 403

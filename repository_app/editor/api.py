@@ -118,7 +118,6 @@ class ConfigView(APIView):
     def get(self, request: Request, name: str) -> Response:
         server = server_of(request)
         current = _current(name, server)
-        saving.record_disk_change(name, server, current)
         etag = f'"{current.sha256}"'
         if request.headers.get("If-None-Match") == etag:
             return Response(status=304, headers={"ETag": etag})

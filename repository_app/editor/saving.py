@@ -9,8 +9,9 @@ per repository (``servers.repository_key``), so servers sharing a repository sha
   since ``base_sha256`` (``SaveConflict``), writes atomically (``atomic_write``) and records a
   ``ConfigRevision``. Errors block the save (``InvalidConfig``); warnings come back.
 - ``record_disk_change(name)`` records a ``disk`` revision when the file on disk differs from
-  the latest revision (edits made outside the dashboard); the editor, the history page and
-  every save call it first.
+  the latest revision (edits made outside the dashboard); every save calls it first, and the
+  workers' watchdog calls ``record_outside_edits`` for every repository. Pages only read:
+  ``unrecorded`` tells them the file on disk is not in the history yet.
 - ``restore_revision`` saves an old revision's text again as a new ``restore`` revision.
 
 Nothing here half-writes: the new content goes to a temp file in the same folder, is
@@ -218,6 +219,44 @@ def latest_revision(name: str, server: Server) -> ConfigRevision | None:
 
 def history(name: str, server: Server) -> list[ConfigRevision]:
     return list(_revisions(name, server).select_related("author").order_by("-id"))
+
+
+def unrecorded(current: CurrentConfig, latest: ConfigRevision | None) -> bool:
+    """The file on disk is not the latest revision: edited outside the dashboard since (or
+    never seen), and not yet recorded by the watchdog or a save."""
+    return current.exists and (latest is None or latest.sha256 != current.sha256)
+
+
+def record_outside_edits(server: Server) -> list[ConfigRevision]:
+    """Record every model's config.pbtxt in the server's repository that differs from its
+    latest revision (the watchdog's pass; one query for the latest of all models)."""
+    from django.db.models import Max
+
+    from ..repository import model_names
+    from ..server_rules import outside_roots
+
+    if outside_roots(server.repository):
+        return []  # its pages already say so; nothing to record, no warning every pass
+    key = repository_key(server)
+    latest_ids = (
+        ConfigRevision.objects.filter(repository=key).values("model").annotate(last=Max("id"))
+    )
+    known = dict(
+        ConfigRevision.objects.filter(id__in=[row["last"] for row in latest_ids]).values_list(
+            "model", "sha256"
+        )
+    )
+    recorded = []
+    for name in model_names(server.repository):
+        try:
+            current = read_current(name, server)
+        except (RepositoryError, SaveError):
+            continue  # a bad name, a link out, an unreadable file: the pages say why
+        if current.exists and known.get(name) != current.sha256:
+            revision = record_disk_change(name, server, current)
+            if revision is not None:
+                recorded.append(revision)
+    return recorded
 
 
 def record_disk_change(

@@ -21,7 +21,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from team.roles import who_can
 
@@ -29,7 +29,6 @@ from .. import server_access
 from ..modelconfig import Finding, parse_config
 from ..modelconfig.findings import has_errors
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
-from ..models import ConfigRevision
 from ..repository import RepositoryError
 from ..server_context import server_of
 from ..servers import Server, sharing
@@ -54,7 +53,7 @@ def _wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
-def _refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
+def refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
     if _wants_json(request) or request.path.endswith(("/validate", "/raw")):
         return JsonResponse({"ok": False, "message": message}, status=status)
     return render(
@@ -65,7 +64,7 @@ def _refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
     )
 
 
-def _current_or_404(name: str, server: Server) -> saving.CurrentConfig:
+def current_or_404(name: str, server: Server) -> saving.CurrentConfig:
     try:
         return saving.read_current(name, server)
     except RepositoryError as exc:
@@ -167,10 +166,10 @@ def _open_page(
     outcome: dict[str, Any] | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """The editor showing the file on disk now (after recording edits made outside)."""
+    """The editor showing the file on disk now (an edit made outside is recorded by the
+    workers or the next save: the page only reads)."""
     server = server_of(request)
-    current = _current_or_404(name, server)
-    saving.record_disk_change(name, server, current)
+    current = current_or_404(name, server)
     text = current.text
     findings = saving.editor_findings(current.data, name, server)
     editor = None
@@ -225,17 +224,17 @@ def config_editor(request: HttpRequest, name: str) -> HttpResponse:
     try:
         data = request.POST
     except RequestDataTooBig:
-        return _refuse(
+        return refuse(
             request, _too_large_finding(int(request.META.get("CONTENT_LENGTH") or 0)).message, 413
         )
     server = server_of(request)
-    _current_or_404(name, server)
+    current_or_404(name, server)
     action = data.get("action", "check")
     mode = "text" if data.get("mode") == "text" else "form"
     if action not in ACTIONS:
-        return _refuse(request, f"unknown action {action!r}", 400)
+        return refuse(request, f"unknown action {action!r}", 400)
     if action in WRITE_ACTIONS and (refused := edit_refusal(request, server, action)):
-        return _refuse(request, refused, 403)
+        return refuse(request, refused, 403)
     base_sha = data.get("base_sha", "")
     message = data.get("message", "")
     if mode == "text":
@@ -571,7 +570,7 @@ def config_validate(request: HttpRequest, name: str) -> JsonResponse:
             status=413,
         )
     server = server_of(request)
-    _current_or_404(name, server)
+    current_or_404(name, server)
     findings = saving.editor_findings(body, name, server)
     return JsonResponse(
         {
@@ -581,107 +580,3 @@ def config_validate(request: HttpRequest, name: str) -> JsonResponse:
             "warnings": sum(1 for f in findings if not f.is_error),
         }
     )
-
-
-@login_required
-@require_GET
-def config_history(request: HttpRequest, name: str) -> HttpResponse:
-    server = server_of(request)
-    current = _current_or_404(name, server)
-    saving.record_disk_change(name, server, current)
-    revisions = saving.history(name, server)
-    cannot_edit = edit_refusal(request, server)
-    return render(
-        request,
-        "repository/config_history.html",
-        {
-            "name": name,
-            "revisions": revisions,
-            "current_sha": current.sha256,
-            "can_edit": not cannot_edit,
-            "cannot_edit": cannot_edit,
-        },
-    )
-
-
-def _revision_or_404(name: str, server: Server, value: str | None) -> ConfigRevision:
-    try:
-        return saving.get_revision(name, int(value or ""), server)
-    except (ValueError, ConfigRevision.DoesNotExist) as exc:
-        raise Http404(f"no revision {value!r} of {name}") from exc
-
-
-@login_required
-@require_GET
-def config_diff(request: HttpRequest, name: str) -> HttpResponse:
-    """Side-by-side diff of revisions ?a= (left) and ?b= (right); b defaults to the latest."""
-    server = server_of(request)
-    _current_or_404(name, server)
-    left = _revision_or_404(name, server, request.GET.get("a"))
-    right_id = request.GET.get("b")
-    latest = saving.latest_revision(name, server)
-    right = _revision_or_404(name, server, right_id) if right_id else latest
-    assert right is not None
-    return render(
-        request,
-        "repository/config_diff.html",
-        {
-            "name": name,
-            "left": left,
-            "right": right,
-            "diff": diffing.side_by_side(left.text, right.text),
-            "left_label": f"revision #{left.number}",
-            "right_label": f"revision #{right.number}",
-            "current_sha": saving.read_current(name, server).sha256,
-            "can_edit": not edit_refusal(request, server),
-        },
-    )
-
-
-@login_required
-@require_POST
-def config_restore(request: HttpRequest, name: str, revision_id: int) -> HttpResponse:
-    server = server_of(request)
-    if refused := edit_refusal(request, server):
-        return _refuse(request, refused, 403)
-    _current_or_404(name, server)
-    back = reverse(
-        "config_editor" if request.POST.get("next") == "editor" else "config_history", args=[name]
-    )
-    try:
-        old = saving.get_revision(name, revision_id, server)
-    except ConfigRevision.DoesNotExist as exc:
-        raise Http404(f"no revision {revision_id} of {name}") from exc
-    shown = f"revision #{old.number}"
-    try:
-        result = saving.restore_revision(
-            name,
-            revision_id,
-            server=server,
-            base_sha256=request.POST.get("base_sha", ""),
-            author_id=request.user.pk,
-        )
-    except ConfigRevision.DoesNotExist as exc:
-        raise Http404(f"no revision {revision_id} of {name}") from exc
-    except saving.InvalidConfig as exc:
-        first = next(f for f in exc.findings if f.is_error)
-        messages.error(request, f"{shown.capitalize()} has errors, not restored: {first.message}")
-        return redirect(back)
-    except saving.CodeChangeRefused as exc:
-        messages.error(request, f"{shown.capitalize()} not restored: {exc.message}")
-        return redirect(back)
-    except saving.SaveConflict:
-        messages.error(
-            request,
-            "config.pbtxt changed since this page was opened (recorded in the history): "
-            "nothing was restored; look at the latest revision and try again.",
-        )
-        return redirect(back)
-    except saving.SaveError as exc:
-        messages.error(request, exc.message)
-        return redirect(back)
-    if result.revision is None:
-        messages.info(request, f"The file already has the content of {shown}.")
-    else:
-        messages.success(request, f"Restored {shown} as new revision #{result.revision.number}.")
-    return redirect(back)
