@@ -91,3 +91,34 @@ def test_the_editors_save_and_reload_and_its_trial_load_refuse_a_model_another_p
     redis_db.delete(control._claim_key("default", "add_sub"))
     assert try_config(server, "add_sub", config, user).ok
     assert not redis_db.exists(control._claim_key("default", "add_sub"))
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_searchs_loads_wait_for_the_claim_another_process_holds(triton, redis_db):
+    """A search loads candidates and puts the saved config back through the same claim."""
+    from django.utils import timezone
+
+    from profiler_app.models import Search, Sweep
+    from profiler_app.search import runner
+    from profiler_app.search.objective import Constraints
+    from profiler_app.search.space import Knobs, Space
+
+    carrier = Sweep.objects.create(
+        model="add_sub", server="default", state="succeeded", queued_at=timezone.now(),
+        kind="search", params={"model": "add_sub", "start": 1, "end": 1, "step": 1},
+    )  # fmt: skip
+    search = Search.objects.create(
+        sweep=carrier, model="add_sub", mode="grid", space=Space(counts=(1, 2)).to_json(),
+        constraints=Constraints().to_json(), baseline=Knobs(1, "KIND_CPU", 8, True, 100).to_json(),
+        was_loaded=True,
+    )  # fmt: skip
+    redis_db.set(control._claim_key("default", "add_sub"), "another-process")
+    message = runner.restore(search)
+    search.refresh_from_db()
+    assert "already running" in message and search.restore_pending
+    redis_db.delete(control._claim_key("default", "add_sub"))
+    assert runner.restore(search) == "the saved config.pbtxt serves again"
+    search.refresh_from_db()
+    assert not search.restore_pending
+    assert not redis_db.exists(control._claim_key("default", "add_sub"))

@@ -56,13 +56,26 @@ def test_deleting_a_loaded_version_is_refused_unless_unload_and_delete(triton, v
     assert done.status_code == 200 and not (victim / "1").exists()
     assert _states(triton).get("2") == "READY"
 
+    # Another process (a web worker, the CLI) acts on the model: the unload waits its turn.
+    from repository_app import control
+    from repository_app import events as live
+
+    key = control._claim_key("default", "upload_victim")
+    live.shared_redis().set(key, "another-process")
+    try:
+        busy = admin.delete("/api/v1/models/upload_victim/versions/2?unload=1")
+    finally:
+        live.shared_redis().delete(key)
+    assert busy.status_code == 409 and "already running" in busy.json()["message"]
+    assert (victim / "2" / "model.py").exists() and _states(triton).get("2") == "READY"
+
     done = admin.delete("/api/v1/models/upload_victim/versions/2?unload=1")
     assert done.status_code == 200, done.content
     assert done.json()["unloaded"] is True and "stays unloaded" in done.json()["message"]
     assert not (victim / "2").exists()
     assert _states(triton).get("2") != "READY"
     events = AuditEvent.objects.filter(action="version.delete", model_name="upload_victim")
-    assert sorted(e.outcome for e in events) == ["failed", "ok", "ok"]
+    assert sorted(e.outcome for e in events) == ["failed", "failed", "ok", "ok"]
     staging = triton.repository.parent / ".staging"
     assert not list(staging.glob(".trash-*"))
 

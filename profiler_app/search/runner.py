@@ -40,7 +40,7 @@ from django.db import IntegrityError
 from django.db.models import Max
 from django.utils import timezone
 
-from repository_app import events
+from repository_app import control, events
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
 from repository_app.modelconfig import validate_config
 from repository_app.modelconfig.findings import ERROR
@@ -105,14 +105,15 @@ def restore(search: Search) -> str:
     try:
         server = server_of(search)
         client = get_client(server)
-        if search.was_loaded:
-            base, _, _ = saved_config(server, search.model)
-            client.load(search.model, config=config_override(base))
-            message = "the saved config.pbtxt serves again"
-        else:
-            client.unload(search.model)
-            message = "the model is unloaded again, as it was before the search"
-    except (TritonError, SearchError) as exc:
+        with control.claimed(server, search.model, "reload", f"search #{search.pk}"):
+            if search.was_loaded:
+                base, _, _ = saved_config(server, search.model)
+                client.load(search.model, config=config_override(base))
+                message = "the saved config.pbtxt serves again"
+            else:
+                client.unload(search.model)
+                message = "the model is unloaded again, as it was before the search"
+    except (TritonError, SearchError, control.ActionRefused) as exc:
         message = f"restoring the saved config failed: {exc}"
         Search.objects.filter(pk=search.pk).update(restore_pending=True, restore_message=message)
         log.warning("search #%s: %s", search.pk, message)
@@ -147,6 +148,7 @@ class _Run:
         self.base, _, _ = saved_config(self.server, search.model)
         self.baseline_key = Knobs.from_json(search.baseline).key
         self.client = get_client(self.server)
+        self.who = f"search #{search.pk}"
 
     def stopping(self) -> bool:
         return self.heartbeat.stopping
@@ -178,6 +180,18 @@ class _Run:
                 candidate = SearchCandidate.objects.get(search=self.search, key=knobs.key)
         return candidate
 
+    def load(self, config: Any) -> None:
+        """Load a candidate's config, holding the model's claim as every load does: an
+        action on the model from a page, the API or the CLI meanwhile ends the search
+        (resume measures the candidates left)."""
+        try:
+            with control.claimed(self.server, self.search.model, "reload", self.who):
+                self.client.load(self.search.model, config=config_override(config))
+        except control.ActionRefused as exc:
+            if exc.reason == "unreachable":
+                raise _Fatal(f"Triton unreachable while loading a candidate: {exc}") from None
+            raise _Fatal(f"loading a candidate refused: {exc}") from None
+
     def evaluate(self, knobs: Knobs) -> objective.Score | None:
         if self.stopping():
             raise _Stop
@@ -189,7 +203,7 @@ class _Run:
         self.publish_candidate(candidate)
         config = apply(self.base, knobs)
         try:
-            self.client.load(self.search.model, config=config_override(config))
+            self.load(config)
         except TritonError as exc:
             if exc.unreachable:
                 raise _Fatal(f"Triton unreachable while loading a candidate: {exc}") from None
@@ -262,7 +276,7 @@ class _Run:
             record: dict[str, Any] = {"round": round_no}
             config = apply(self.base, Knobs.from_json(candidate.knobs))
             try:
-                self.client.load(self.search.model, config=config_override(config))
+                self.load(config)
             except TritonError as exc:
                 if exc.unreachable:
                     raise _Fatal(f"Triton unreachable while re-measuring: {exc}") from None

@@ -16,7 +16,7 @@ from typing import Any
 
 from team.roles import who_can
 
-from .. import server_access, servers
+from .. import control, server_access, servers
 from ..disk import fsync_dir, model_lock
 from ..servers import Server
 from ..triton.client import TritonError, get_client
@@ -73,7 +73,13 @@ def delete_version(
                 if any(s.state == "READY" and s.version == str(number) for s in states)
             ]
             unloaded, trash = _unload_and_move_away(
-                server, model, target, loaded_on, unload, f"version {number} of '{model}'"
+                server,
+                model,
+                target,
+                loaded_on,
+                unload,
+                f"version {number} of '{model}'",
+                user.get_username(),
             )
     except UploadError as exc:
         audit.record(user, "version.delete", **where, target=f"version {version}",
@@ -90,7 +96,13 @@ def delete_version(
 
 
 def _unload_and_move_away(
-    server: Server, model: str, target: Path, loaded_on: list[str], unload: bool, what: str
+    server: Server,
+    model: str,
+    target: Path,
+    loaded_on: list[str],
+    unload: bool,
+    what: str,
+    username: str,
 ) -> tuple[bool, Path]:
     """Under the model lock: refuse a ``target`` that a server of the repository has
     loaded, unless it is this server and ``unload`` (then unload the model, as Triton
@@ -114,7 +126,13 @@ def _unload_and_move_away(
                 loaded=True,
             )
         try:
-            get_client(server).unload(model)
+            # The model's claim, as every load and unload holds it (control.claimed).
+            with control.claimed(server, model, "unload", username):
+                get_client(server).unload(model)
+        except control.ActionRefused as exc:
+            raise UploadError(
+                f"unloading '{model}' refused: {exc}; nothing was deleted", 409, retry=True
+            ) from exc
         except TritonError as exc:
             raise UploadError(f"unloading '{model}' failed: {exc.message}", 409) from exc
         unloaded = True
@@ -170,7 +188,7 @@ def delete_model(server: Server, model: str, user: Any, *, unload: bool = False)
                 if any(s.state == "READY" for s in states)
             ]
             unloaded, trash = _unload_and_move_away(
-                server, model, folder, loaded_on, unload, f"'{model}'"
+                server, model, folder, loaded_on, unload, f"'{model}'", user.get_username()
             )
     except UploadError as exc:
         audit.record(user, "model.delete", **where, outcome="failed", detail=exc.message)
