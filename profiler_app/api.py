@@ -1,5 +1,6 @@
-"""Perf sweeps over the REST API: create (a JSON body of perf_analyzer's flags, checked by
-`params.from_flags` like the page's form), list, detail, points, cancel and exports."""
+"""Perf sweeps over the REST API: create (a JSON body of perf_analyzer's flags, started by
+`sweeps.start_sweep` as the page's form and the command line start theirs), list, detail,
+points, cancel and exports."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from . import export, jobs, kind_rules, sweep_read, sweeps
 from .forms import SweepForm, SweepLabelForm
 from .measure_api import SweepPointSerializer
 from .models import Sweep
-from .params import ParamsError, SweepError, SweepParams, from_flags, refusal
 from .permissions import (
     CANNOT_RUN,
     RUN_PERMISSION,
@@ -230,9 +230,21 @@ class SweepListView(APIView):
             raise serializers.ValidationError({"model": "name the model to benchmark"})
         if not is_safe_model_name(model):
             raise serializers.ValidationError({"model": unsafe_name_message(model)})
+        labels = SweepLabelForm(body)
+        refused = {} if labels.is_valid() else {f: m[0] for f, m in labels.errors.items()}
+        # The page's defaults where the body says nothing.
+        defaults = {"mode": "concurrency", "request_rate_range": ""}
+        flags = {**defaults, **SweepForm.preset_initial("default"), **body}
         try:
-            params, create_kwargs = _sweep_request(server, body)
-        except ParamsError as exc:
+            sweep = sweeps.start_sweep(
+                server,
+                flags,
+                request.user,
+                engine=str(body.get("engine", "builtin")),
+                refused=refused,
+                **labels.cleaned_data,
+            )
+        except sweeps.SweepRefused as exc:
             # A JSON document's refusals keep the field they had when it went through the
             # form as an upload.
             document = isinstance(body.get("input_data"), dict | list)
@@ -242,11 +254,9 @@ class SweepListView(APIView):
                     for flag, message in exc.errors.items()
                 }
             )
-        try:
-            sweep = sweeps.create_sweep(server, params, user=request.user, **create_kwargs)
         except jobs.QueueUnavailable as exc:
             return Response({"message": str(exc), "field": None}, status=503)
-        notes = kind_rules.notes(params, sweep.model_kind)
+        notes = kind_rules.notes(sweeps.params_of(sweep), sweep.model_kind)
         return Response(
             {**sweep_read.sweep_json(sweep), "notes": notes}, status=status.HTTP_201_CREATED
         )
@@ -270,32 +280,6 @@ def server_named_in(request: Request, named: object) -> Server:
         return server_access.check_visible(request.user, servers.get(named))
     except servers.UnknownServer as exc:
         raise NotFound({"server": exc.message}) from None
-
-
-def _sweep_request(server: Server, body: dict[str, Any]) -> tuple[SweepParams, dict[str, Any]]:
-    """The parameters (the page's defaults where the body says nothing) and the engine,
-    name and note of a sweep to create; ParamsError with every refusal, then the preflight's
-    (the model's state on Triton, the inputs it takes)."""
-    errors: dict[str, str] = {}
-    defaults = {"mode": "concurrency", "request_rate_range": ""}
-    params = None
-    try:
-        params = from_flags({**defaults, **SweepForm.preset_initial("default"), **body})
-    except ParamsError as exc:
-        errors.update(exc.errors)
-    engine = body.get("engine", "builtin")
-    if engine not in Sweep.Engine.values:
-        errors["engine"] = "The engine must be builtin or perf_analyzer."
-    labels = SweepLabelForm(body)
-    if not labels.is_valid():
-        errors.update({field: messages[0] for field, messages in labels.errors.items()})
-    if errors or params is None:
-        raise ParamsError(errors)
-    try:
-        kind = sweeps.preflight(server, params, str(engine))
-    except SweepError as exc:
-        raise refusal(exc, params) from None
-    return params, {"engine": str(engine), "model_kind": kind.label, **labels.cleaned_data}
 
 
 class SweepDetailView(APIView):

@@ -1,5 +1,6 @@
 """The Benchmark form: perf_analyzer's flags as fields, checked (`params.from_flags`) before
-anything is queued."""
+anything is queued; the view starts the sweep (`sweeps.start_sweep`: the preflight on
+Triton) and puts its refusals back on the fields (`add_refusal`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ from typing import Any
 
 from django import forms
 
-from repository_app.servers import Server
-
-from . import kind_presets, sweeps
+from . import kind_presets
 from .engine.inputs import InputError, parse_input_json
 from .engine.perf_analyzer_command import PerfAnalyzerNotFound, locate_perf_analyzer
 from .model_kind import ModelKind
@@ -19,10 +18,8 @@ from .params import (
     DEFAULTS,
     SEQUENCE_FLAGS,
     ParamsError,
-    SweepError,
     SweepParams,
     from_flags,
-    refusal,
 )
 
 PERCENTILES = [("95", "p95"), ("50", "p50"), ("90", "p90"), ("99", "p99"), ("avg", "average")]
@@ -272,16 +269,14 @@ class SweepForm(forms.Form):
         self,
         *args: Any,
         model: str,
-        server: Server,
         kind: ModelKind | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.model = model
-        self.server = server  # the Triton server the sweep runs on
         self.kind = kind
-        self.params: SweepParams | None = None
-        self.model_kind = ""  # the kind the preflight read from the served config
+        self.params: SweepParams | None = None  # the flags, read and checked (`clean`)
+        self._input_source = ""  # where the input data came from: "json", "text" or ""
         self._fit_kind()
         self.perf_analyzer_missing = self._offer_engines()
 
@@ -325,14 +320,13 @@ class SweepForm(forms.Form):
         return engine
 
     @property
-    def create_kwargs(self) -> dict[str, Any]:
-        """What `sweeps.create_sweep` takes from the form besides the parameters."""
+    def start_kwargs(self) -> dict[str, Any]:
+        """What `sweeps.start_sweep` takes from the form besides the parameters."""
         data = self.cleaned_data
         return {
             "engine": data["engine"],
             "name": (data.get("name") or "").strip(),
             "note": (data.get("note") or "").strip(),
-            "model_kind": self.model_kind,
         }
 
     @classmethod
@@ -367,12 +361,12 @@ class SweepForm(forms.Form):
             self.add_error("input_data_text", exc)
             return None
 
-    def _add(self, exc: ParamsError, source: str) -> None:
+    def add_refusal(self, exc: ParamsError) -> None:
         """Each refused flag's message on its field; the input data's on the file or the
-        text it came from (`source`: "json", "text" or "")."""
+        text it came from."""
         fields = {"json": "input_data_file", "text": "input_data_text"}
         for flag, message in exc.errors.items():
-            name = fields.get(source, flag) if flag == "input_data" else flag
+            name = fields.get(self._input_source, flag) if flag == "input_data" else flag
             self.add_error(name if name in self.fields else None, message)
 
     def clean(self) -> dict[str, Any]:
@@ -380,6 +374,7 @@ class SweepForm(forms.Form):
         # A field that did not parse is left out: its own error says why.
         flags = {name: data[name] for name in FLAGS if name in data}
         source = data.get("input_data") if data.get("input_data") in ("json", "text") else ""
+        self._input_source = source
         if source == "json":
             flags["input_data"] = self._input_document(data)
         elif source == "text":
@@ -387,15 +382,8 @@ class SweepForm(forms.Form):
         try:
             params = from_flags({**flags, "model": self.model})
         except ParamsError as exc:
-            self._add(exc, source)
+            self.add_refusal(exc)
             return data
-        if self.errors:
-            return data
-        try:
-            kind = sweeps.preflight(self.server, params, data["engine"])
-        except SweepError as exc:
-            self._add(refusal(exc, params), source)
-            return data
-        self.params = params
-        self.model_kind = kind.label
+        if not self.errors:
+            self.params = params
         return data

@@ -1,13 +1,15 @@
-"""Perf sweeps as the Benchmark form, the REST API and `manage.py perf_sweep` start them:
-check what can be checked before queueing (`preflight`), create the queued job, re-run it,
-label it. One kind of job: `jobs` owns the queue, claim, heartbeat, cancel, resume and
-finish; `sweep_run` measures a claimed sweep, `sweep_recorder` stores what it measures,
-`sweep_read` reads it back.
+"""Perf sweeps as the Benchmark form, the REST API and `manage.py perf_sweep` start them,
+all three through `start_sweep`: check the flags, check what can be checked before queueing
+(`preflight`), create the job and send it (`create_sweep`); re-run a sweep, label it. One
+kind of job: `jobs` owns the queue, claim, heartbeat, cancel, resume and finish;
+`sweep_run` measures a claimed sweep, `sweep_recorder` stores what it measures, `sweep_read`
+reads it back.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, cast
 
 from django.db import transaction
@@ -22,7 +24,7 @@ from .engine.inputs import InputError, build_payloads, input_specs, max_batch_si
 from .engine.loadgen import SweepError
 from .model_kind import ModelKind, kind_of_served
 from .models import Sweep
-from .params import FlagsRefused, SweepParams
+from .params import FlagsRefused, ParamsError, SweepParams, from_flags, refusal
 from .sweep_plan import params_of
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -100,6 +102,79 @@ def preflight(server: Server, params: SweepParams, engine: str = _BUILTIN) -> Mo
     except InputError as exc:
         raise SweepError(f"inputs: {exc}") from None
     return kind
+
+
+# --- starting: the one path of the Benchmark form, the API and the command line --------------
+
+
+class SweepRefused(ParamsError):
+    """Why a sweep was not started, on the fields it is about: `errors` maps each refused
+    flag (or "engine", or a field of the caller's own, or NON_FIELD_ERRORS) to its message,
+    as ParamsError's. `sentence` is the preflight's own words where the refusal is about the
+    model, its inputs or Triton rather than about flags ("" otherwise): a command line says
+    that as it is."""
+
+    def __init__(
+        self,
+        errors: Mapping[str, str],
+        subjects: Mapping[str, str] | None = None,
+        *,
+        sentence: str = "",
+    ) -> None:
+        super().__init__(errors, subjects)
+        self.sentence = sentence
+
+
+def start_sweep(
+    server: Server,
+    flags: Mapping[str, Any] | SweepParams,
+    user: Any = None,
+    *,
+    engine: str = _BUILTIN,
+    name: str = "",
+    note: str = "",
+    enqueue: bool = True,
+    refused: Mapping[str, str] | None = None,
+) -> Sweep:
+    """Start a sweep of ``flags`` (perf_analyzer's, "model" among them, read by
+    `params.from_flags`; or the SweepParams a form already read from them) on ``server`` as
+    ``user``: the flags and the engine are checked, then the preflight, then the sweep is
+    created, audited and its task sent (`enqueue`; the command line runs it itself).
+
+    `refused` holds refusals the caller found in fields of its own (the API's name and
+    note): they come back with the flags' in one SweepRefused, and nothing is asked of
+    Triton while there are any. Raises SweepRefused, or jobs.QueueUnavailable with nothing
+    stored. The caller has checked that ``user`` may run sweeps on ``server``."""
+    errors: dict[str, str] = {}
+    subjects: dict[str, str] = {}
+    params = flags if isinstance(flags, SweepParams) else None
+    if params is None:
+        try:
+            params = from_flags(cast(Mapping[str, Any], flags))
+        except ParamsError as exc:
+            errors.update(exc.errors)
+            subjects.update(exc.subjects)
+    if engine not in Sweep.Engine.values:
+        errors["engine"] = "The engine must be builtin or perf_analyzer."
+    errors.update(refused or {})
+    if errors or params is None:
+        raise SweepRefused(errors, subjects)
+    try:
+        kind = preflight(server, params, engine)
+    except FlagsRefused as exc:  # flags that do not fit the model's kind, by their names
+        raise SweepRefused(exc.errors) from None
+    except SweepError as exc:
+        raise SweepRefused(refusal(exc, params).errors, sentence=str(exc)) from None
+    return create_sweep(
+        server,
+        params,
+        engine=engine,
+        user=user,
+        enqueue=enqueue,
+        name=name[:120],
+        note=note,
+        model_kind=kind.label,
+    )
 
 
 # --- creating and queueing --------------------------------------------------------------------

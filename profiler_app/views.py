@@ -136,12 +136,12 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         return render(request, "403.html", {"exception": f"{refused}."}, status=403)
     kind, kind_source = kind_presets.model_kind(server, name)
     if request.method == "POST":
-        form = SweepForm(request.POST, request.FILES, model=name, server=server, kind=kind)
+        form = SweepForm(request.POST, request.FILES, model=name, kind=kind)
         if form.is_valid() and form.params is not None:
             try:
-                sweep = sweeps.create_sweep(
-                    server, form.params, user=request.user, **form.create_kwargs
-                )
+                sweep = sweeps.start_sweep(server, form.params, request.user, **form.start_kwargs)
+            except sweeps.SweepRefused as exc:  # the preflight's: on the fields it names
+                form.add_refusal(exc)
             except jobs.QueueUnavailable as exc:
                 form.add_error(None, str(exc))
                 status = 503
@@ -154,7 +154,7 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         document = llm.preset_text(inputs)
         if document is not None:  # an LLM input preset: JSON text the user edits
             initial.update(input_data="text", input_data_text=document)
-        form = SweepForm(initial=initial, model=name, server=server, kind=kind)
+        form = SweepForm(initial=initial, model=name, kind=kind)
     history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP, server=server.name)[:10]
     return render(
         request,

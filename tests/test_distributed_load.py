@@ -490,13 +490,11 @@ def test_the_form_and_the_command_line_name_the_load_hosts_field() -> None:
     from django.core.management import CommandError, call_command
 
     from profiler_app.forms import SweepForm
-    from repository_app import servers
 
     data = {**SweepForm.preset_initial("default"), "mode": "concurrency", "percentile": "95"}
     form = SweepForm(
         {**data, "load_hosts": "40", "engine": "builtin", "input_data": "random"},
         model="m",
-        server=servers.default(),
     )
     assert not form.is_valid()
     assert form.errors["load_hosts"] == [

@@ -277,7 +277,6 @@ def test_perf_analyzer_is_offered_when_it_is_installed(runner, redis_db, monkeyp
 def test_a_preset_naming_a_missing_perf_analyzer_opens_on_the_built_in_engine(no_perf_analyzer):
     """A disabled option is not sent: left selected, the form would come back 'required'."""
     from profiler_app.forms import SweepForm
-    from repository_app import servers
 
-    form = SweepForm(initial={"engine": "perf_analyzer"}, model="m", server=servers.default())
+    form = SweepForm(initial={"engine": "perf_analyzer"}, model="m")
     assert form["engine"].value() == "builtin"

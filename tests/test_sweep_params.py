@@ -89,7 +89,7 @@ def api():
 def test_one_bad_flag_is_one_message_on_the_form_the_api_the_command_line_and_the_search(
     api, redis_db, flag, value, message, line
 ):
-    form = SweepForm({**FORM, flag: value}, model="add_batched", server=servers.default())
+    form = SweepForm({**FORM, flag: value}, model="add_batched")
     assert not form.is_valid()
     assert form.errors == {flag: [message]}
 
@@ -165,3 +165,29 @@ def test_the_engines_guard_refuses_what_the_entry_refuses_in_the_same_words(fiel
     words = entry.value.errors[flag]
     assert str(guard.value) == words[:1].lower() + words[1:].rstrip(".")
     SweepParams(model="add_batched").validate()  # the defaults pass both
+
+
+def test_the_form_the_api_and_the_command_line_start_a_sweep_through_start_sweep(api, monkeypatch):
+    """One measurement path: each entry point hands its flags to `sweeps.start_sweep` and
+    says its refusal in its own way (the page on the form, a 400, the command's error)."""
+    from profiler_app import kind_presets
+
+    started = []
+
+    def start_sweep(server, flags, user=None, **kwargs):
+        started.append((server.name, kwargs["engine"]))
+        raise sweeps.SweepRefused({"__all__": "stopped at start_sweep"}, sentence="stopped here")
+
+    monkeypatch.setattr(sweeps, "start_sweep", start_sweep)
+    monkeypatch.setattr(kind_presets, "model_kind", lambda server, name: (None, "not known"))
+    page = api.post("/models/add_batched/benchmark/", FORM)
+    assert "stopped at start_sweep" in page.content.decode()
+    response = api.post(
+        "/api/v1/sweeps/", {"model": "add_batched"}, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json()["message"] == "stopped at start_sweep"
+    with pytest.raises(CommandError, match="^stopped here$"):
+        call_command("perf_sweep", "add_batched")
+    assert started == [("default", "builtin")] * 3
+    assert not Sweep.objects.exists()

@@ -19,14 +19,7 @@ from profiler_app import export, jobs, kind_rules, queues, sweeps
 from profiler_app.forms import input_data_document
 from profiler_app.models import Sweep
 from profiler_app.param_bounds import INPUT_DATA_KINDS
-from profiler_app.params import (
-    DEFAULTS,
-    FlagsRefused,
-    ParamsError,
-    SweepError,
-    from_flags,
-    refusal,
-)
+from profiler_app.params import DEFAULTS, ParamsError
 from profiler_app.permissions import RUN_PERMISSION
 from repository_app import servers
 from repository_app.servers import UnknownServer
@@ -146,25 +139,18 @@ class Command(BaseCommand):
         if "input_data" in flags and flags["input_data"] not in INPUT_DATA_KINDS:
             flags["input_data"] = _input_file(flags["input_data"])
         try:
-            params = from_flags({**flags, "model": opts["model"]})
-        except ParamsError as exc:
-            raise CommandError(_refusal(exc, flags)) from None
-        try:
-            kind = sweeps.preflight(server, params, opts["engine"])
-        except FlagsRefused as exc:  # flags that do not fit the model's kind, by their names
-            raise CommandError(_refusal(refusal(exc, params), flags)) from None
-        except SweepError as exc:
-            raise CommandError(str(exc)) from None
-        sweep = sweeps.create_sweep(
-            server,
-            params,
-            engine=opts["engine"],
-            user=user,
-            enqueue=False,
-            name=opts["name"][:120],
-            note=opts["note"],
-            model_kind=kind.label,
-        )
+            sweep = sweeps.start_sweep(
+                server,
+                {**flags, "model": opts["model"]},
+                user,
+                engine=opts["engine"],
+                enqueue=False,
+                name=opts["name"],
+                note=opts["note"],
+            )
+        except sweeps.SweepRefused as exc:  # the flags by this command line's names
+            raise CommandError(exc.sentence or _refusal(exc, flags)) from None
+        params = sweeps.params_of(sweep)
         # Run here, in this process: its host generates the load (the sweep page says so).
         if not jobs.claim(sweep.pk, queues.in_process("manage.py perf_sweep")):
             busy = jobs.running_on(sweep.server)
@@ -177,7 +163,7 @@ class Command(BaseCommand):
         self.stderr.write(
             f"sweep #{sweep.pk}: {params.model} {params.mode} {params.range_text}{rounds}"
         )
-        for line in kind_rules.notes(params, kind):
+        for line in kind_rules.notes(params, sweep.model_kind):
             self.stdout.write(f"note: {line}")
         state = jobs.execute(sweep.pk)
         sweep.refresh_from_db()
