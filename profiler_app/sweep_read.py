@@ -50,8 +50,15 @@ def sweep_json(sweep: Sweep) -> dict[str, Any]:
         "note": sweep.note,
         "model_kind": sweep.model_kind,
         "rounds": max(1, int(sweep.params.get("rounds") or 1)),
-        # For the page's ETA: the server's clock, and the windows an earlier attempt left
-        # (a resumed sweep's pace is measured on its own windows only).
+        **pace_json(sweep),
+    }
+
+
+def pace_json(sweep: Sweep) -> dict[str, Any]:
+    """For the page's ETA: when this attempt started, the server's clock, and the windows an
+    earlier attempt left (a resumed sweep's pace is measured on its own windows only)."""
+    return {
+        "started_at": sweep.started_at.isoformat() if sweep.started_at else None,
         "server_now": timezone.now().isoformat(),
         "windows_before_start": (
             SweepPoint.objects.filter(
@@ -61,6 +68,12 @@ def sweep_json(sweep: Sweep) -> dict[str, Any]:
             else 0
         ),
     }
+
+
+def running_json(sweep: Sweep) -> dict[str, Any]:
+    """What each level's event carries beside its point, so the page redraws from events
+    alone: the verdict so far (knee, best level, recommendation) and the pace."""
+    return {"summary": knee_summary(sweep), **pace_json(sweep)}
 
 
 def snapshot(sweep_id: int) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from django.db import connections
 
 from repository_app import events
 
-from . import measure, repeats, verdict
+from . import measure, repeats, sweep_read, verdict
 from .engine.results import LevelResult, WindowResult
 from .models import Sweep, SweepPoint
 from .params import SweepParams
@@ -116,6 +116,7 @@ class Recorder:
                 "levels_done": sum(1 for n in self.done.values() if n >= 1),
                 "levels_total": self.sweep.levels_total,
                 "round": self.round,
+                **sweep_read.running_json(self.sweep),
             },
         )
 
@@ -157,7 +158,7 @@ class Recorder:
     ) -> None:
         """perf_analyzer's average latency of this round, read from its CSV afterwards, and
         `own`: a BLS model's own breakdown, which only the CSV has. Fields it printed are
-        kept."""
+        kept; the level is published again."""
         values = {k: v for k, v in {"avg_us": avg_us, **(own or {})}.items() if v is not None}
         row = SweepPoint.objects.filter(
             sweep_id=self.sweep.pk, level=level_key(level), window=SweepPoint.LEVEL
@@ -167,14 +168,17 @@ class Recorder:
         rounds = row.extra.get("rounds")
         if not rounds:
             missing = {k: v for k, v in values.items() if getattr(row, k) is None}
-            if missing:
-                SweepPoint.objects.filter(pk=row.pk).update(**missing)
-            return
-        for record in rounds:
-            if record.get("round") == self.round:
-                record.update({k: v for k, v in values.items() if record.get(k) is None})
-        merged = repeats.merge_rounds(rounds, self.chosen_key, row.extra)
-        self._upsert(level, SweepPoint.LEVEL, merged)
+            if not missing:
+                return
+            SweepPoint.objects.filter(pk=row.pk).update(**missing)
+            row.refresh_from_db()
+        else:
+            for record in rounds:
+                if record.get("round") == self.round:
+                    record.update({k: v for k, v in values.items() if record.get(k) is None})
+            merged = repeats.merge_rounds(rounds, self.chosen_key, row.extra)
+            row = self._upsert(level, SweepPoint.LEVEL, merged)
+        self._publish_level(row)  # the page draws from events alone: it sees the average too
 
 
 def rounds_done(sweep: Sweep) -> dict[float, int]:

@@ -54,7 +54,11 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     # placement: where the job's task went and why, and who claimed it (jobs.placement_json)
     "sweep.state": frozenset({"sweep", "kind", "state", "error", "cancel_requested", "placement"}),
     "sweep.window": frozenset({"sweep", "point", "closed_at"}),
-    "sweep.level": frozenset({"sweep", "point", "levels_done", "levels_total", "round"}),
+    # summary, started_at, server_now, windows_before_start: sweep_read.running_json
+    "sweep.level": frozenset(
+        {"sweep", "point", "levels_done", "levels_total", "round", "summary", "started_at"}
+        | {"server_now", "windows_before_start"}
+    ),
     "sweep.summary": frozenset({"sweep", "state", "error", "summary"}),
     "search.candidate": frozenset({"search", "candidate"}),
     "search.result": frozenset({"search", "state", "result"}),

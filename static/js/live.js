@@ -28,7 +28,8 @@ window.Live = (function () {
         if (prev !== undefined && event.seq <= prev && !event.snapshot) return; // duplicate
         lastSeq[event.group] = event.seq;
       }
-      const handler = handlers[event.type];
+      // "*": a page's handler of the types it has none for (others ignore them).
+      const handler = handlers[event.type] || handlers["*"];
       if (handler) handler(event);
     }
 

@@ -1,5 +1,8 @@
 // The sweep page: points keyed by level/window (so a resync or a late event never
-// duplicates or drops one), live over /ws/sweeps/<id>/, resync over HTTP on gaps.
+// duplicates or drops one), live over /ws/sweeps/<id>/. The charts redraw from events alone
+// (each level's event carries the verdict so far and the pace); the page fetches its
+// snapshot over HTTP only when it opens or reconnects, on a gap in the events' sequence, and
+// on an event type it does not know.
 "use strict";
 
 window.SweepPage = (function () {
@@ -7,7 +10,6 @@ window.SweepPage = (function () {
   let sweep = null;
   let dataUrl = "";
   let renderQueued = false;
-  let resyncTimer = null;
   let clockOffset = 0;  // server clock - this browser's clock, ms (for the ETA)
   let histogramEdges = [];  // µs: the bins of the windows' inter-response histograms
   const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
@@ -393,11 +395,6 @@ window.SweepPage = (function () {
     schedule();
   }
 
-  function resyncSoon() {
-    clearTimeout(resyncTimer);
-    resyncTimer = setTimeout(resync, 300);
-  }
-
   function say(text, cls) { const el = document.getElementById("action-message"); el.textContent = text; el.className = "small " + (cls || ""); }
 
   function bindButtons() {
@@ -424,12 +421,18 @@ window.SweepPage = (function () {
     Live.connect(options.wsPath, {
       "sweep.snapshot": function (e) { merge(e.points); applySweep(e.sweep); schedule(); },
       "sweep.window": function (e) { merge([e.point]); schedule(); },
-      "sweep.level": function (e) { merge([e.point]); schedule(); resyncSoon(); },
+      "sweep.level": function (e) {
+        merge([e.point]);
+        // A level just measured: its worker is alive (heartbeat_stale is read on the server).
+        applySweep({ levels_total: e.levels_total, summary: e.summary, started_at: e.started_at, server_now: e.server_now, windows_before_start: e.windows_before_start, heartbeat_stale: false });
+        schedule();
+      },
       "sweep.state": function (e) {
         applySweep({ state: e.state, error: e.error, cancel_requested: e.cancel_requested, queue_position: e.queue_position, placement: e.placement });
         schedule();
       },
-      "sweep.summary": function (e) { applySweep({ state: e.state, error: e.error, summary: e.summary }); schedule(); resyncSoon(); },
+      "sweep.summary": function (e) { applySweep({ state: e.state, error: e.error, summary: e.summary }); schedule(); },
+      "*": resync,  // a type this page cannot apply: read the whole state instead
     }, resync);
   }
 
