@@ -146,12 +146,15 @@ def claim(server: Server, action: str, name: str, username: str, *, announce: bo
         raise ActionRefused(f"unknown action {action!r}")
     _check_name(name)
     check_can_control(server)
+    # The claim first: an action in flight is named as such, whether or not Triton already
+    # says LOADING; Triton's own state then catches a load started outside the dashboard.
+    if not _take(server.name, name, f"{action} started by {username}"):
+        raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
     if any(s.state in ("LOADING", "UNLOADING") for s in _states(server, name)):
+        _give_back(server.name, name)
         raise ActionRefused(
             f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it", reason="busy"
         )
-    if not _take(server.name, name, f"{action} started by {username}"):
-        raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
     if not announce:
         return
     events.publish(

@@ -122,3 +122,117 @@ def test_a_searchs_loads_wait_for_the_claim_another_process_holds(triton, redis_
     search.refresh_from_db()
     assert not search.restore_pending
     assert not redis_db.exists(control._claim_key("default", "add_sub"))
+
+
+GATED_MODEL = """import os
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        # Loads only once the test opens the gate: the action stays in flight meanwhile.
+        gate = os.path.join(args["model_repository"], "gate")
+        deadline = time.monotonic() + 300
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_two_web_processes_and_the_cli_exclude_each_other_on_one_model(
+    triton, redis_db, django_user_model, service_env, tmp_path
+):
+    """Real processes: the web front with two Daphnes and `manage.py triton`. A load whose
+    model waits on a gate is in flight; until the gate opens, every other door refuses."""
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    from rest_framework.authtoken.models import Token
+
+    from devstack import services as svc
+    from repository_app.triton.client import TritonClient
+    from team.roles import OPERATOR, set_role
+
+    from .conftest import ROOT, SERVICE_START_S, wait_for
+
+    name = "gated_load"
+    folder = triton.repository / name
+    (folder / "1").mkdir(parents=True)
+    (folder / "1" / "model.py").write_text(GATED_MODEL)
+    (folder / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    )
+    user = django_user_model.objects.create_user("olga-ops")
+    set_role(user, OPERATOR)
+    token = Token.objects.create(user=user).key
+    port = svc.free_port()
+    log = tmp_path / "web.log"
+    front = subprocess.Popen(
+        svc.tied_to_parent(
+            [sys.executable, "-m", "dashboard.serve", "--workers", "2", "-b", "127.0.0.1",
+             "-p", str(port), "dashboard.asgi:application"]
+        ),
+        cwd=ROOT, env=service_env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+
+    def post(path: str) -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", method="POST",
+            headers={"Authorization": f"Token {token}"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as answer:
+            return answer.code, answer.read().decode()
+
+    def cli(action: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", "triton", action, name, "--as-user", "olga-ops"],
+            cwd=ROOT, env=service_env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    try:
+        svc.wait_until(
+            lambda: svc.port_is_open("127.0.0.1", port), SERVICE_START_S, "web", front, log
+        )
+        status, body = post(f"/api/v1/models/{name}/load")
+        assert status == 202, body
+        # In flight until the gate opens: the CLI and every web process refuse.
+        refused = cli("load")
+        assert refused.returncode != 0 and "already running" in refused.stderr, refused
+        for _ in range(10):  # new connections, spread over both Daphnes by the kernel
+            status, body = post(f"/api/v1/models/{name}/unload")
+            assert status == 409 and "already running" in body, (status, body)
+        (folder / "gate").touch()
+        wait_for(
+            lambda: not redis_db.exists(control._claim_key("default", name)),
+            SERVICE_START_S, "the load to end and release its claim",
+        )  # fmt: skip
+        assert any(s.state == "READY" for s in client.model_states(name))
+        done = cli("unload")
+        assert done.returncode == 0, done
+    finally:
+        (folder / "gate").touch()
+        svc.stop(front)
+        client.unload(name)
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
