@@ -16,6 +16,8 @@ from typing import Any, NoReturn
 
 import environ
 
+from repository_app.triton.address import split_host_port
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -104,14 +106,13 @@ def parse_hostport(raw: str) -> str:
     if found and scheme.lower() not in ("http", "https"):
         raise ValueError(f"must be host:port, got {raw!r}")
     value = (rest if found else raw).rstrip("/")
-    host, _, port = value.rpartition(":")
+    try:
+        host, _ = split_host_port(value)
+    except ValueError:
+        raise ValueError(f"must be host:port, got {raw!r}") from None
     # A host name, IPv4 or [IPv6] address only: gRPC would also take 'unix:/path' and
     # other resolvers' targets, which a server's address must never name.
-    if (
-        not HOST_RULE.fullmatch(host)
-        or not (port.isascii() and port.isdigit() and len(port) <= 5)
-        or not 0 < int(port) < 65536
-    ):
+    if not HOST_RULE.fullmatch(f"[{host}]" if value.startswith("[") else host):
         raise ValueError(f"must be host:port, got {raw!r}")
     return value
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from repository_app.triton.address import split_host_port
+
 from . import services as svc
 
 ENV = "DEMO_TRITONS"  # what `make run TRITONS=N` sets (the Makefile passes it on)
@@ -171,10 +173,9 @@ def _same_folder(a: str | Path, b: str | Path) -> bool:
 def _port(address: str) -> int | None:
     """The port of host:port or of a URL; None when there is none."""
     try:
-        port = urlsplit(address if "://" in address else f"//{address}").port
+        return urlsplit(address).port if "://" in address else split_host_port(address)[1]
     except ValueError:
         return None
-    return port
 
 
 def _registered_ports(*, besides: str) -> set[int]:
@@ -197,8 +198,9 @@ def _ports_of(row: Any, avoid: set[int]) -> svc.TritonPorts | None:
     if row is None:
         return None
     ports = [_port(row.http_url), _port(row.grpc_url), _port(row.metrics_url)]
-    hosts = [urlsplit(f"//{row.http_url}").hostname, urlsplit(f"//{row.grpc_url}").hostname]
-    if any(p is None or p in avoid for p in ports) or any(h != LOOPBACK for h in hosts):
+    if any(p is None or p in avoid for p in ports):
+        return None
+    if any(split_host_port(a)[0] != LOOPBACK for a in (row.http_url, row.grpc_url)):
         return None
     if len(set(ports)) != 3 or any(svc.port_is_open(LOOPBACK, p) for p in ports if p):
         return None

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from repository_app.triton.address import split_host_port
+
 from . import fleet
 from . import services as svc
 from .console import fail, say
@@ -113,8 +115,8 @@ def main(argv: list[str] | None = None) -> None:
         from repository_app import servers
 
         triton = servers.default()
-        http_host, _, http_port = triton.http_url.rpartition(":")
-        if svc.port_is_open(http_host, int(http_port)):
+        http_host, http_port = split_host_port(triton.http_url)
+        if svc.port_is_open(http_host, http_port):
             say(f"Triton: found at {triton.http_url} (HTTP) / {triton.grpc_url} (gRPC)")
         elif http_host in ("127.0.0.1", "localhost"):
             repo = Path(triton.repository)
@@ -123,8 +125,8 @@ def main(argv: list[str] | None = None) -> None:
                 say(f"Triton: seeded {repo} from examples/model_repository")
             metrics_port = urlparse(triton.metrics_url).port or 8002
             ports = svc.TritonPorts(
-                http=int(http_port),
-                grpc=int(triton.grpc_url.rpartition(":")[2]),
+                http=http_port,
+                grpc=split_host_port(triton.grpc_url)[1],
                 metrics=metrics_port,
             )
             say(f"Triton: starting tritonserver (explicit model control) on {repo}")

@@ -29,7 +29,7 @@ from celery import current_task, shared_task
 from django.conf import settings
 from django.db import connections
 
-from repository_app.triton.client import engine_url
+from repository_app.triton.connection import connection
 
 from . import jobs
 from .engine import agent, agent_link, remote
@@ -160,7 +160,7 @@ def load_agent_task(self: Any, job_id: int) -> str:
         return asyncio.run(
             agent.serve(
                 params,
-                engine_url(jobs.server_of(job), params.protocol),
+                connection(jobs.server_of(job), params.protocol),
                 link,
                 host=str(self.request.hostname or socket.gethostname()),
                 task=str(self.request.id or ""),

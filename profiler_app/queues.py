@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repository_app.servers import Server
+from repository_app.triton.address import split_host_port
 
 QUEUE_PREFIX = "triton."
 INSPECT_TIMEOUT_S = 1.0  # how long Celery collects the workers' replies
@@ -125,7 +126,10 @@ def beside_the_workers(server: Server) -> bool:
     (a worker can reach that only on its own host: `make run TRITONS=N`'s local-N)."""
     if server.is_default:
         return True
-    host = server.grpc_url.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    try:
+        host = split_host_port(server.grpc_url)[0]
+    except ValueError:  # a row saved around the checks: no host of ours
+        return False
     if host == "localhost":
         return True
     try:

@@ -22,7 +22,8 @@ from typing import Any, cast
 
 from repository_app import events
 from repository_app.servers import Server
-from repository_app.triton.client import engine_metrics_url, engine_url
+from repository_app.triton.client import engine_metrics_url
+from repository_app.triton.connection import connection
 
 from . import jobs, load_agents
 from .engine import composing
@@ -125,7 +126,7 @@ def _run_builtin(
     async def main(hosts: Any) -> Any:
         return await run_sweep(
             params,
-            engine_url(server, params.protocol),
+            connection(server, params.protocol),
             on_window=lambda w: recorder.call(recorder.window, w),
             on_level=lambda lv: recorder.call(recorder.level, lv),
             should_cancel=lambda: _should_cancel(heartbeat, recorder),
@@ -170,7 +171,7 @@ def _run_perf_analyzer(
     from .engine.perf_analyzer_command import PerfAnalyzerNotFound, locate_perf_analyzer
     from .engine.perf_analyzer_csv import csv_server
 
-    url = engine_url(server, params.protocol)
+    triton = connection(server, params.protocol)
     try:
         binary = locate_perf_analyzer()
     except PerfAnalyzerNotFound as exc:
@@ -188,7 +189,7 @@ def _run_perf_analyzer(
             async def main(p: SweepParams = run_params) -> Any:
                 return await run_perf_analyzer(
                     p,
-                    url,
+                    triton,
                     binary=binary,
                     on_window=lambda w: recorder.call(recorder.pa_window, w),
                     on_level=lambda done: recorder.call(recorder.pa_level, done),

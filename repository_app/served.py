@@ -25,7 +25,7 @@ from .modelconfig.autocomplete import as_triton_completes
 from .modelconfig.folder import folder_facts
 
 if TYPE_CHECKING:
-    from .triton.client import Endpoint
+    from .triton.connection import Endpoint
 
 
 @dataclass(frozen=True)

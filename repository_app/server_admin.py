@@ -31,6 +31,7 @@ from . import events, poller, reachability, server_access, servers
 from .models import ModelIntent, TritonServer
 from .server_rules import NAME_RULE, InvalidServer, check, labels_text
 from .servers import Server, UnknownServer
+from .triton.address import join_host_port, split_host_port
 
 MANAGE = "team.manage_servers"
 CANNOT_MANAGE = "your role cannot add, edit or remove Triton servers (Admins can)"
@@ -103,8 +104,11 @@ def _audit(user: Any, action: str, name: str, *, outcome: str = "ok", detail: st
 
 
 def _host(grpc_url: str) -> str:
-    host = grpc_url.strip().split("://", 1)[-1].rstrip("/").rpartition(":")[0]
-    return host or "localhost"
+    """The gRPC address's host (unbracketed); ``localhost`` when it names none."""
+    try:
+        return split_host_port(grpc_url.strip().split("://", 1)[-1].rstrip("/"))[0]
+    except ValueError:  # the address's own check says what is wrong with it
+        return "localhost"
 
 
 def with_defaults(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,8 +122,10 @@ def with_defaults(fields: Mapping[str, Any]) -> dict[str, Any]:
     grpc = filled["grpc_url"]
     if isinstance(grpc, str) and grpc.strip():
         host = _host(grpc)
-        filled.setdefault("http_url", f"{host}:{DEFAULT_HTTP_PORT}")
-        filled.setdefault("metrics_url", f"http://{host}:{DEFAULT_METRICS_PORT}/metrics")
+        filled.setdefault("http_url", join_host_port(host, DEFAULT_HTTP_PORT))
+        filled.setdefault(
+            "metrics_url", f"http://{join_host_port(host, DEFAULT_METRICS_PORT)}/metrics"
+        )
     filled.setdefault("repository", str(settings.MODEL_REPOSITORY))
     filled.setdefault("api_key_header", "dashboard-key")
     filled.setdefault("labels", {})

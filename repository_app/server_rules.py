@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 
 from dashboard.env import parse_hostport
 
+from .triton.address import split_host_port
+
 DEFAULT = "default"
 NAME_RULE = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 LABEL_RULE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
@@ -96,11 +98,6 @@ LOOPBACK = "loopback"
 _resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="server-address")
 
 
-def _host_port(key: str) -> tuple[str, str]:
-    host, _, port = key.rpartition(":")
-    return host.removeprefix("[").removesuffix("]"), port
-
-
 def _ip_key(text: str) -> str | None:
     """An IP address as compared (IPv4-mapped IPv6 as IPv4, any loopback or unspecified
     address as LOOPBACK); None for a host name."""
@@ -142,7 +139,7 @@ def resolve_hosts(hosts: Iterable[str]) -> dict[str, frozenset[str]]:
 
 
 def _address_keys(key: str, resolved: Mapping[str, frozenset[str]]) -> set[str]:
-    host, port = _host_port(key)
+    host, port = split_host_port(key)
     return {key, *(f"{ip} port {port}" for ip in resolved.get(host, ()))}
 
 
@@ -153,10 +150,10 @@ def same_address(a: str, b: str, resolved: Mapping[str, frozenset[str]] | None =
     a, b = grpc_key(a), grpc_key(b)
     if a == b:
         return True
-    if _host_port(a)[1] != _host_port(b)[1]:
+    if split_host_port(a)[1] != split_host_port(b)[1]:
         return False
     if resolved is None:
-        resolved = resolve_hosts([_host_port(a)[0], _host_port(b)[0]])
+        resolved = resolve_hosts([split_host_port(a)[0], split_host_port(b)[0]])
     return bool(_address_keys(a, resolved) & _address_keys(b, resolved))
 
 
@@ -173,11 +170,13 @@ def taken_by(address: str, registered: Iterable[tuple[str, str]]) -> tuple[str, 
             continue
         if other_key == key:
             return name, other
-        if _host_port(other_key)[1] == _host_port(key)[1]:
+        if split_host_port(other_key)[1] == split_host_port(key)[1]:
             same_port.append((name, other, other_key))
     if not same_port:
         return None
-    resolved = resolve_hosts([_host_port(key)[0], *(_host_port(k)[0] for _, _, k in same_port)])
+    resolved = resolve_hosts(
+        [split_host_port(key)[0], *(split_host_port(k)[0] for _, _, k in same_port)]
+    )
     for name, other, other_key in same_port:
         if same_address(key, other_key, resolved):
             return name, other

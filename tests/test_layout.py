@@ -42,7 +42,7 @@ def test_only_the_triton_package_holds_a_triton_client_and_knows_the_gpu_metrics
         if gpu.search(text):
             gpu_readers.add(rel)
     # The engine's inference transports are its hot path; they take their URLs from the
-    # package (engine_url) and call nothing but inference.
+    # package (connection) and call nothing but inference.
     assert holders <= {
         "repository_app/triton/client.py",
         "repository_app/triton/aio.py",

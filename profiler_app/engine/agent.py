@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 from repository_app.triton import aio
+from repository_app.triton.connection import Connection
 
 from ..params import SweepError, SweepParams
 from . import agent_link, load_session, loadgen, worker_pool
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 async def serve(
     params: SweepParams,
-    url: str,
+    triton: Connection,
     link: agent_link.AgentLink,
     *,
     host: str,
@@ -49,10 +50,10 @@ async def serve(
     """Run this agent's share of the sweep until told to stop; returns how it ended."""
     if not link.join(host, os.getpid(), task):
         return "the sweep's coordinator is gone"
-    control = aio.AioClient(params.protocol, url)
+    control = aio.AioClient(triton)
     try:
         try:
-            prepared = await loadgen.prepare(params, url, control)
+            prepared = await loadgen.prepare(params, triton, control)
         finally:
             await control.close()
         pool = loadgen.host_pool(prepared, params, link.index, params.load_hosts)

@@ -15,10 +15,13 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+from collections.abc import Sequence
 from typing import cast
 from urllib.parse import unquote
 
 import hpack
+
+from repository_app.triton.address import split_host_port
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = (
@@ -54,9 +57,14 @@ def fits(message: bytes) -> bool:
 class UnaryConnection:
     """One HTTP/2 connection making unary gRPC calls to ``method`` one after another."""
 
-    def __init__(self, url: str, method: str, timeout_s: float = 30.0) -> None:
-        host, _, port = url.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+    def __init__(
+        self,
+        url: str,
+        method: str,
+        timeout_s: float = 30.0,
+        key: Sequence[tuple[str, str]] = (),  # the server's key's header, in the block below
+    ) -> None:
+        self.sock = socket.create_connection(split_host_port(url), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = hpack.Decoder()
         self.buffer = bytearray()
@@ -69,6 +77,7 @@ class UnaryConnection:
         headers = [
             (":method", "POST"), (":scheme", "http"), (":path", method),
             (":authority", url), ("content-type", "application/grpc"), ("te", "trailers"),
+            *key,
         ]  # fmt: skip
         self.header_block = hpack.Encoder().encode([(k, v, True) for k, v in headers])
         settings = struct.pack(">HIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE,

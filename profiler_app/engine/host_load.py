@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from repository_app.triton.address import split_host_port
+
 BUSY_SHARE = 0.90
 STEAL_SHARE = 0.05
 PROC_STAT = Path("/proc/stat")
@@ -78,7 +80,10 @@ def is_local(url: str) -> bool:
     """Whether Triton's address (host:port, or a URL) names this machine: a loopback or
     unspecified address, `localhost`, or this host's name. No DNS lookup: a name that
     only resolves here (a compose service on the same machine) is not known to be local."""
-    host = urlsplit(url if "//" in url else f"//{url}").hostname or ""
+    try:
+        host = split_host_port(urlsplit(url).netloc if "//" in url else url)[0].lower()
+    except ValueError:
+        return False
     if host in ("localhost", "localhost.localdomain") or host == socket.gethostname().lower():
         return True
     try:

@@ -67,6 +67,7 @@ from .worker_requests import (
     http_path,
     serialize_grpc,
     serialize_http,
+    unary_call,
 )
 
 SEQUENCE_END_TIMEOUT_S = 5.0  # ending the live sequences when the worker stops
@@ -117,7 +118,12 @@ class Worker:
             if spec.streaming:
                 self.aio_channel = None
                 self.streams = StreamSlots(
-                    spec.url, options, self.grpc_requests, self.rec, spec.token_output
+                    spec.url,
+                    options,
+                    self.grpc_requests,
+                    self.rec,
+                    spec.token_output,
+                    headers=spec.headers,
                 )
                 return await self.streams.open(spec.timeout_s, spec.stream_timeout_s)
             if spec.client == "threads":
@@ -132,9 +138,7 @@ class Worker:
                     raise RuntimeError(str(exc)) from None
             else:
                 self.aio_channel = grpc.aio.insecure_channel(spec.url, options=options)
-                self.aio_call = self.aio_channel.unary_unary(
-                    GRPC_METHOD, request_serializer=None, response_deserializer=None
-                )
+                self.aio_call = unary_call(self.aio_channel, GRPC_METHOD, spec.headers)
                 # One checked call: it fails loudly on a bad model/input before any window.
                 try:
                     raw = await self.aio_call(self._checked_request(), timeout=spec.timeout_s)
@@ -162,14 +166,12 @@ class Worker:
     def _first_call_threads(self) -> bytes:
         spec = self.spec
         if self.use_h2:
-            conn = grpc_h2.UnaryConnection(spec.url, GRPC_METHOD, spec.timeout_s)
+            conn = grpc_h2.UnaryConnection(spec.url, GRPC_METHOD, spec.timeout_s, spec.headers)
             try:
                 return conn.call(self._checked_request(), reply=True)
             finally:
                 conn.close()
-        call = self._sync_channel().unary_unary(
-            GRPC_METHOD, request_serializer=None, response_deserializer=None
-        )
+        call = unary_call(self._sync_channel(), GRPC_METHOD, spec.headers)
         return call(self._checked_request(), timeout=spec.timeout_s)
 
     async def close(self) -> None:
@@ -283,9 +285,7 @@ class Worker:
             import grpc
 
             channel = self._sync_channel()
-            call = channel.unary_unary(
-                GRPC_METHOD, request_serializer=None, response_deserializer=None
-            )
+            call = unary_call(channel, GRPC_METHOD, spec.headers)
             requests = self.grpc_requests
             while self._turn(generation, index, schedule):
                 raw = requests[i]
@@ -335,7 +335,9 @@ class Worker:
             while self._turn(generation, index, schedule):
                 if conn is None:
                     try:
-                        conn = grpc_h2.UnaryConnection(spec.url, GRPC_METHOD, spec.timeout_s)
+                        conn = grpc_h2.UnaryConnection(
+                            spec.url, GRPC_METHOD, spec.timeout_s, spec.headers
+                        )
                     except OSError as exc:
                         rec.error(now_ns(), f"cannot connect to {spec.url}: {exc}")
                         time.sleep(0.05)  # Triton is gone: do not spin

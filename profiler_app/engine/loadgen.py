@@ -1,6 +1,6 @@
 """The built-in load generator: perf_analyzer's measurement loop, in Python.
 
-`run_sweep(params, url)` walks the levels of a concurrency or request-rate range. At each
+`run_sweep(params, triton)` walks the levels of a concurrency or request-rate range. At each
 level it cuts time windows of `measurement_window_ms`; a window counts the requests that
 *completed* inside it (perf_analyzer's rule), and reports throughput (requests x batch /
 window), client latency (avg, p50/p90/p95/p99 in µs), errors, client CPU per request and
@@ -49,6 +49,7 @@ from typing import Any
 
 from repository_app.triton import aio
 from repository_app.triton.client import TritonError
+from repository_app.triton.connection import Connection, as_connection
 
 from .. import goodput, llm
 from ..model_kind import kind_of_served
@@ -80,8 +81,8 @@ class Prepared:
     sequence: SequenceSpec | None
 
 
-async def prepare(params: SweepParams, url: str, control: aio.AioClient) -> Prepared:
-    """The workers' spec for the model at `url`; SweepError when the sweep cannot start
+async def prepare(params: SweepParams, triton: Connection, control: aio.AioClient) -> Prepared:
+    """The workers' spec for the model at `triton`; SweepError when the sweep cannot start
     (unknown or unloaded model, bad shapes, Triton unreachable)."""
     try:
         metadata, config = await control.describe(params.model, params.version)
@@ -116,7 +117,8 @@ async def prepare(params: SweepParams, url: str, control: aio.AioClient) -> Prep
     sequence = SequenceSpec.of(params) if kind.sequence else None
     spec = WorkerSpec(
         protocol=params.protocol,
-        url=url,
+        url=triton.url,
+        headers=tuple(triton.headers.items()),
         model=params.model,
         version=params.version,
         payloads=[[(t.name, t.datatype, t.array) for t in p] for p in payloads],
@@ -141,7 +143,7 @@ def host_pool(prepared: Prepared, params: SweepParams, host: int, hosts: int) ->
 
 async def run_sweep(
     params: SweepParams,
-    url: str,
+    triton: Connection | str,
     *,
     on_window: Callable[[WindowResult], Any] | None = None,
     on_level: Callable[[LevelResult], Any] | None = None,
@@ -150,7 +152,8 @@ async def run_sweep(
     levels: Sequence[float] | None = None,
     hosts: RemoteHosts | None = None,
 ) -> SweepResult:
-    """Run the sweep against Triton at `url` (host:port of the protocol's endpoint).
+    """Run the sweep against Triton at `triton` (`connection.connection`, or a bare host:port
+    of the protocol's endpoint: no key).
 
     `levels` (default: every level of the range) measures only those, in that order, with
     the client plan of the whole range (a resumed sweep, or one round of several).
@@ -174,9 +177,10 @@ async def run_sweep(
             "(the Benchmark page, the API or manage.py perf_sweep)"
         )
     count = params.load_hosts if hosts is not None else 1
-    control = aio.AioClient(params.protocol, url)
+    triton = as_connection(triton, params.protocol)
+    control = aio.AioClient(triton)
     try:
-        prepared = await prepare(params, url, control)
+        prepared = await prepare(params, triton, control)
         local = host_pool(prepared, params, 0, count)
         pool: WorkerPool | CompositePool = local
         try:
@@ -194,7 +198,7 @@ async def run_sweep(
             await _measure_levels(
                 params, levels, pool, control, GpuSampler(metrics_url), result,
                 on_window, on_level, should_cancel, plan=prepared.plan,
-                triton_local=host_load.is_local(url),
+                triton_local=host_load.is_local(triton.url),
             )  # fmt: skip
             return result
         finally:
@@ -314,6 +318,6 @@ async def _measure_levels(
             return
 
 
-def run_sweep_sync(params: SweepParams, url: str, **callbacks: Any) -> SweepResult:
+def run_sweep_sync(params: SweepParams, triton: Connection | str, **callbacks: Any) -> SweepResult:
     """`run_sweep` for synchronous callers (a Celery task, a script)."""
-    return asyncio.run(run_sweep(params, url, **callbacks))
+    return asyncio.run(run_sweep(params, triton, **callbacks))

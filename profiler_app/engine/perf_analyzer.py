@@ -20,6 +20,7 @@ from typing import Any
 
 from repository_app.triton.aio import AioClient
 from repository_app.triton.client import TritonError
+from repository_app.triton.connection import Connection, as_connection
 
 from ..params import SweepError, SweepParams
 from . import composing
@@ -50,7 +51,7 @@ class PaResult:
 
 async def run_perf_analyzer(
     params: SweepParams,
-    url: str,
+    triton: Connection | str,
     *,
     on_window: Callable[[PaWindow], Any] | None = None,
     on_level: Callable[[PaLevel], Any] | None = None,
@@ -60,7 +61,8 @@ async def run_perf_analyzer(
     """Run perf_analyzer for `params`, streaming windows and levels as it prints them.
     A BLS model's declared calls are passed as --bls-composing-models."""
     binary = binary or locate_perf_analyzer()
-    plan = await composing_plan(params, url)
+    triton = as_connection(triton, params.protocol)
+    plan = await composing_plan(params, triton)
     with tempfile.TemporaryDirectory(prefix="perf_analyzer-") as tmp:
         csv_path = Path(tmp) / "result.csv"
         data_path = None
@@ -73,7 +75,7 @@ async def run_perf_analyzer(
                 data_path.write_text(source if isinstance(source, str) else json.dumps(source))
         command = build_command(
             params,
-            url,
+            triton.url,
             binary=binary,
             csv_path=csv_path,
             input_data_path=data_path,
@@ -131,11 +133,11 @@ async def run_perf_analyzer(
     return PaResult(command, returncode, parser.levels, rows, errors, cancelled, cpu, plan)
 
 
-async def composing_plan(params: SweepParams, url: str) -> composing.Plan:
+async def composing_plan(params: SweepParams, triton: Connection) -> composing.Plan:
     """The model's composing models (`composing.plan`), for the step order and a BLS
     model's --bls-composing-models. A Triton that does not answer gives none (perf_analyzer
     then says what is wrong); a composing model that cannot be measured is a SweepError."""
-    control = AioClient(params.protocol, url)
+    control = AioClient(triton)
     try:
         config = await control.config(params.model, params.version)
         return await composing.plan(control, params.model, config)

@@ -40,7 +40,7 @@ from .sequences import (
     http_sequence_requests,
     slot_rng,
 )
-from .worker_requests import Schedule, http_connection
+from .worker_requests import Schedule, http_connection, unary_call
 
 if TYPE_CHECKING:
     from .load_workers import Worker
@@ -72,7 +72,7 @@ class SequenceSlots:
             self.requests = GrpcSequenceRequests(worker.grpc_requests)
             self.h2_fits = all(grpc_h2.fits(r + bytes(H2_MARGIN)) for r in self.requests.requests)
         else:
-            self.requests = http_sequence_requests(worker.spec.payloads)
+            self.requests = http_sequence_requests(worker.spec.payloads, worker.spec.headers)
             self.h2_fits = False
         self.statuses: list[Status] = []
         self.idle: collections.deque[Status] = collections.deque()
@@ -232,7 +232,9 @@ class SequenceSlots:
             def send_h2(raw: bytes) -> str | None:
                 if not conn:
                     try:
-                        conn.append(grpc_h2.UnaryConnection(url, self.method, timeout))
+                        conn.append(
+                            grpc_h2.UnaryConnection(url, self.method, timeout, w.spec.headers)
+                        )
                     except OSError as exc:
                         time.sleep(CONNECT_PAUSE_S)
                         return f"cannot connect to {url}: {exc}"
@@ -253,9 +255,7 @@ class SequenceSlots:
         if w.spec.protocol == "grpc":
             import grpc
 
-            call = w._sync_channel().unary_unary(
-                self.method, request_serializer=None, response_deserializer=None
-            )
+            call = unary_call(w._sync_channel(), self.method, w.spec.headers)
 
             def send_grpc(raw: bytes) -> str | None:
                 try:

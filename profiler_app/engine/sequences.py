@@ -162,8 +162,13 @@ class HttpSequenceRequests:
     """HTTP requests of sequences: per payload and (START, END), the JSON header around the
     id and the binary data after it (Triton's binary tensor format)."""
 
-    def __init__(self, parts: Sequence[Mapping[tuple[bool, bool], tuple[bytes, bytes, bytes]]]):
+    def __init__(
+        self,
+        parts: Sequence[Mapping[tuple[bool, bool], tuple[bytes, bytes, bytes]]],
+        key: Sequence[tuple[str, str]] = (),  # the server's key's header
+    ):
         self.parts = list(parts)
+        self.headers = {"Content-Type": "application/octet-stream", **dict(key)}
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -176,14 +181,12 @@ class HttpSequenceRequests:
     ) -> tuple[bytes, dict[str, str]]:
         before, after, data = self.parts[payload][start, end]
         header = before + tag + after
-        return header + data, {
-            "Content-Type": "application/octet-stream",
-            "Inference-Header-Content-Length": str(len(header)),
-        }
+        return header + data, {**self.headers, "Inference-Header-Content-Length": str(len(header))}
 
 
 def http_sequence_requests(
     payloads: Sequence[Sequence[tuple[str, str, np.ndarray]]],
+    key: Sequence[tuple[str, str]] = (),
 ) -> HttpSequenceRequests:
     """Each payload as tritonclient writes a sequence's request, cut at the id."""
     parts = []
@@ -200,7 +203,7 @@ def http_sequence_requests(
             before, after = body[:size].split(ID_PLACEHOLDER)
             variants[start, end] = (before, after, body[size:])
         parts.append(variants)
-    return HttpSequenceRequests(parts)
+    return HttpSequenceRequests(parts, key)
 
 
 class Status:

@@ -132,9 +132,17 @@ class StreamSlots:
     """The streams of one worker process, on its event loop."""
 
     def __init__(
-        self, url: str, options: list, requests: Sequence[bytes], rec: Any, token_output: str = ""
+        self,
+        url: str,
+        options: list,
+        requests: Sequence[bytes],
+        rec: Any,
+        token_output: str = "",
+        *,
+        headers: Sequence[tuple[str, str]] = (),  # the server's key: sent as a stream opens
     ) -> None:
         self.url = url
+        self.metadata = tuple(headers) or None
         self.options = options
         self.requests = serialize_streaming(requests)
         self.rec = rec  # the worker's Recorder
@@ -157,7 +165,7 @@ class StreamSlots:
         self.method = self.channel.stream_stream(
             STREAM_METHOD, request_serializer=None, response_deserializer=None
         )
-        call = self.method()
+        call = self.method(metadata=self.metadata)
         try:
             await call.write(with_id(self.requests[0], "check"))
             raw = await asyncio.wait_for(call.read(), timeout_s)
@@ -201,7 +209,7 @@ class StreamSlots:
     async def slot(self, still: Callable[[], bool]) -> None:
         """One outstanding request at a time on a stream of its own, while `still()`."""
         while still():
-            call = self.method()
+            call = self.method(metadata=self.metadata)
             try:
                 while still() and await self._once(call):
                     pass

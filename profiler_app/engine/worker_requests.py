@@ -9,14 +9,18 @@ the same serialisation and error text.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from repository_app.triton.address import split_host_port
 
 from .http_body import request_body
 from .sequences import SequenceSpec
@@ -38,6 +42,9 @@ class WorkerSpec:
     stream_timeout_s: float = 30.0  # a streamed request without its final response fails
     sequence: SequenceSpec | None = None  # a sequence model: its requests go in sequences
     token_output: str = ""  # streaming: the output whose elements count tokens ("": responses)
+    # The server's key (`connection.key_headers`): built into each connection or each
+    # request's prebuilt headers once, never per request.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def serialize_grpc(spec: WorkerSpec) -> list[bytes]:
@@ -64,7 +71,7 @@ def serialize_http(spec: WorkerSpec) -> list[tuple[bytes, dict[str, str]]]:
     bodies = []
     for payload in spec.payloads:
         body, json_size = request_body(payload)
-        headers = {"Content-Type": "application/octet-stream"}
+        headers = {"Content-Type": "application/octet-stream", **dict(spec.headers)}
         if json_size is not None:
             headers["Inference-Header-Content-Length"] = str(json_size)
         bodies.append((body, headers))
@@ -85,8 +92,14 @@ def http_error(status: int, body: bytes) -> str:
 
 def http_connection(url: str, timeout_s: float) -> http.client.HTTPConnection:
     """A blocking HTTP connection to Triton at `url` (host:port)."""
-    host, _, port = url.rpartition(":")
-    return http.client.HTTPConnection(host, int(port), timeout=timeout_s)
+    return http.client.HTTPConnection(*split_host_port(url), timeout=timeout_s)
+
+
+def unary_call(channel: Any, method: str, headers: Sequence[tuple[str, str]]) -> Any:
+    """A unary gRPC call of raw bytes on a grpcio channel (sync or aio), with the server's key
+    bound to it here once: a request adds no work."""
+    call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+    return functools.partial(call, metadata=tuple(headers)) if headers else call
 
 
 class Schedule:

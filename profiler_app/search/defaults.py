@@ -31,6 +31,7 @@ from typing import Any
 
 from repository_app.servers import Server
 from repository_app.triton import gpus as triton_gpus
+from repository_app.triton.address import split_host_port
 from repository_app.triton.client import TritonError, get_client
 
 from .. import measure, sweeps, verdict
@@ -80,9 +81,10 @@ class Capacity:
 def _host(url: str) -> str:
     """'127.0.0.1:8001' -> '127.0.0.1'; '[::1]:8001' -> '::1'; 'triton' -> 'triton'."""
     url = url.split("://", 1)[-1]
-    if url.startswith("[") and "]" in url:
-        return url[1 : url.index("]")]
-    return url.rsplit(":", 1)[0] if url.count(":") == 1 else url
+    try:
+        return split_host_port(url)[0]
+    except ValueError:  # no port: the host alone
+        return url
 
 
 def triton_is_local(url: str) -> bool:

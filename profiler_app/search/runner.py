@@ -44,7 +44,8 @@ from repository_app import control, events
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
 from repository_app.modelconfig import validate_config
 from repository_app.modelconfig.findings import ERROR
-from repository_app.triton.client import TritonError, engine_url, get_client
+from repository_app.triton.client import TritonError, get_client
+from repository_app.triton.connection import connection
 
 from .. import jobs, sweep_plan, sweeps
 from ..engine.loadgen import SweepError, run_sweep
@@ -326,7 +327,7 @@ class _Run:
         async def main() -> Any:
             return await run_sweep(
                 self.params,
-                engine_url(self.server, self.params.protocol),
+                connection(self.server, self.params.protocol),
                 on_level=on_level,
                 should_cancel=self.stopping,
             )

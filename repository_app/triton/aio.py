@@ -7,8 +7,9 @@ sync scrape in a thread) keeps the windows' timing and the callbacks free of blo
 calls. The requests that make the load are not here: the engine's own transports send
 them (profiler_app/engine/load_workers.py, grpc_h2.py).
 
-It speaks the sweep's protocol (gRPC or HTTP) at the sweep's URL, so that a sweep over HTTP
-checks the endpoint it will load. Failures raise `TritonError` with a message fit for the
+It speaks the sweep's protocol (gRPC or HTTP) at the sweep's endpoint, so that a sweep over
+HTTP checks the endpoint it will load, with what the sync client sends (the server's key, the
+timeout: `connection.connection`). Failures raise `TritonError` with a message fit for the
 sweep's error.
 """
 
@@ -19,20 +20,35 @@ from typing import Any
 
 from . import statistics
 from .client import TritonError, fetch_metrics
+from .connection import Connection
 from .prometheus import MetricSample
+
+ENGINE_CALL_TIMEOUT_S = 60.0  # tritonclient's own HTTP default, which the engine had before
 
 
 class AioClient:
     """Readiness, metadata, config and statistics through tritonclient's aio clients."""
 
-    def __init__(self, protocol: str, url: str) -> None:
-        if protocol == "grpc":
-            import tritonclient.grpc.aio as client_module
+    def __init__(self, triton: Connection) -> None:
+        # Every call sends the key; the timeout is per call on gRPC, the session's on HTTP.
+        # A sweep asks while Triton is as busy as the sweep can make it: a statistics call
+        # may take far longer than a page's TRITON_TIMEOUT_S, and a missed one costs a
+        # level its server figures, so the engine waits at least ENGINE_CALL_TIMEOUT_S.
+        timeout_s = max(triton.timeout_s or 0.0, ENGINE_CALL_TIMEOUT_S)
+        self.kwargs: dict[str, Any] = {"headers": triton.headers or None}
+        if triton.protocol == "grpc":
+            import tritonclient.grpc.aio as grpc_aio
+
+            self.client: Any = grpc_aio.InferenceServerClient(triton.url)
+            self.kwargs["client_timeout"] = timeout_s
         else:
-            import tritonclient.http.aio as client_module  # type: ignore[no-redef]
-        self.client = client_module.InferenceServerClient(url)
+            import tritonclient.http.aio as http_aio
+
+            self.client = http_aio.InferenceServerClient(triton.url, conn_timeout=timeout_s)
         # The gRPC client answers protobuf messages unless asked for JSON; HTTP answers JSON.
-        self.json = {"as_json": True} if protocol == "grpc" else {}
+        self.json_kwargs = (
+            {**self.kwargs, "as_json": True} if triton.protocol == "grpc" else self.kwargs
+        )
 
     async def close(self) -> None:
         await self.client.close()
@@ -42,13 +58,13 @@ class AioClient:
         from tritonclient.utils import InferenceServerException
 
         try:
-            live = await self.client.is_server_live()
+            live = await self.client.is_server_live(**self.kwargs)
         except Exception as exc:  # noqa: BLE001 - any transport failure means unreachable
             raise TritonError(f"Triton unreachable: {exc}", unreachable=True) from None
         if not live:
             raise TritonError("Triton is not live")
         try:
-            ready = await self.client.is_model_ready(model, version)
+            ready = await self.client.is_model_ready(model, version, **self.kwargs)
         except InferenceServerException as exc:
             raise TritonError(f"model {model!r}: {exc.message()}") from None
         if not ready:
@@ -57,8 +73,8 @@ class AioClient:
                 "on Triton: load it first"
             )
         try:
-            metadata = await self.client.get_model_metadata(model, version, **self.json)
-            config = await self.client.get_model_config(model, version, **self.json)
+            metadata = await self.client.get_model_metadata(model, version, **self.json_kwargs)
+            config = await self.client.get_model_config(model, version, **self.json_kwargs)
         except InferenceServerException as exc:
             raise TritonError(f"model {model!r}: {exc.message()}") from None
         return metadata, config
@@ -72,7 +88,7 @@ class AioClient:
         """The statistics extension's entries of the model (one per version); None when
         unavailable."""
         try:
-            raw = await self.client.get_inference_statistics(model, version, **self.json)
+            raw = await self.client.get_inference_statistics(model, version, **self.json_kwargs)
         except Exception:  # noqa: BLE001 - the breakdown is optional
             return None
         return list(raw.get("model_stats", []))
@@ -82,7 +98,7 @@ class AioClient:
         from tritonclient.utils import InferenceServerException
 
         try:
-            answer = await self.client.get_model_config(model, version, **self.json)
+            answer = await self.client.get_model_config(model, version, **self.json_kwargs)
         except InferenceServerException as exc:
             raise TritonError(f"model {model!r}: {exc.message()}") from None
         except Exception as exc:  # noqa: BLE001 - any transport failure means unreachable

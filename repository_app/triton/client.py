@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import tritonclient.grpc as grpcclient
@@ -39,6 +39,7 @@ from tritonclient.utils import InferenceServerException
 from dashboard.redact import redact
 from dashboard.request_memo import remembered
 
+from .connection import Endpoint, connection, key_headers
 from .prometheus import MetricSample, parse_prometheus
 
 POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
@@ -114,9 +115,8 @@ class TritonClient:
     ) -> None:
         self.grpc_url = grpc_url
         self.key_hint = key_hint
-        # Triton's --grpc-restricted-protocol=<protocols>:<key>=<value> expects the gRPC
-        # metadata "triton-grpc-protocol-<key>: <value>" on every restricted call.
-        self.headers = {f"triton-grpc-protocol-{api_key[0]}": api_key[1]} if api_key else None
+        # Sent on every call: Triton checks it on the restricted ones.
+        self.headers = key_headers("grpc", api_key) or None
         self.metrics_url = metrics_url
         self.timeout_s = timeout_s
         self.load_timeout_s = load_timeout_s
@@ -379,35 +379,9 @@ def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
     return parse_prometheus(body.decode("utf-8", errors="replace"))
 
 
-class Endpoint(Protocol):
-    """Where a Triton server answers and how to call it (``repository_app.servers.Server``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def grpc_url(self) -> str: ...
-    @property
-    def http_url(self) -> str: ...
-    @property
-    def metrics_url(self) -> str: ...
-    @property
-    def api_key(self) -> str: ...
-    @property
-    def api_key_header(self) -> str: ...
-    @property
-    def from_env(self) -> bool: ...
-
-
 _ClientKey = tuple[str, str, float, float, tuple[str, str] | None, str]
 _clients: dict[_ClientKey, TritonClient] = {}
 _clients_lock = threading.Lock()
-
-
-def engine_url(server: Endpoint, protocol: str) -> str:
-    """Where a sweep's load goes on ``server`` (host:port of the protocol's endpoint): the
-    load engine's own transports and perf_analyzer connect there, and `aio.AioClient`
-    checks it."""
-    return server.http_url if protocol == "http" else server.grpc_url
 
 
 def engine_metrics_url(server: Endpoint) -> str | None:
@@ -420,19 +394,17 @@ def get_client(server: Endpoint) -> TritonClient:
     the timeouts are read from settings at call time, for tests)."""
     from django.conf import settings
 
-    api_key = (server.api_key_header, server.api_key) if server.api_key else None
-    # Where a refused restricted call is fixed: the environment, or the server's own key.
-    hint = "" if server.from_env else f"the key of the server '{server.name}'"
+    grpc = connection(server, "grpc")
     key: _ClientKey = (
-        server.grpc_url,
+        grpc.url,
         server.metrics_url,
         float(settings.TRITON_TIMEOUT_S),
         float(settings.TRITON_LOAD_TIMEOUT_S),
-        api_key,
-        hint,
+        grpc.api_key,
+        grpc.key_hint,
     )
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = TritonClient(*key[:5], key_hint=hint)
+            client = _clients[key] = TritonClient(*key[:5], key_hint=grpc.key_hint)
         return client

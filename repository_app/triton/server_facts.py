@@ -16,7 +16,8 @@ from ..modelconfig import ServerFacts
 from ..modelconfig.context import TritonVersion
 from ..modelconfig.versions import parse_triton_version
 from . import gpus
-from .client import Endpoint, TritonClient, TritonError, get_client
+from .client import TritonClient, TritonError, get_client
+from .connection import Endpoint
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}
