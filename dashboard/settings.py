@@ -262,6 +262,9 @@ WHITENOISE_MAX_AGE = 0 if DEBUG else 60
 # The poller keeps 10 s rows for HISTORY_FINE_RETENTION_H hours and 1-, 5- and 30-minute
 # rows for HISTORY_RETENTION_DAYS days; older rows are deleted once a minute by the poller.
 HISTORY_ENABLED = env_bool("HISTORY_ENABLED", True)
+# The workers' watchdog records config.pbtxt edits made outside the dashboard as `disk`
+# revisions (pages only read); off, they are recorded by the next save only.
+RECORD_OUTSIDE_EDITS = env_bool("RECORD_OUTSIDE_EDITS", True)
 HISTORY_FINE_RETENTION_H = env_int("HISTORY_FINE_RETENTION_H", 24, minimum=1)
 HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 14, minimum=1)
 if HISTORY_RETENTION_DAYS * 24 < HISTORY_FINE_RETENTION_H:

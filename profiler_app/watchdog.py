@@ -23,6 +23,7 @@ import logging
 import threading
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
@@ -75,7 +76,8 @@ def check() -> list[int]:
             jobs.dispatch(head.pk)
     for kind in jobs.KINDS.values():
         kind.tidy()
-    record_outside_edits()
+    if settings.RECORD_OUTSIDE_EDITS:
+        record_outside_edits()
     # Rollouts whose web process stopped mid-way (their pages only read).
     from repository_app.rollouts.runner import reap_stopped
 

@@ -222,7 +222,7 @@ def solo_server(triton_solo: ExtraTriton):  # type: ignore[no-untyped-def]
 @pytest.fixture()
 def failing_model(triton: TritonFixture) -> Iterator[str]:
     """The model whose initialize raises; unloaded afterwards so later tests start clean."""
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     yield "fails_initialize"
     TritonClient(triton.grpc_url, triton.metrics_url).unload("fails_initialize")
@@ -282,6 +282,9 @@ def service_env(
         # One Daphne per test web server (two xdist workers share two cores); the front's
         # several workers have a test of their own (test_web_tier).
         "WEB_WORKERS": "1",
+        # The session's workers would record the tests' own edits of the shared demo
+        # repository as revisions at any moment; tests call record_outside_edits themselves.
+        "RECORD_OUTSIDE_EDITS": "false",
     }
 
 
