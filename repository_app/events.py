@@ -62,6 +62,12 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "sweep.summary": frozenset({"sweep", "state", "error", "summary"}),
     "search.candidate": frozenset({"search", "candidate"}),
     "search.result": frozenset({"search", "state", "result"}),
+    # what a run changed in the search (a budget from its knee, the restore's message): the
+    # fields of search.reading.running_json
+    "search.changed": frozenset(
+        {"search", "constraints", "metrics", "constraints_text", "budget_from"}
+        | {"restore_message"}
+    ),
     # rollout groups (rollout_group): one load/unload/reload on several servers
     "rollout.target": frozenset({"rollout", "server", "state", "reason", "message"}),
     "rollout.state": frozenset({"rollout", "state", "summary"}),

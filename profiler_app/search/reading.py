@@ -1,6 +1,6 @@
 """Reading a search back, for its page, the REST API, the report and its events: the search
-and each candidate as JSON, the constraints and the measurement in words, and a snapshot of
-it all with the ranking.
+and each candidate as JSON, the constraints and the measurement in words, what a run
+changes (its events carry it), and a snapshot of it all with the ranking.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def search_json(search: Search) -> dict[str, Any]:
         **jobs.lifecycle_json(carrier),
         "planned_runs": carrier.levels_total,
         "space": search.space,
-        "constraints": search.constraints,
+        **running_json(search),
         "measure": {
             k: carrier.params.get(k)
             for k in (
@@ -105,11 +105,7 @@ def search_json(search: Search) -> dict[str, Any]:
             )
         },
         "range_text": carrier.range_text,
-        # What candidates are judged on, named for axes, columns and sentences.
-        "metrics": metrics_of(search).to_json(),
         "measured_how": measured_how(carrier.params, Knobs.from_json(search.baseline)),
-        "constraints_text": constraints_text(constraints_of(search)),
-        "budget_from": search.constraints.get("budget_from", ""),
         "confirm": {
             "top": int(carrier.params.get("confirm_top") or 0),
             "rounds": int(carrier.params.get("confirm_rounds") or 0),
@@ -119,9 +115,22 @@ def search_json(search: Search) -> dict[str, Any]:
         "baseline_description": Knobs.from_json(search.baseline).describe(),
         "was_loaded": search.was_loaded,
         "restore_pending": search.restore_pending,
-        "restore_message": search.restore_message,
         "applied_key": search.applied_key,
         "created_at": search.created_at.isoformat() if search.created_at else None,
+    }
+
+
+def running_json(search: Search) -> dict[str, Any]:
+    """What a run changes in `search_json` (a budget taken from the current config's knee,
+    the restore's message): each `search.result` event carries it beside the ranking, so
+    the page redraws from events alone."""
+    return {
+        "constraints": search.constraints,
+        # What candidates are judged on, named for axes, columns and sentences.
+        "metrics": metrics_of(search).to_json(),
+        "constraints_text": constraints_text(constraints_of(search)),
+        "budget_from": search.constraints.get("budget_from", ""),
+        "restore_message": search.restore_message,
     }
 
 

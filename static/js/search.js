@@ -1,7 +1,10 @@
 // The config search page: candidates keyed by config key (a resync or a late event never
-// duplicates one), live over the search's queue job group (/ws/sweeps/<carrier>/), resync
-// over HTTP on gaps. The Pareto chart grows as levels are measured; the ranking and the
-// Pareto front come from the server (search.result events).
+// duplicates one), live over the search's queue job group (/ws/sweeps/<carrier>/). The page
+// redraws from events alone: the Pareto chart grows as levels are measured (search.candidate),
+// the ranking and the Pareto front come from the server (search.result), and what a run
+// changes in the search, a budget taken from the current config's knee and the restore's
+// message, comes as search.changed. It fetches its snapshot over HTTP only when it opens or
+// reconnects, on a gap in the events' sequence, and on an event type it does not know.
 "use strict";
 
 window.SearchPage = (function () {
@@ -10,7 +13,6 @@ window.SearchPage = (function () {
   let result = null;
   let options = {};
   let renderQueued = false;
-  let resyncTimer = null;
   const FINISHED = ["succeeded", "failed", "cancelled", "interrupted"];
 
   // The two metrics candidates are judged on (search.metrics, named by the server):
@@ -205,7 +207,6 @@ window.SearchPage = (function () {
     applyData(await r.json());
     schedule();
   }
-  function resyncSoon() { clearTimeout(resyncTimer); resyncTimer = setTimeout(resync, 300); }
   function say(text, cls) { const el = document.getElementById("action-message"); el.textContent = text; el.className = "small " + (cls || ""); }
 
   async function postForm(url, data) {
@@ -250,20 +251,34 @@ window.SearchPage = (function () {
     bindButtons();
     schedule();
     Live.connect(opts.wsPath, {
+      // The queue job's own state, first on each connection (the search comes over HTTP).
+      "sweep.snapshot": function (e) {
+        const job = e.sweep || {};
+        Object.assign(search, { state: job.state, error: job.error, cancel_requested: job.cancel_requested,
+          queue_position: job.queue_position, placement: job.placement, heartbeat_stale: job.heartbeat_stale });
+        schedule();
+      },
       "sweep.state": function (e) {
         search.state = e.state; search.error = e.error; search.cancel_requested = e.cancel_requested;
         search.queue_position = e.queue_position;
         if (e.placement) search.placement = e.placement;
         schedule();
-        if (FINISHED.indexOf(e.state) >= 0) resyncSoon();
       },
-      "search.candidate": function (e) { merge([e.candidate]); schedule(); },
+      // Only the search's worker measures candidates: it is alive (heartbeat_stale is read
+      // on the server).
+      "search.candidate": function (e) { merge([e.candidate]); search.heartbeat_stale = false; schedule(); },
       "search.result": function (e) {
         result = e.result;
         search.state = e.state;
+        if (e.state === "running") search.heartbeat_stale = false;
         schedule();
-        if (FINISHED.indexOf(e.state) >= 0) resyncSoon();  // the last ranking: read it all
       },
+      "search.changed": function (e) {
+        Object.assign(search, { constraints: e.constraints, metrics: e.metrics, constraints_text: e.constraints_text,
+          budget_from: e.budget_from, restore_message: e.restore_message });
+        schedule();
+      },
+      "*": resync,  // a type this page cannot apply: read the whole state instead
     }, resync);
   }
 
