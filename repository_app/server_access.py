@@ -238,15 +238,10 @@ def narrow(actor: Any, user: Any, *, server: str = "", label: str = "", role: st
     except IntegrityError as exc:  # a concurrent add of the same selector
         raise NarrowingRefused(f"not saved: {exc}") from None
     matches = matched(row)
-    audit.record(
-        actor,
-        "user.narrow",
-        target=user.get_username(),
-        server=selector.value if selector.kind == SERVER else "",
-        servers=matches,
-        labels=[selector.value] if selector.kind == LABEL else [],
-        detail=f"{selector.value} → {chosen} (matches: {', '.join(matches) or 'no server now'})",
-    )
+    _audit(
+        actor, "user.narrow", user, selector, matches,
+        f"{selector.value} → {chosen} (matches: {', '.join(matches) or 'no server now'})",
+    )  # fmt: skip
     return row
 
 
@@ -264,16 +259,24 @@ def unnarrow(actor: Any, user: Any, *, server: str = "", label: str = "") -> Ser
         )  # fmt: skip
     matches = matched(row)
     row.delete()
+    _audit(actor, "user.unnarrow", user, selector, matches, f"{selector.value} (was {row.role})")
+    return row
+
+
+def _audit(
+    actor: Any, action: str, user: Any, selector: Selector, matches: list[str], detail: str
+) -> None:
+    """One audit row for a narrowing change: the selector as server or label, what it
+    matches now."""
     audit.record(
         actor,
-        "user.unnarrow",
+        action,
         target=user.get_username(),
         server=selector.value if selector.kind == SERVER else "",
         servers=matches,
         labels=[selector.value] if selector.kind == LABEL else [],
-        detail=f"{selector.value} (was {row.role})",
+        detail=detail,
     )
-    return row
 
 
 def _name(actor: Any) -> str:

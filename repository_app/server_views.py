@@ -61,6 +61,16 @@ def _check(request: HttpRequest, action: str, name: str, server: Server | None =
         raise PermissionDenied(exc.message) from None
 
 
+def _form_page(request: HttpRequest, form: ServerForm, editing: Server | None) -> HttpResponse:
+    """The add/edit form again: 400 after a refused POST, 200 on GET."""
+    return render(
+        request,
+        "repository/server_form.html",
+        {"form": form, "editing": editing},
+        status=400 if request.method == "POST" else 200,
+    )
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def server_new(request: HttpRequest) -> HttpResponse:
@@ -78,12 +88,7 @@ def server_new(request: HttpRequest) -> HttpResponse:
                 "(a few seconds while a Celery worker runs).",
             )
             return redirect("server_list")
-    return render(
-        request,
-        "repository/server_form.html",
-        {"form": form, "editing": None},
-        status=400 if request.method == "POST" else 200,
-    )
+    return _form_page(request, form, None)
 
 
 @login_required
@@ -107,12 +112,7 @@ def server_edit(request: HttpRequest, name: str) -> HttpResponse:
             done = f"{', '.join(changed)} changed" if changed else "nothing changed"
             messages.info(request, f"Server {name}: {done}.")
             return redirect("server_list")
-    return render(
-        request,
-        "repository/server_form.html",
-        {"form": form, "editing": server},
-        status=400 if request.method == "POST" else 200,
-    )
+    return _form_page(request, form, server)
 
 
 @login_required

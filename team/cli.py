@@ -6,6 +6,9 @@ applies (``narrowing``), and a server narrowed to none is refused as if it did n
 
 from __future__ import annotations
 
+import os
+from argparse import ArgumentParser
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -13,6 +16,18 @@ from django.core.management.base import CommandError
 
 from .narrowing import effective
 from .roles import role_of, who_can
+
+
+def add_as_user_argument(parsers: Iterable[ArgumentParser], done_as: str) -> None:
+    """``--as-user`` on each of ``parsers``: default $DASHBOARD_CLI_USER, else admin.
+    ``done_as`` ends the help's "the dashboard user ..." (e.g. "this is done as")."""
+    for p in parsers:
+        p.add_argument(
+            "--as-user",
+            default=os.environ.get("DASHBOARD_CLI_USER", "admin"),
+            help=f"the dashboard user {done_as} (checked and audited); "
+            "default $DASHBOARD_CLI_USER or admin",
+        )
 
 
 def active_user(username: str) -> Any:

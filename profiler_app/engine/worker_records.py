@@ -16,7 +16,25 @@ import numpy as np
 MAX_MESSAGES = 5  # error messages kept per window
 
 
-class Recorder:
+class WindowRecords:
+    """``self.records``, tuples led by their end (CLOCK_MONOTONIC ns), taken out window by
+    window: what the load workers' `Recorder` and the sequence slots share."""
+
+    records: list[Any]
+
+    def take_records(self, t_end: int) -> list[Any]:
+        """The records that ended by ``t_end``; those that completed after the boundary
+        stay for the next window (the list is swapped first: workers append while this
+        runs)."""
+        records, self.records = self.records, []
+        late = [r for r in records if r[0] > t_end]
+        if late:  # completed after the boundary: they belong to the next window
+            self.records[:0] = late
+            records = [r for r in records if r[0] <= t_end]
+        return records
+
+
+class Recorder(WindowRecords):
     """Per-request records, swapped out window by window."""
 
     def __init__(self, streaming: bool = False) -> None:
@@ -37,11 +55,7 @@ class Recorder:
             self.messages.append(message)
 
     def swap(self, t_end: int) -> tuple:
-        records, self.records = self.records, []
-        late = [r for r in records if r[0] > t_end]
-        if late:  # completed after the boundary: they belong to the next window
-            self.records[:0] = late
-            records = [r for r in records if r[0] <= t_end]
+        records = self.take_records(t_end)
         messages, self.messages = self.messages, []
         sent, self.sent = self.sent, 0
         cpu = time.process_time()

@@ -20,6 +20,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from .form_building import EditorForms
 from .forms import ConfigForm, split_pair
+from .rows import apply_key_value_rows
 from .rows import changed as _changed
 from .rows import deleted as _deleted
 from .section_apply import SectionRows, apply_sections
@@ -184,40 +185,19 @@ def _apply_main(config: pb.ModelConfig, form: ConfigForm) -> bool:
 
 def _apply_parameters(config: pb.ModelConfig, formset: djforms.BaseFormSet) -> tuple[dict, bool]:
     keys = sorted(config.parameters)
-    rows: dict[str, int] = {}
-    ok = True
-    removals: list[str] = []
-    updates: list[tuple[str, str, int]] = []
-    for i, form in enumerate(formset.forms):
-        old_key = keys[i] if i < len(keys) else None
-        if _deleted(form):
-            if old_key is not None:
-                removals.append(old_key)
-            continue
-        if old_key is None and not form.has_changed():
-            continue
-        changed = _changed(form)
-        new_key = form.cleaned_data.get("key") or ""
-        if not new_key:
-            form.add_error("key", "a parameter needs a key")
-            ok = False
-            continue
-        if old_key is not None and not changed:
-            rows[old_key] = i
-            continue
-        if old_key is not None and "key" in changed:
-            removals.append(old_key)
-        value = form.cleaned_data.get("value") or ""
-        if old_key is not None and "value" not in changed:
-            value = config.parameters[old_key].string_value
-        updates.append((new_key, value, i))
-    for key in removals:
-        if key in config.parameters:
-            del config.parameters[key]
-    for key, value, i in updates:
+
+    def read(form: djforms.Form, i: int, names: list[str]) -> tuple[str, str]:
+        key = form.cleaned_data.get("key") or ""
+        if i < len(keys) and "value" not in names:  # unchanged: the config's exact text
+            return key, config.parameters[keys[i]].string_value
+        return key, form.cleaned_data.get("value") or ""
+
+    def put(key: str, value: str) -> None:
         config.parameters[key].string_value = value
-        rows[key] = i
-    return rows, ok
+
+    return apply_key_value_rows(
+        config.parameters, formset, keys, read, put, "a parameter needs a key"
+    )
 
 
 def apply_forms(base: pb.ModelConfig, editor: EditorForms) -> Applied:

@@ -64,6 +64,52 @@ def apply_rows(
     return kept + added
 
 
+def apply_key_value_rows(
+    target: Any,
+    formset: djforms.BaseFormSet,
+    origins: list[str],
+    read: Callable[[djforms.Form, int, list[str]], tuple[str, str]],
+    put: Callable[[str, str], None],
+    missing_key: str,
+) -> tuple[dict[str, int], bool]:
+    """A string-keyed map edited as rows (the parameters, cc_model_filenames, metric_tags):
+    row i shows key ``origins[i]``, later rows add. ``read(form, i, changed)`` gives a row's
+    key and value, ``put(key, value)`` writes one into ``target``; a ticked "delete" box or a
+    renamed key removes the old key. Returns each key's row and whether every row had a key
+    (``missing_key`` is the error of one without)."""
+    rows: dict[str, int] = {}
+    ok = True
+    removals: list[str] = []
+    updates: list[tuple[str, str, int]] = []
+    for i, form in enumerate(formset.forms):
+        origin = origins[i] if i < len(origins) else None
+        if deleted(form):
+            if origin is not None:
+                removals.append(origin)
+            continue
+        if origin is None and not form.has_changed():
+            continue
+        names = changed(form)
+        key, value = read(form, i, names)
+        if not key:
+            form.add_error("key", missing_key)
+            ok = False
+            continue
+        if origin is not None and not names:
+            rows[key] = i
+            continue
+        if origin is not None and "key" in names:
+            removals.append(origin)
+        updates.append((key, value, i))
+    for key in removals:
+        if key in target:
+            del target[key]
+    for key, value, i in updates:
+        put(key, value)
+        rows[key] = i
+    return rows, ok
+
+
 def row_values(form: djforms.Form, initial: dict[str, Any]) -> dict[str, Any]:
     """A row's values: what was posted where it could be read, ``initial`` elsewhere (an
     unchanged field reads back as its initial value, so a row nobody touched gives back

@@ -20,7 +20,14 @@ from typing import Any
 from django import forms as djforms
 from tritonclient.grpc import model_config_pb2 as pb
 
-from .rows import apply_rows, changed, deleted, formset_changed, row_values
+from .rows import (
+    apply_key_value_rows,
+    apply_rows,
+    changed,
+    deleted,
+    formset_changed,
+    row_values,
+)
 from .section_children import CHILD_TABLES, apply_children
 from .sections import (
     SEQ_COMMON,
@@ -286,38 +293,16 @@ def _apply_string_map(
     target: Any, formset: djforms.BaseFormSet, initial: list[dict[str, Any]]
 ) -> tuple[dict[str, int], bool]:
     """map<string, string> rows (cc_model_filenames, metric_tags): as the parameters table."""
-    rows: dict[str, int] = {}
-    ok = True
-    removals: list[str] = []
-    updates: list[tuple[str, str, int]] = []
-    for i, form in enumerate(formset.forms):
-        origin = initial[i] if i < len(initial) else None
-        if deleted(form):
-            if origin is not None:
-                removals.append(origin["key"])
-            continue
-        if origin is None and not form.has_changed():
-            continue
-        names = changed(form)
-        values = row_values(form, origin or {})
-        key = values.get("key") or ""
-        if not key:
-            form.add_error("key", "a row needs a key")
-            ok = False
-            continue
-        if origin is not None and not names:
-            rows[key] = i
-            continue
-        if origin is not None and "key" in names:
-            removals.append(origin["key"])
-        updates.append((key, values.get("value") or "", i))
-    for key in removals:
-        if key in target:
-            del target[key]
-    for key, value, i in updates:
+
+    def read(form: djforms.Form, i: int, names: list[str]) -> tuple[str, str]:
+        values = row_values(form, initial[i] if i < len(initial) else {})
+        return values.get("key") or "", values.get("value") or ""
+
+    def put(key: str, value: str) -> None:
         target[key] = value
-        rows[key] = i
-    return rows, ok
+
+    origins = [origin["key"] for origin in initial]
+    return apply_key_value_rows(target, formset, origins, read, put, "a row needs a key")
 
 
 def apply_sections(
