@@ -90,7 +90,8 @@ def time_trials(env: dict[str, str], trials: int) -> None:
     from django.test import Client
 
     from repository_app import servers
-    from repository_app.triton import client as triton_client
+    from repository_app.triton_clients import get_client
+    from triton_api import client as triton_client
 
     calls: list[tuple[str, float]] = []
     sleeps: list[float] = []
@@ -118,7 +119,7 @@ def time_trials(env: dict[str, str], trials: int) -> None:
     user = get_user_model().objects.create_superuser("bench", "", "bench-password-1")
     page = Client()
     page.force_login(user)
-    triton = triton_client.get_client(servers.default())
+    triton = get_client(servers.default())
     text = (Path(env["MODEL_REPOSITORY"]) / MODEL / "config.pbtxt").read_text()
     text = text.replace("max_batch_size: 64", "max_batch_size: 16")
     page.get(f"/models/{MODEL}/config/")  # the first request of the process: imports, caches

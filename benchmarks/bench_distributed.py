@@ -91,7 +91,7 @@ def main() -> int:
 
     from devstack import services as svc
     from profiler_app.params import SweepParams
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     repo = work / "repo"

@@ -72,7 +72,7 @@ async def live_delays(base: str, cookie: str, grpc_url: str, server: str, model:
     to the matrix event that shows the new state."""
     import aiohttp
 
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     triton = TritonClient(grpc_url, "")
     delays: list[float] = []

@@ -32,7 +32,7 @@ SCRAPE_S = 2
 
 def samples_for(models: int, tick: int):  # type: ignore[no-untyped-def]
     """One scrape's samples, as parse_prometheus returns them: counters that grow."""
-    from repository_app.triton.prometheus import MetricSample as S
+    from triton_api.prometheus import MetricSample as S
 
     out = []
     for m in range(models):

@@ -98,7 +98,7 @@ def main() -> int:
     from profiler_app.models import Sweep
     from profiler_app.params import SweepParams
     from repository_app import servers
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     repo = work / "repo"

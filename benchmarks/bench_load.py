@@ -281,7 +281,7 @@ def main() -> int:
     from django.contrib.sessions.backends.db import SessionStore
 
     from devstack import services as svc
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     repo = work / "repo"

@@ -40,7 +40,7 @@ def main() -> int:
 
     from devstack import services as svc
     from repository_app import repository
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     repo = work / "repo"
     source = ROOT / "examples" / "model_repository" / "add_batched"

@@ -111,7 +111,7 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     from profiler_app.search.space import Knobs, apply
     from repository_app import servers
     from repository_app.editor.triton_actions import config_override
-    from repository_app.triton.client import engine_url, get_client
+    from repository_app.triton_clients import connection, get_client
 
     server = servers.default()
     base, _, _ = target.saved_config(server, grid_search.model)
@@ -121,7 +121,7 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
 
     def measure(key: str) -> float:
         client.load(grid_search.model, config=config_override(apply(base, knobs[key])))
-        result = asyncio.run(run_sweep(params, engine_url(server, params.protocol)))
+        result = asyncio.run(run_sweep(params, connection(server, params.protocol)))
         levels = [scoring.level_json(lv) for lv in result.levels]
         found = scoring.score_levels(levels, grid_search)
         return found.objective if found and found.objective is not None else 0.0
@@ -170,7 +170,7 @@ def main() -> int:
     from django.conf import settings
 
     from devstack import services as svc
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     repository = work / "model_repository"
     shutil.copytree(ROOT / "examples" / "model_repository", repository)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import environ
 
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

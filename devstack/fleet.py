@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 from . import services as svc
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 from . import fleet
 from . import services as svc

@@ -382,7 +382,7 @@ def server_of(job: Sweep) -> Server:
 
 def record_server_facts(job: Sweep) -> None:
     """The server's facts as the job starts (Triton version, GPUs), for later compares."""
-    from repository_app.triton.server_facts import describe
+    from repository_app.server_facts import describe
 
     server = server_of(job)
     # The labels as they are now (e.g. gpu=H200): compares across servers list them.

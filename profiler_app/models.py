@@ -40,7 +40,7 @@ class Sweep(models.Model):
     # The Triton server's name (repository_app.servers): at most one job runs per server at
     # a time.
     server = models.CharField(max_length=255)
-    # What the server was when the job last started (repository_app.triton.server_facts.
+    # What the server was when the job last started (repository_app.server_facts.
     # describe: Triton version, GPU count and uuids), so sweeps can be compared later.
     server_facts = models.JSONField(default=dict, blank=True)
     # Where its task went and why (profiler_app.queues): the Celery queue ("" while it waits

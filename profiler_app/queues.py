@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repository_app.servers import Server
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 QUEUE_PREFIX = "triton."
 INSPECT_TIMEOUT_S = 1.0  # how long Celery collects the workers' replies

@@ -22,8 +22,8 @@ from typing import Any, cast
 
 from repository_app import events
 from repository_app.servers import Server
-from repository_app.triton.client import engine_metrics_url
-from repository_app.triton.connection import connection
+from repository_app.triton_clients import connection
+from triton_api.client import engine_metrics_url
 
 from . import jobs, load_agents
 from .engine import composing

@@ -16,7 +16,8 @@ from django.db import transaction
 
 from repository_app.naming import InvalidModelName, check_model_name
 from repository_app.servers import Server
-from repository_app.triton.client import TritonError, get_client
+from repository_app.triton_clients import get_client
+from triton_api.client import TritonError
 
 from . import jobs, kind_rules, llm
 from .engine import composing

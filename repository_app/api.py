@@ -12,12 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from triton_api.client import TritonError
+from triton_api.statistics import summarize_all
+
 from . import control, repository, server_access
 from .server_context import SERVER_PARAMETER, server_of
 from .servers import Server
 from .status import group_index, merge, state_json
-from .triton.client import TritonError, get_client
-from .triton.statistics import summarize_all
+from .triton_clients import get_client
 from .views import CANNOT_CONTROL, CONTROL_PERMISSION
 
 

@@ -23,14 +23,16 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
+from triton_api.client import TritonError
+from triton_api.messages import explain_load_failure
+
 from . import events
 from .models import ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
 from .repository import OUTSIDE, leaves
 from .servers import Server
 from .status import state_json
-from .triton.client import TritonError, get_client
-from .triton.messages import explain_load_failure
+from .triton_clients import get_client
 
 log = logging.getLogger(__name__)
 

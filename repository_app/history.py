@@ -36,16 +36,17 @@ from django.db.models import Avg, F, Max, Min, Q
 from django.db.models.functions import Round
 from django.urls import reverse
 
-from .models import ConfigRevision, GpuMetricPoint, ModelMetricPoint, ServerMetricPoint
-from .servers import with_server
-from .triton.prometheus import MetricSample
-from .triton.statistics import (
+from triton_api.prometheus import MetricSample
+from triton_api.statistics import (
     counters_before,
     model_counters,
     model_gauges,
     model_rates,
     server_gauges,
 )
+
+from .models import ConfigRevision, GpuMetricPoint, ModelMetricPoint, ServerMetricPoint
+from .servers import with_server
 
 if TYPE_CHECKING:
     from .servers import Server

@@ -25,7 +25,7 @@ from .modelconfig.autocomplete import as_triton_completes
 from .modelconfig.folder import folder_facts
 
 if TYPE_CHECKING:
-    from .triton.connection import Endpoint
+    from triton_api.connection import Endpoint
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,9 @@ def served_config(
     """What ``server`` serves for ``name`` and its drift from ``disk`` (the config.pbtxt of
     the model folder ``folder``); only for a model with a READY version (an unloaded model
     serves nothing, so nothing can drift)."""
-    from .triton.client import TritonError, get_client
+    from triton_api.client import TritonError
+
+    from .triton_clients import get_client
 
     client = get_client(server)
     try:
@@ -124,7 +126,7 @@ def _needs_gpus(disk: pb.ModelConfig, facts: FolderFacts | None) -> bool:
 
 def _server_gpus(server: Endpoint) -> list[int] | None:
     """The server's GPU ids from its metrics (cached), None when they do not answer."""
-    from .triton.server_facts import server_facts
+    from .server_facts import server_facts
 
     facts = server_facts(server)
     return facts.gpu_ids if facts is not None and facts.gpus_known else None

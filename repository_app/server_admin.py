@@ -27,11 +27,12 @@ from django.apps import apps
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from triton_api.address import join_host_port, split_host_port
+
 from . import events, poller, reachability, server_access, servers
 from .models import ModelIntent, TritonServer
 from .server_rules import NAME_RULE, InvalidServer, check, labels_text
 from .servers import Server, UnknownServer
-from .triton.address import join_host_port, split_host_port
 
 MANAGE = "team.manage_servers"
 CANNOT_MANAGE = "your role cannot add, edit or remove Triton servers (Admins can)"

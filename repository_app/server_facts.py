@@ -3,8 +3,9 @@ server-level rules (``server_facts``) and for what a sweep records of the server
 (``describe``).
 
 The version comes from the server metadata (``"version": "2.51.0"``); the GPUs from the
-metrics (see `gpus`): a server that answers its metrics endpoint without GPU series has no
-usable GPU. Read at most every 30 s.
+metrics (see `triton_api.gpus`): a server that answers its metrics endpoint without GPU
+series has no usable GPU. Read at most every 30 s. It joins the Triton client to the
+validator (``modelconfig.ServerFacts``), so it lives beside them, not in `triton_api`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import threading
 import time
 
-from ..modelconfig import ServerFacts
-from ..modelconfig.context import TritonVersion
-from ..modelconfig.versions import parse_triton_version
-from . import gpus
-from .client import TritonClient, TritonError, get_client
-from .connection import Endpoint
+from triton_api import gpus
+from triton_api.client import TritonClient, TritonError
+from triton_api.connection import Endpoint
+
+from .modelconfig import ServerFacts
+from .modelconfig.context import TritonVersion
+from .modelconfig.versions import parse_triton_version
+from .triton_clients import get_client
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}

@@ -25,8 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dashboard.env import parse_hostport
-
-from .triton.address import split_host_port
+from triton_api.address import split_host_port
 
 DEFAULT = "default"
 NAME_RULE = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")

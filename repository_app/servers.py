@@ -26,8 +26,9 @@ from dashboard.request_memo import remembered
 from .server_rules import DEFAULT, NAME_RULE
 
 if TYPE_CHECKING:
+    from triton_api.client import TritonClient
+
     from .models import TritonServer
-    from .triton.client import TritonClient
 
 __all__ = ["DEFAULT", "Server", "UnknownServer", "all", "default", "get", "repository_key"]
 
@@ -62,7 +63,7 @@ class Server:
         return self.name == DEFAULT
 
     def client(self) -> TritonClient:
-        from .triton.client import get_client
+        from .triton_clients import get_client
 
         return get_client(self)
 

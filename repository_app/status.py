@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_api.client import ModelState
+
 from .naming import unsafe_name_reason
 from .repository import ModelFolder
-from .triton.client import ModelState
 
 NOT_LOADED = "not loaded"
 UNLOADED = "unloaded"  # Triton's UNAVAILABLE after a deliberate unload: no alarm

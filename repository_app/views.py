@@ -15,13 +15,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from triton_api.client import ModelState, ServerInfo, TritonError
+from triton_api.statistics import derive_server_metrics, summarize_all
+
 from . import control, events, history, reachability, repository, server_access
 from .served import served_config, version_notes
 from .server_context import server_of
 from .servers import Server
 from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json, unknown_json
-from .triton.client import ModelState, ServerInfo, TritonError, get_client
-from .triton.statistics import derive_server_metrics, summarize_all
+from .triton_clients import get_client
 
 CONTROL_PERMISSION = "repository_app.control_models"
 RUN_PERMISSION = "profiler_app.run_sweeps"

@@ -6,9 +6,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import OPERATOR, VIEWER, set_role
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -140,7 +140,7 @@ def test_a_request_rate_sweep_with_its_input_document_through_the_api(
     triton, redis_db, monkeypatch
 ):
     from profiler_app import jobs
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: True)
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")

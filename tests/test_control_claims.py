@@ -163,8 +163,8 @@ def test_two_web_processes_and_the_cli_exclude_each_other_on_one_model(
     from rest_framework.authtoken.models import Token
 
     from devstack import services as svc
-    from repository_app.triton.client import TritonClient
     from team.roles import OPERATOR, set_role
+    from triton_api.client import TritonClient
 
     from .conftest import ROOT, SERVICE_START_S, wait_for
 

@@ -11,7 +11,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = pytest.mark.integration
 

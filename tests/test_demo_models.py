@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = pytest.mark.integration
 

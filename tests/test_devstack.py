@@ -49,7 +49,7 @@ def _healthz(url: str) -> tuple[int, dict]:
 
 
 def _ready(triton, name: str) -> bool:  # type: ignore[no-untyped-def]
-    from repository_app.triton.client import TritonError
+    from triton_api.client import TritonError
 
     try:
         return any(s.state == "READY" for s in triton.model_states(name))
@@ -100,7 +100,7 @@ def test_make_run_starts_every_component_and_ctrl_c_stops_them(tmp_path):
             time.sleep(1)
         assert status == 200, body
         # /healthz tells anonymous callers only up/down; ask Triton itself for the rest.
-        from repository_app.triton.client import TritonClient
+        from triton_api.client import TritonClient
 
         triton = TritonClient(
             f"127.0.0.1:{ports['grpc']}", f"http://127.0.0.1:{ports['metrics']}/metrics"

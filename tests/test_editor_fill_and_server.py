@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from repository_app import servers
 from repository_app.editor import fill
 from repository_app.editor.fill import FillError
-from repository_app.triton.server_facts import server_facts
+from repository_app.server_facts import server_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -37,9 +37,9 @@ from repository_app.modelconfig import parse_config, validate_text
 from repository_app.modelconfig.suggest import suggest
 from repository_app.modelconfig.text_edit import CannotEditInPlace, edit_in_place
 from repository_app.models import ConfigRevision
-from repository_app.triton.client import TritonClient
 from repository_app.uploads import version_policy
 from repository_app.uploads.staging import UploadError
+from triton_api.client import TritonClient
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 NAME = "oddly"

@@ -518,7 +518,7 @@ def test_ensemble_graph_has_the_steps_as_nodes_and_the_tensors_as_edges():
 def repo(tmp_path: Path, settings, monkeypatch) -> Path:
     # These configs name GPUs: judge them without a server, whether or not the suite's
     # CPU-only Triton (a session fixture that re-points settings) has started by now.
-    monkeypatch.setattr("repository_app.triton.server_facts.server_facts", lambda *_: None)
+    monkeypatch.setattr("repository_app.server_facts.server_facts", lambda *_: None)
     root = tmp_path / "repo"
     for name, text in {
         NAME: FULL,
@@ -623,7 +623,7 @@ def test_an_operator_changing_an_accelerator_path_parameter_gets_the_403(repo, o
 @pytest.mark.django_db
 def test_the_live_check_judges_with_the_servers_version(repo, operator, monkeypatch):
     facts = ServerFacts(gpus_known=False, version=(2, 50))
-    monkeypatch.setattr("repository_app.triton.server_facts.server_facts", lambda *_: facts)
+    monkeypatch.setattr("repository_app.server_facts.server_facts", lambda *_: facts)
     data = form_post(repo, "plain", action="check")
     data.update({
         "metric_control-TOTAL_FORMS": "1",

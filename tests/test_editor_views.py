@@ -14,7 +14,7 @@ from repository_app import disk
 from repository_app.editor import form_building, saving
 from repository_app.modelconfig import parse_config
 from repository_app.models import ConfigRevision
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import on_repository
 

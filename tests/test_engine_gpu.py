@@ -11,8 +11,8 @@ import pytest
 from profiler_app.engine import gpu
 from profiler_app.engine.loadgen import run_sweep
 from profiler_app.params import SweepParams
-from repository_app.triton.client import TritonClient
-from repository_app.triton.gpus import GpuSample, gpu_sample_from_text
+from triton_api.client import TritonClient
+from triton_api.gpus import GpuSample, gpu_sample_from_text
 
 TWO_GPUS = """\
 # HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)

@@ -28,7 +28,7 @@ from profiler_app.engine.grpc_h2 import (
     frame,
 )  # fmt: skip
 from profiler_app.engine.worker_requests import GRPC_METHOD
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 
 def infer_request(model: str, values: np.ndarray) -> bytes:

@@ -14,14 +14,14 @@ from profiler_app.engine.merging import _behind
 from profiler_app.engine.results import WindowResult
 from profiler_app.engine.worker_requests import Schedule
 from profiler_app.params import SweepError, SweepParams
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def triton_url(triton) -> str:
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     return triton.grpc_url

@@ -197,7 +197,7 @@ async def test_a_run_that_dies_before_any_level_says_why_from_its_stderr(tmp_pat
 
 @pytest.mark.integration
 async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     params = SweepParams(
@@ -225,7 +225,7 @@ async def test_the_real_perf_analyzer_runs_a_short_sweep(triton) -> None:
 
 @pytest.mark.integration
 async def test_the_real_perf_analyzer_takes_json_input_data(triton) -> None:
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     TritonClient(triton.grpc_url, triton.metrics_url).load("add_batched")
     document = {"data": [{"INPUT0": [float(i)] * 16} for i in range(3)]}

@@ -14,7 +14,7 @@ import pytest
 from profiler_app import measure
 from profiler_app.engine.loadgen import run_sweep
 from profiler_app.params import SweepParams
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = pytest.mark.integration
 

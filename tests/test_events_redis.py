@@ -35,7 +35,7 @@ class _OneModelTriton:
         self.state = state
 
     def repository_index(self) -> list:
-        from repository_app.triton.client import ModelState
+        from triton_api.client import ModelState
 
         return [ModelState("busy_compute", "1", self.state, "")]
 

@@ -19,7 +19,7 @@ from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from repository_app import control, events, servers
-from repository_app.triton.client import TritonClient, TritonError
+from triton_api.client import TritonClient, TritonError
 
 from .conftest import ACTIVITY, SERVICE_START_S, start_celery_worker, wait_for
 

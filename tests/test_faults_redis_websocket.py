@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from devstack import services as svc
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import SERVICE_START_S, login, start_celery_worker, start_web, wait_for, wait_js
 

@@ -25,8 +25,8 @@ from django.test import Client
 from devstack import services as svc
 from repository_app import control, events
 from repository_app.models import ModelIntent
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
+from triton_api.client import TritonClient
 
 from .conftest import wait_for
 

@@ -14,7 +14,7 @@ from django.test import Client
 from repository_app import events, fleet, poller, servers
 from repository_app.models import TritonServer
 from repository_app.status import state_json
-from repository_app.triton.client import ModelState
+from triton_api.client import ModelState
 
 pytestmark = pytest.mark.django_db
 
@@ -166,7 +166,7 @@ async def test_the_fleet_socket_relays_the_shown_servers_and_first_their_snapsho
 
 
 def test_the_poller_keeps_each_servers_card_for_the_fleet(far, redis_db, monkeypatch, settings):
-    from repository_app.triton.prometheus import parse_prometheus
+    from triton_api.prometheus import parse_prometheus
 
     settings.HISTORY_ENABLED = False
     text = (

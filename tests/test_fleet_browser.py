@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app.triton.client import TritonClient
 from team.roles import OPERATOR, set_role
+from triton_api.client import TritonClient
 
 from .conftest import SOLO_ONLY, login, wait_js
 

@@ -16,7 +16,7 @@ import yaml
 from django.conf import settings
 
 from devstack import services as svc
-from repository_app.triton import gpus, statistics
+from triton_api import gpus, statistics
 
 pytestmark = pytest.mark.integration
 

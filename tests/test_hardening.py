@@ -16,8 +16,8 @@ from django.test import Client
 
 from dashboard.routing import websocket_urlpatterns
 from devstack import services as svc
-from repository_app.triton.client import TritonClient, TritonError
 from team.models import AuditEvent
+from triton_api.client import TritonClient, TritonError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -107,7 +107,7 @@ def test_triton_stays_up_but_says_not_ready_while_a_model_failed(
     from pathlib import Path
 
     from devstack import services as svc
-    from repository_app.triton.client import TritonClient, TritonError
+    from triton_api.client import TritonClient, TritonError
 
     repo = tmp_path / "repo"
     shutil.copytree(

@@ -17,7 +17,7 @@ from repository_app.models import (
     ServerMetricPoint,
 )
 from repository_app.poller import Poller
-from repository_app.triton.prometheus import parse_prometheus
+from triton_api.prometheus import parse_prometheus
 
 T0 = 1_800_000_000  # a multiple of 60: minute and 10 s boundaries line up with it
 DAY = 86400
@@ -375,7 +375,7 @@ def test_the_history_endpoint_refuses_unknown_ranges_and_anonymous_callers(viewe
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_the_poller_writes_history_rows_from_a_real_triton(triton, redis_db):
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))

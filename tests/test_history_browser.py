@@ -11,7 +11,7 @@ import pytest
 
 from profiler_app.models import Sweep
 from repository_app.models import ConfigRevision, ModelMetricPoint
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import login, wait_js
 

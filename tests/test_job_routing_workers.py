@@ -15,7 +15,7 @@ from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
 from repository_app import servers
 from repository_app.models import TritonServer
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for_job
 

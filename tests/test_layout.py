@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("dashboard", "repository_app", "profiler_app", "team", "devstack")
+APPS = ("dashboard", "repository_app", "profiler_app", "team", "devstack", "triton_api")
 
 
 def _sources() -> dict[Path, str]:
@@ -44,12 +45,34 @@ def test_only_the_triton_package_holds_a_triton_client_and_knows_the_gpu_metrics
     # The engine's inference transports are its hot path; they take their URLs from the
     # package (connection) and call nothing but inference.
     assert holders <= {
-        "repository_app/triton/client.py",
-        "repository_app/triton/aio.py",
+        "triton_api/client.py",
+        "triton_api/aio.py",
         "profiler_app/engine/load_workers.py",
         "profiler_app/engine/http_body.py",
     }, holders
-    assert gpu_readers == {"repository_app/triton/gpus.py"}, gpu_readers
+    assert gpu_readers == {"triton_api/gpus.py"}, gpu_readers
+
+
+def test_the_triton_package_runs_without_django():
+    """triton_api takes its settings as parameters: every module imports in a fresh
+    interpreter without DJANGO_SETTINGS_MODULE, and nothing of Django comes with it."""
+    names = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "triton_api").rglob("*.py")
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "      ('django', 'dashboard', 'repository_app', 'profiler_app', 'team')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from dashboard.routing import websocket_urlpatterns
 from repository_app import control, events, servers
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

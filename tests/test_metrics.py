@@ -1,7 +1,7 @@
 """Prometheus parsing and the server page's derived rates."""
 
-from repository_app.triton.prometheus import parse_prometheus
-from repository_app.triton.statistics import derive_server_metrics, summarize_model_stats
+from triton_api.prometheus import parse_prometheus
+from triton_api.statistics import derive_server_metrics, summarize_model_stats
 
 SCRAPE_1 = """
 # HELP nv_inference_request_success Number of successful inference requests

@@ -12,8 +12,8 @@ import pytest
 
 from dashboard.env import parse_hostport
 from repository_app.server_rules import check_hostport
-from repository_app.triton import client as triton_client
-from repository_app.triton.client import TritonError, fetch_metrics
+from triton_api import client as triton_client
+from triton_api.client import TritonError, fetch_metrics
 
 PAGE = b'nv_inference_count{model="m",version="1"} 3\n'
 
@@ -63,6 +63,13 @@ def test_a_redirect_is_not_followed(metrics_server: str) -> None:
     with pytest.raises(TritonError, match="unreachable"):
         fetch_metrics(f"{metrics_server}/redirect", 5)
     assert _Handler.asked == ["/redirect"]
+
+
+def test_an_unreachable_page_is_named_without_its_password() -> None:
+    with pytest.raises(TritonError, match="unreachable") as failed:
+        fetch_metrics("http://scraper:s3cret@127.0.0.1:1/metrics", 5)
+    assert "http://scraper:**@127.0.0.1:1/metrics" in str(failed.value)
+    assert "s3cret" not in str(failed.value)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from repository_app.models import ModelIntent
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,11 @@ from repository_app import control, served, servers
 from repository_app.modelconfig import FolderFacts, parse_config
 from repository_app.modelconfig.autocomplete import as_triton_completes
 from repository_app.status import display, state_json
-from repository_app.triton.client import ModelState, TritonClient
 from repository_app.uploads import deleting, sharing
 from team import audit
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
+from triton_api.client import ModelState, TritonClient
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 KIND = model_config_pb2.ModelInstanceGroup
@@ -281,7 +281,14 @@ def test_a_loaded_model_is_deleted_only_with_unload_and_delete(
         def unload(self, name: str) -> None:
             unloaded.append(name)
 
+        def control_mode(self) -> str:  # the unload holds the model's claim (control)
+            return "explicit"
+
+        def model_states(self, name: str) -> list[ModelState]:
+            return [ModelState(name, "1", "READY", "")]
+
     monkeypatch.setattr(deleting, "get_client", lambda *_: FakeClient())
+    monkeypatch.setattr(control, "get_client", lambda *_: FakeClient())
     admin = user_client(django_user_model, "ad", ADMIN)
     response = admin.delete("/api/v1/models/add_sub/")
     assert response.status_code == 409 and "unload it first" in response.json()["message"]

@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from profiler_app.models import Sweep
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_a_page_view_costs_a_small_fixed_number_of_queries_and_triton_calls(
 ):
     """Before: the model page made 27 queries (the narrowings and groups once per
     permission check) and 7 Triton calls (the index twice, the server's facts four)."""
-    from repository_app.triton import client as triton_client
+    from triton_api import client as triton_client
 
     monkeypatch.setattr(triton_client, "SERVER_FACTS_TTL_S", 3600.0)  # warm, whatever the pace
     user = django_user_model.objects.create_user("cora", password="pw-cora-1")

@@ -4,7 +4,7 @@ import pytest
 
 from repository_app import disk, repository
 from repository_app.status import filter_and_sort, merge
-from repository_app.triton.client import ModelState
+from triton_api.client import ModelState
 
 GOOD = """
 name: "m"

@@ -17,9 +17,9 @@ from rest_framework.authtoken.models import Token
 from dashboard.routing import websocket_urlpatterns
 from profiler_app.models import Sweep
 from repository_app.models import ConfigRevision, Upload
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

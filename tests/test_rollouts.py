@@ -81,7 +81,7 @@ def test_each_target_checks_its_server_before_triton_and_fails_alone(
 ):
     """far has no such model, twin is removed after the start, default does not answer,
     and a server in POLL mode says so: four failures, each with its reason."""
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     # Every Triton's index answers "no such model" (their control calls find nobody).
     monkeypatch.setattr(TritonClient, "repository_index", lambda self: [])

@@ -17,9 +17,9 @@ from repository_app import control
 from repository_app.models import ModelIntent, Rollout
 from repository_app.rollouts import runner
 from repository_app.rollouts.choose import hand_picked
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import OPERATOR, VIEWER, set_role
+from triton_api.client import TritonClient
 
 from .conftest import BROWSER_WAIT_MS, SOLO_ONLY, wait_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import login
 

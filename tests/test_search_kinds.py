@@ -33,8 +33,8 @@ from profiler_app.search.objective import Constraints, metrics_for, score
 from profiler_app.search.space import Knobs, Space, SpaceError, apply, check_scheduler, knobs_of
 from repository_app import servers
 from repository_app.modelconfig import parse_config
-from repository_app.triton.client import TritonError
 from team.roles import OPERATOR, set_role
+from triton_api.client import TritonError
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 

@@ -15,8 +15,8 @@ from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
 from repository_app import servers
 from repository_app.models import ConfigRevision
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from profiler_app.search import creating, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
 from repository_app import servers
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

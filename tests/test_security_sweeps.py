@@ -25,9 +25,9 @@ from profiler_app.engine import inputs
 from profiler_app.engine.inputs import InputError, InputSpec, build_payloads
 from profiler_app.models import Sweep
 from profiler_app.params import SweepError, SweepParams, from_flags
-from repository_app.triton.client import ModelState, TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
+from triton_api.client import ModelState, TritonClient
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

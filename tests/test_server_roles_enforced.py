@@ -16,9 +16,9 @@ from rest_framework.authtoken.models import Token
 
 from repository_app import server_access
 from repository_app.models import ModelIntent, Upload
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent, ServerRole
 from team.roles import ADMIN, OPERATOR, ensure_roles, set_role
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration]
 NARROWED = "you are a viewer on solo (narrowed by role=solo)"

@@ -395,7 +395,7 @@ def test_desired_loads_history_and_audit_are_kept_per_server(unreachable, tmp_pa
     assert control.last_outcomes(servers.default(), ["m"]) == {}
     assert AuditEvent.objects.get().server == "far"
     recorder = history.HistoryRecorder("far")
-    from repository_app.triton.prometheus import parse_prometheus
+    from triton_api.prometheus import parse_prometheus
 
     text = 'nv_inference_request_success{model="m",version="1"} %d\n'
     recorder.observe(1_000_000_000.0, parse_prometheus(text % 1))
@@ -435,7 +435,7 @@ class _Index:
         self.names = names
 
     def repository_index(self) -> list:
-        from repository_app.triton.client import ModelState
+        from triton_api.client import ModelState
 
         return [ModelState(n, "1", "READY", "") for n in self.names]
 

@@ -13,9 +13,9 @@ from rest_framework.authtoken.models import Token
 
 from repository_app import events, poller, servers
 from repository_app.models import ModelIntent
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
+from triton_api.client import TritonClient
 
 from .conftest import BROWSER_WAIT_MS, SOLO_ONLY, login, wait_for
 

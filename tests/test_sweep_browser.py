@@ -7,7 +7,7 @@ import json
 import pytest
 
 from repository_app import servers
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import login, wait_js
 

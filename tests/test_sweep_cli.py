@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 from profiler_app import export
 from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from profiler_app.models import Sweep
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

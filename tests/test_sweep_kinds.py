@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 from profiler_app import export, llm
 from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS, STREAM_CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

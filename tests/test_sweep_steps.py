@@ -16,7 +16,7 @@ from django.core.management import call_command
 from profiler_app import export, measure
 from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS, STEP_CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,7 @@ from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from repository_app import servers
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

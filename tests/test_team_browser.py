@@ -4,8 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from repository_app import servers
-from repository_app.triton.client import TritonClient
 from team.roles import OPERATOR, VIEWER, set_role
+from triton_api.client import TritonClient
 
 from .conftest import login, wait_js
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from devstack.services import free_port
-from repository_app.triton.client import TritonClient, TritonError
+from triton_api.client import TritonClient, TritonError
 
 pytestmark = pytest.mark.integration
 

@@ -60,7 +60,7 @@ def test_load_with_a_config_file_overrides_the_config(service_env, tmp_path, tri
     override.write_text(config.replace("max_batch_size: 8", "max_batch_size: 2"))
     result = run(service_env, "load", "add_sub", "--config-file", str(override))
     assert result.returncode == 0, result.stderr
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     assert client.model_config("add_sub")["max_batch_size"] == 2

@@ -1,5 +1,5 @@
-"""One reader of host:port (repository_app.triton.address) and one set of connection settings
-(repository_app.triton.connection): the server's key reaches every client, the load engine's
+"""One reader of host:port (triton_api.address) and one set of connection settings
+(triton_api.connection): the server's key reaches every client, the load engine's
 control client and its transports included."""
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from profiler_app.engine.worker_requests import (
     serialize_http,
 )
 from profiler_app.params import SweepParams
-from repository_app.triton.address import join_host_port, split_host_port
-from repository_app.triton.aio import AioClient
-from repository_app.triton.client import TritonClient, TritonError
-from repository_app.triton.connection import Connection, connection
+from repository_app.triton_clients import connection
+from triton_api.address import join_host_port, split_host_port
+from triton_api.aio import AioClient
+from triton_api.client import TritonClient, TritonError
+from triton_api.connection import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ("dashboard-key", "s3cret")

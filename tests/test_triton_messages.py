@@ -12,10 +12,10 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from repository_app import control, servers
-from repository_app.triton.client import TritonClient, TritonError
-from repository_app.triton.messages import explain_load_failure, missing_backend
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
+from triton_api.client import TritonClient, TritonError
+from triton_api.messages import explain_load_failure, missing_backend
 
 from .test_upload_protocol import ONNX_CONFIG, tiny_onnx
 

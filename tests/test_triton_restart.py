@@ -11,7 +11,7 @@ from django.test import Client
 
 from devstack import services as svc
 from repository_app import servers
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from repository_app.triton.client import TritonClient
+from triton_api.client import TritonClient
 
 from .conftest import login, wait_js
 from .test_upload_protocol import MODEL_PY

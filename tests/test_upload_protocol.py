@@ -435,7 +435,7 @@ def test_two_concurrent_uploads_to_one_chosen_version_get_one_clear_conflict(rep
 
 
 def test_publishing_waits_for_no_model_loading_in_triton(repo, operator, monkeypatch):
-    from repository_app.triton.client import ModelState
+    from triton_api.client import ModelState
 
     monkeypatch.setattr(
         sharing, "_triton_states", lambda server, model: [ModelState(model, "1", "LOADING")]

@@ -14,9 +14,9 @@ from django.templatetags.static import static
 from django.test import Client
 
 from repository_app.models import ConfigRevision
-from repository_app.triton.client import TritonClient
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
+from triton_api.client import TritonClient
 
 from .test_upload_protocol import DEMO, admin, api_client, operator, repo  # noqa: F401
 

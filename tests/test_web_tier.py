@@ -54,7 +54,7 @@ def test_many_requests_keep_the_web_process_flat(web_server: WebServer, triton: 
 
 def test_every_thread_shares_one_grpc_client_per_server(triton: TritonFixture):
     """As Django's ASGI handler does: each call from a thread of its own."""
-    from repository_app.triton.client import TritonClient
+    from triton_api.client import TritonClient
 
     client = TritonClient(triton.grpc_url, "")
     threads = [threading.Thread(target=client.is_live) for _ in range(50)]

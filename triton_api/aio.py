@@ -9,7 +9,7 @@ them (profiler_app/engine/load_workers.py, grpc_h2.py).
 
 It speaks the sweep's protocol (gRPC or HTTP) at the sweep's endpoint, so that a sweep over
 HTTP checks the endpoint it will load, with what the sync client sends (the server's key, the
-timeout: `connection.connection`). Failures raise `TritonError` with a message fit for the
+timeout: the `connection.Connection` it is given). Failures raise `TritonError` with a message fit for the
 sweep's error.
 """
 

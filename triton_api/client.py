@@ -16,6 +16,10 @@ Quirks documented once, here:
 - Triton exposes no "control mode" field. In NONE and POLL mode any load/unload answers
   "explicit model load / unload is not allowed if polling is enabled"; in EXPLICIT mode
   unloading a model that does not exist succeeds silently. `control_mode` probes that.
+
+It reads no settings: its addresses, key and timeouts are its constructor's arguments, and
+what it remembers per page view is up to the `Memo` it is given (the dashboard's glue,
+``repository_app.triton_clients``, passes both).
 """
 
 from __future__ import annotations
@@ -27,19 +31,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 import tritonclient.grpc as grpcclient
 from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
 
-from dashboard.redact import redact
-from dashboard.request_memo import remembered
-
-from .connection import Endpoint, connection, key_headers
+from .connection import Endpoint, key_headers
 from .prometheus import MetricSample, parse_prometheus
 
 POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
@@ -59,6 +61,18 @@ CHANNEL_ARGS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
 ]
+
+
+class Memo(Protocol):
+    """Keeps ``compute()``'s answer under ``key`` for as long as its owner decides (the
+    dashboard: one reading request), or asks anew each time."""
+
+    def __call__(self, key: Hashable, compute: Callable[[], T], /) -> T: ...
+
+
+def ask_every_time(key: Hashable, compute: Callable[[], T]) -> T:
+    """The `Memo` that remembers nothing (a client used outside a page view)."""
+    return compute()
 
 
 class TritonError(Exception):
@@ -112,9 +126,11 @@ class TritonClient:
         api_key: tuple[str, str] | None = None,
         *,
         key_hint: str = "",
+        memo: Memo = ask_every_time,
     ) -> None:
         self.grpc_url = grpc_url
         self.key_hint = key_hint
+        self.memo = memo
         # Sent on every call: Triton checks it on the restricted ones.
         self.headers = key_headers("grpc", api_key) or None
         self.metrics_url = metrics_url
@@ -161,7 +177,7 @@ class TritonClient:
             except TritonError as exc:
                 return exc
 
-        answer = remembered(("triton", question, self.grpc_url), outcome)
+        answer = self.memo(("triton", question, self.grpc_url), outcome)
         if isinstance(answer, TritonError):
             raise answer
         return answer
@@ -364,6 +380,16 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _metrics_opener = urllib.request.build_opener(_NoRedirects)
 
 
+def _shown(url: str) -> str:
+    """``url`` fit for a message: a password in it is replaced by ``**``, the user name
+    kept (``http://user:**@host:8002/metrics``), as the dashboard shows every URL."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:**@{host}"))
+
+
 def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
     """Scrape a metrics page (the client's, or the load engine's through `aio.metrics`):
     at most METRICS_MAX_BYTES of it, and no redirect followed."""
@@ -371,40 +397,14 @@ def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
         with _metrics_opener.open(url, timeout=timeout_s) as response:
             body = response.read(METRICS_MAX_BYTES + 1)
     except (urllib.error.URLError, OSError) as exc:
-        raise TritonError(f"Triton metrics unreachable at {redact(url)}", unreachable=True) from exc
+        raise TritonError(f"Triton metrics unreachable at {_shown(url)}", unreachable=True) from exc
     if len(body) > METRICS_MAX_BYTES:
         raise TritonError(
-            f"Triton metrics at {redact(url)} are over {METRICS_MAX_BYTES // 2**20} MiB: not read"
+            f"Triton metrics at {_shown(url)} are over {METRICS_MAX_BYTES // 2**20} MiB: not read"
         )
     return parse_prometheus(body.decode("utf-8", errors="replace"))
-
-
-_ClientKey = tuple[str, str, float, float, tuple[str, str] | None, str]
-_clients: dict[_ClientKey, TritonClient] = {}
-_clients_lock = threading.Lock()
 
 
 def engine_metrics_url(server: Endpoint) -> str | None:
     """The metrics page a sweep samples GPU use from; None when none is configured."""
     return server.metrics_url or None
-
-
-def get_client(server: Endpoint) -> TritonClient:
-    """The client of ``server`` (one per address, key and timeouts, shared by threads;
-    the timeouts are read from settings at call time, for tests)."""
-    from django.conf import settings
-
-    grpc = connection(server, "grpc")
-    key: _ClientKey = (
-        grpc.url,
-        server.metrics_url,
-        float(settings.TRITON_TIMEOUT_S),
-        float(settings.TRITON_LOAD_TIMEOUT_S),
-        grpc.api_key,
-        grpc.key_hint,
-    )
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = TritonClient(*key[:5], key_hint=grpc.key_hint)
-        return client

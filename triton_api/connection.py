@@ -1,11 +1,11 @@
-"""How the dashboard reaches one Triton: its address, its restricted-API key, the timeout.
+"""How a client reaches one Triton: its address, its restricted-API key, the timeout.
 
-Every client is built from the server's registry entry (``repository_app.servers.Server``;
-``default`` from the TRITON_* settings) through `connection`: the sync client
-(`client.get_client`), the load engine's control client (`aio.AioClient`) and the engine's
-own inference transports (profiler_app/engine), which put the key in the headers they build
-once per connection, never per request. One function, `key_headers`, knows how each
-protocol carries the key.
+Every client is built from a server's entry (an `Endpoint`, e.g. ``repository_app.servers.
+Server``) through `server_connection`, which is given the timeout: the sync client, the load
+engine's control client (`aio.AioClient`) and the engine's own inference transports
+(profiler_app/engine), which put the key in the headers they build once per connection,
+never per request. One function, `key_headers`, knows how each protocol carries the key.
+The dashboard's settings are read by its glue (``repository_app.triton_clients``), never here.
 """
 
 from __future__ import annotations
@@ -59,17 +59,15 @@ class Connection:
         return key_headers(self.protocol, self.api_key)
 
 
-def connection(server: Endpoint, protocol: str = "grpc") -> Connection:
-    """``server``'s ``protocol`` endpoint with its key and TRITON_TIMEOUT_S (read from the
-    settings at call time, for tests): where a sweep's load goes, the load engine's own
-    transports and perf_analyzer connecting there and `aio.AioClient` checking it."""
-    from django.conf import settings
-
+def server_connection(server: Endpoint, protocol: str, timeout_s: float | None) -> Connection:
+    """``server``'s ``protocol`` endpoint with its key and ``timeout_s``: where a sweep's load
+    goes, the load engine's own transports and perf_analyzer connecting there and
+    `aio.AioClient` checking it."""
     return Connection(
         server.http_url if protocol == "http" else server.grpc_url,
         protocol,
         (server.api_key_header, server.api_key) if server.api_key else None,
-        float(settings.TRITON_TIMEOUT_S),
+        timeout_s,
         # Where a refused restricted call is fixed: the environment, or the server's own key.
         "" if server.from_env else f"the key of the server '{server.name}'",
     )

@@ -29,8 +29,8 @@ import os
 import time
 from collections.abc import Callable
 
-from repository_app.triton import aio
-from repository_app.triton.connection import Connection
+from triton_api import aio
+from triton_api.connection import Connection
 
 from ..params import SweepError, SweepParams
 from . import agent_link, load_session, loadgen, worker_pool

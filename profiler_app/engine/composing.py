@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from repository_app.naming import unsafe_name_reason
-from repository_app.triton import statistics
-from repository_app.triton.aio import AioClient
-from repository_app.triton.client import TritonError
+from triton_api import statistics
+from triton_api.aio import AioClient
+from triton_api.client import TritonError
 
 from .. import measure
 from ..model_kind import CALLS_PARAMETER, ENSEMBLE, kind_of_served

@@ -1,14 +1,14 @@
 """GPU utilisation and memory per measurement window, from Triton's metrics endpoint.
 
-What the metrics say is read by `repository_app.triton.gpus`. A CPU-only server exports no
+What the metrics say is read by `triton_api.gpus`. A CPU-only server exports no
 GPU series, and the sampler then stops asking (scraping costs the server a little CPU).
 """
 
 from __future__ import annotations
 
-from repository_app.triton import aio
-from repository_app.triton.client import TritonError
-from repository_app.triton.gpus import GpuSample, gpu_sample
+from triton_api import aio
+from triton_api.client import TritonError
+from triton_api.gpus import GpuSample, gpu_sample
 
 
 class GpuSampler:

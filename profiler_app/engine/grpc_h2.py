@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 import hpack
 
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = (

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 BUSY_SHARE = 0.90
 STEAL_SHARE = 0.05

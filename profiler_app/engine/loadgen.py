@@ -47,9 +47,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from repository_app.triton import aio
-from repository_app.triton.client import TritonError
-from repository_app.triton.connection import Connection, as_connection
+from triton_api import aio
+from triton_api.client import TritonError
+from triton_api.connection import Connection, as_connection
 
 from .. import goodput, llm
 from ..model_kind import kind_of_served
@@ -152,7 +152,7 @@ async def run_sweep(
     levels: Sequence[float] | None = None,
     hosts: RemoteHosts | None = None,
 ) -> SweepResult:
-    """Run the sweep against Triton at `triton` (`connection.connection`, or a bare host:port
+    """Run the sweep against Triton at `triton` (`triton_clients.connection`, or a bare host:port
     of the protocol's endpoint: no key).
 
     `levels` (default: every level of the range) measures only those, in that order, with

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repository_app.triton.aio import AioClient
-from repository_app.triton.client import TritonError
-from repository_app.triton.connection import Connection, as_connection
+from triton_api.aio import AioClient
+from triton_api.client import TritonError
+from triton_api.connection import Connection, as_connection
 
 from ..params import SweepError, SweepParams
 from . import composing

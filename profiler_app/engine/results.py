@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from repository_app.triton.gpus import GpuSample
+from triton_api.gpus import GpuSample
 
 from .. import measure
 from ..params import SweepParams

@@ -40,6 +40,7 @@ from .sequences import (
     http_sequence_requests,
     slot_rng,
 )
+from .worker_records import WindowRecords
 from .worker_requests import Schedule, http_connection, unary_call
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ LEVEL_POLL_S = 0.1  # a slot waiting for its send time sees a level change this 
 Send = Callable[[Any], "str | None"]  # a request -> None, or why it failed
 
 
-class SequenceSlots:
+class SequenceSlots(WindowRecords):
     """The sequences of one worker process (`Worker.sequences`)."""
 
     def __init__(
@@ -348,11 +349,7 @@ class SequenceSlots:
         """The worker's swap reply (its errors; no completed request of a sequence is in
         it) with this window's completed requests, and their positions after it as a 9th
         element: {"positions", "completed", "failed"}."""
-        records, self.records = self.records, []
-        late = [r for r in records if r[0] > t_end]
-        if late:  # completed after the boundary: they belong to the next window
-            self.records[:0] = late
-            records = [r for r in records if r[0] <= t_end]
+        records = self.take_records(t_end)
         failures, self.failures = self.failures, []
         self.failures[:0] = [f for f in failures if f > t_end]
         n = len(records)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from repository_app.triton.address import split_host_port
+from triton_api.address import split_host_port
 
 from .http_body import request_body
 from .sequences import SequenceSpec

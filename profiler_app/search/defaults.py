@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from repository_app.servers import Server
-from repository_app.triton import gpus as triton_gpus
-from repository_app.triton.address import split_host_port
-from repository_app.triton.client import TritonError, get_client
+from repository_app.triton_clients import get_client
+from triton_api import gpus as triton_gpus
+from triton_api.address import split_host_port
+from triton_api.client import TritonError
 
 from .. import measure, sweeps, verdict
 from ..engine import stats
@@ -272,7 +273,7 @@ def server_environment(server: Server) -> dict[str, Any]:
     """The Triton a search runs on, for its report: its facts (name, version, address,
     GPUs with their memory: `server_facts.describe`), and the CPU count where it is known
     (a local Triton)."""
-    from repository_app.triton.server_facts import describe
+    from repository_app.server_facts import describe
 
     facts = describe(server)
     local = triton_is_local(server.grpc_url)

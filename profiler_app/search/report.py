@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from repository_app.triton import gpus as triton_gpus
+from triton_api import gpus as triton_gpus
 
 from ..models import Search
 from ..report_html import LEGEND, cells, fact_rows, fmt, page

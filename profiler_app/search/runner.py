@@ -15,8 +15,9 @@ A run, candidate by candidate (`_Run.evaluate`):
    entry, `params.from_flags`): a decoupled model over gRPC streams, a sequence model in
    sequences; the levels stream to the carrier's Channels group (`sweep.<id>`) as
    `search.candidate` events, the ranking as `search.result`, in the two metrics the
-   search judges on (`scoring.metrics_of`);
-4. GPU memory is read from Triton's metrics (`repository_app.triton.gpus`) when present.
+   search judges on (`scoring.metrics_of`), and what the run changes in the search (a
+   budget taken from the current config's knee, the restore's message) as `search.changed`;
+4. GPU memory is read from Triton's metrics (`triton_api.gpus`) when present.
 
 Whatever ends the run (success, cancel, a failure, Triton down), `restore` runs before the
 carrier is finished: the saved config.pbtxt is loaded again *as an override* (a plain
@@ -44,8 +45,8 @@ from repository_app import control, events
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
 from repository_app.modelconfig import validate_config
 from repository_app.modelconfig.findings import ERROR
-from repository_app.triton.client import TritonError, get_client
-from repository_app.triton.connection import connection
+from repository_app.triton_clients import connection, get_client
+from triton_api.client import TritonError
 
 from .. import jobs, sweep_plan, sweeps
 from ..engine.loadgen import SweepError, run_sweep
@@ -55,7 +56,7 @@ from ..params import SweepParams
 from . import confirm, defaults, objective, strategies
 from .errors import SearchError
 from .ranking import summarize
-from .reading import candidate_json
+from .reading import candidate_json, running_json
 from .scoring import constraints_of, level_json, score_levels, score_of
 from .space import Knobs, Space, SpaceError, apply
 from .target import gpu_memory_used_bytes, saved_config, server_of
@@ -118,8 +119,9 @@ def restore(search: Search) -> str:
         message = f"restoring the saved config failed: {exc}"
         Search.objects.filter(pk=search.pk).update(restore_pending=True, restore_message=message)
         log.warning("search #%s: %s", search.pk, message)
-        return message
-    Search.objects.filter(pk=search.pk).update(restore_pending=False, restore_message=message)
+    else:
+        Search.objects.filter(pk=search.pk).update(restore_pending=False, restore_message=message)
+    publish_changed(search)
     return message
 
 
@@ -144,7 +146,6 @@ class _Run:
         self.confirm_top = int(carrier.get("confirm_top") or 0)
         self.confirm_rounds = int(carrier.get("confirm_rounds") or 0)
         self.budget_auto = bool(carrier.get("budget_auto"))
-        self.group = search.sweep.group
         self.server = server_of(search)
         self.base, _, _ = saved_config(self.server, search.model)
         self.baseline_key = Knobs.from_json(search.baseline).key
@@ -154,11 +155,8 @@ class _Run:
     def stopping(self) -> bool:
         return self.heartbeat.stopping
 
-    def publish(self, kind: str, payload: dict[str, Any]) -> None:
-        events.publish(self.group, kind, {"search": self.search.pk, **payload})
-
     def publish_candidate(self, candidate: SearchCandidate) -> None:
-        self.publish("search.candidate", {"candidate": candidate_json(candidate, self.search)})
+        publish_candidate(self.search, candidate_json(candidate, self.search))
 
     def publish_result(self) -> None:
         result = summarize(self.search)
@@ -248,6 +246,7 @@ class _Run:
         }
         Search.objects.filter(pk=self.search.pk).update(constraints=constraints)
         self.search.constraints = constraints
+        publish_changed(self.search)
 
     def confirm(self) -> None:
         """Re-measure the top candidates and the current config side by side, in
@@ -322,7 +321,7 @@ class _Run:
             levels.append(level_json(lv))
             if live:  # a re-measurement is published as a round, once it is complete
                 payload["levels"] = list(levels)
-                self.publish("search.candidate", {"candidate": payload})
+                publish_candidate(self.search, payload)
 
         async def main() -> Any:
             return await run_sweep(
@@ -388,12 +387,36 @@ def run_search(job: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     return jobs.Outcome(State.SUCCEEDED)
 
 
+def publish_candidate(search: Search, candidate: dict[str, Any]) -> None:
+    """A candidate as the page draws it (`reading.candidate_json`; while it is measured,
+    with its levels so far)."""
+    events.publish(
+        events.sweep_group(search.sweep_id),
+        "search.candidate",
+        {"search": search.pk, "candidate": candidate},
+    )
+
+
 def publish_result(search: Search, result: dict[str, Any], state: str) -> None:
     """The ranking so far (while running) or at the end: one shape from both places."""
     events.publish(
         events.sweep_group(search.sweep_id),
         "search.result",
         {"search": search.pk, "state": state, "result": result},
+    )
+
+
+def publish_changed(search: Search) -> None:
+    """What a run changed in the search (`reading.running_json`: a budget taken from the
+    current config's knee, the restore's message), read afresh from its row, so the page
+    shows it without reading the whole search again."""
+    current = Search.objects.select_related("sweep").filter(pk=search.pk).first()
+    if current is None:  # deleted meanwhile: no page shows it
+        return
+    events.publish(
+        events.sweep_group(search.sweep_id),
+        "search.changed",
+        {"search": search.pk, **running_json(current)},
     )
 
 

@@ -9,8 +9,9 @@ from typing import Any
 from repository_app.editor import saving
 from repository_app.modelconfig import parse_config
 from repository_app.servers import Server
-from repository_app.triton import gpus
-from repository_app.triton.client import TritonError, get_client
+from repository_app.triton_clients import get_client
+from triton_api import gpus
+from triton_api.client import TritonError
 
 from .. import jobs
 from ..models import Search

@@ -135,7 +135,7 @@ def read_current(name: str, server: Server) -> CurrentConfig:
 def server_facts_now(server: Server) -> ServerFacts | None:
     """The server's Triton version and GPUs (read at most every 30 s; None when it does not
     answer): what every editor validation judges against, text and form mode alike."""
-    from ..triton.server_facts import server_facts
+    from ..server_facts import server_facts
 
     return server_facts(server)
 

@@ -10,9 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_api.client import TritonError
+
 from .. import servers
 from ..servers import Server
-from ..triton.client import TritonError, get_client
+from ..triton_clients import get_client
 from .runner import CONTROL_PERMISSION, NOT_PERMITTED
 
 

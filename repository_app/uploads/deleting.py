@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from team.roles import who_can
+from triton_api.client import TritonError
 
 from .. import control, server_access, servers
 from ..disk import fsync_dir, model_lock
 from ..servers import Server
-from ..triton.client import TritonError, get_client
+from ..triton_clients import get_client
 from . import names, staging
 from .sharing import announce, check_not_busy, sharing_states
 from .staging import UploadError

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from triton_api.client import TritonError
+
 from .. import servers
 from ..servers import Server
-from ..triton.client import TritonError, get_client
+from ..triton_clients import get_client
 from .staging import UploadError
 
 BUSY_STATES = ("LOADING", "UNLOADING")

@@ -12,11 +12,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from triton_api.client import TritonError
+
 from .. import repository, server_access
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..server_context import server_of
 from ..servers import Server
-from ..triton.client import TritonError, get_client
+from ..triton_clients import get_client
 from . import deleting, names, staging
 from .staging import UploadError
 from .version_policy import set_version_policy

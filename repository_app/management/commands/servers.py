@@ -17,7 +17,7 @@ from repository_app import fleet, server_admin, servers
 from repository_app.server_admin import NotAllowed, Refused
 from repository_app.server_rules import InvalidServer, labels_from_pairs, labels_text
 from repository_app.servers import UnknownServer
-from team.cli import acting_user
+from team.cli import acting_user, add_as_user_argument
 
 # Each field as this command names it, for its refusals.
 OPTION = {
@@ -65,13 +65,7 @@ class Command(BaseCommand):
                 "--require-local-worker", action=argparse.BooleanOptionalAction, default=None,
                 help="its jobs run only on a worker consuming triton.NAME (else they wait)",
             )  # fmt: skip
-        for p in (add, change, remove):
-            p.add_argument(
-                "--as-user",
-                default=os.environ.get("DASHBOARD_CLI_USER", "admin"),
-                help="the dashboard user this is done as (checked and audited); "
-                "default $DASHBOARD_CLI_USER or admin",
-            )
+        add_as_user_argument((add, change, remove), "this is done as")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]

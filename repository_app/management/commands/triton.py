@@ -7,7 +7,6 @@ exit 0 only when every one succeeded."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,10 @@ from repository_app.rollouts import runner
 from repository_app.rollouts.choose import ChoiceError, hand_picked
 from repository_app.servers import Server, UnknownServer
 from repository_app.status import group_index, overall_state
-from repository_app.triton.client import TritonError, get_client
-from team.cli import acting_user, active_user
+from repository_app.triton_clients import get_client
+from team.cli import acting_user, active_user, add_as_user_argument
 from team.roles import role_of
+from triton_api.client import TritonError
 
 
 class Command(BaseCommand):
@@ -60,13 +60,7 @@ class Command(BaseCommand):
                 help="the Triton server (repeat for several: a rollout to all of them at once, "
                 "or each one's status); default: default",
             )
-        for p in (load, unload, reload):
-            p.add_argument(
-                "--as-user",
-                default=os.environ.get("DASHBOARD_CLI_USER", "admin"),
-                help="the dashboard user this action is made as (checked and audited); "
-                "default $DASHBOARD_CLI_USER or admin",
-            )
+        add_as_user_argument((load, unload, reload), "this action is made as")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

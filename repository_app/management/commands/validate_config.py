@@ -85,7 +85,7 @@ class Command(BaseCommand):
         asked = None
         if not options["no_server"] and (gpus is None or version is None):
             from repository_app import servers
-            from repository_app.triton.server_facts import server_facts
+            from repository_app.server_facts import server_facts
 
             try:
                 target = servers.get(options["server"])
