@@ -11,9 +11,9 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from common.origin import SameOriginValidator  # noqa: E402
 from repository_app.uploads.chunk_asgi import chunk_app, is_chunk_request  # noqa: E402
 
-from .origin import SameOriginValidator  # noqa: E402
 from .routing import websocket_urlpatterns  # noqa: E402
 
 

@@ -8,7 +8,7 @@ Two of Daphne's defaults cost upload throughput (benchmarks/bench_upload.py):
   of 8 MiB became 1,024 trips through the event loop. 1 MiB messages make it 8.
 Neither raises memory use per request: Twisted keeps bodies over 100 kB in a temporary file.
 
-A request body over the limit of ``dashboard.request_limits.body_limit`` is refused with
+A request body over the limit of ``common.request_limits.body_limit`` is refused with
 413 as soon as its Content-Length arrives (or, without one, once that many bytes came),
 before Daphne queues any of it for the application.
 
@@ -51,8 +51,8 @@ from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
-from .env import env_int
-from .memory import tune_malloc
+from common.env import env_int
+from common.memory import tune_malloc
 
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
@@ -128,7 +128,7 @@ class BoundedWebRequest(WebRequest):
 
     def gotLength(self, length: int | None) -> None:
         # The application has set Django up by now (body_limit reads its settings).
-        from .request_limits import body_limit
+        from common.request_limits import body_limit
 
         channel: Any = self.channel
         method = getattr(channel, "_command", b"").decode("latin-1")
@@ -157,7 +157,7 @@ class BoundedWebRequest(WebRequest):
         return self.channel.transport  # type: ignore[union-attr]
 
     def _refuse(self, length: int | None) -> None:
-        from .request_limits import too_large_body
+        from common.request_limits import too_large_body
 
         self.refused = True
         kind, body = too_large_body(length, self.limit, self.content_type)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import environ
 
-from .env import (
+from common.env import (
     env_bool,
     env_database,
     env_hostport,
@@ -38,12 +38,12 @@ DEBUG = env_bool("DJANGO_DEBUG", True)
 _DEV_KEY = "dev-only-insecure-key-change-me-in-production"
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", _DEV_KEY if DEBUG else "")
 if not SECRET_KEY:
-    from .env import config_error
+    from common.env import config_error
 
     config_error("DJANGO_SECRET_KEY", "must be set when DJANGO_DEBUG is false")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 if "*" in ALLOWED_HOSTS:
-    from .env import config_error
+    from common.env import config_error
 
     # The websocket origin check is built from this list: a wildcard would accept any site.
     config_error("DJANGO_ALLOWED_HOSTS", "must list host names; '*' is not accepted")
@@ -70,15 +70,15 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A reading request asks Triton, the registry and the narrowings each question once.
-    "dashboard.request_memo.RequestMemoMiddleware",
-    "dashboard.security.ContentSecurityPolicyMiddleware",
+    "common.request_memo.RequestMemoMiddleware",
+    "common.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Before any view or CSRF's process_view reads a body: an oversized one is a 413.
-    "dashboard.request_limits.RequestSizeMiddleware",
+    "common.request_limits.RequestSizeMiddleware",
     "team.middleware.AuditActorMiddleware",
     # ?server=NAME -> request.triton_server (an unknown name is a 404); redirects keep it.
     "repository_app.server_context.ServerMiddleware",
@@ -99,7 +99,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "dashboard.security.csp_nonce",
+                "common.security.csp_nonce",
                 "repository_app.server_context.server_context",
             ],
         },
@@ -155,8 +155,8 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     # Plotly served by the project (no CDN) as static/vendor/plotly.min.js: its basic bundle,
-    # or the plotly wheel's full one while that is not installed (dashboard/staticfinders.py).
-    "dashboard.staticfinders.PlotlyFinder",
+    # or the plotly wheel's full one while that is not installed (common/staticfinders.py).
+    "common.staticfinders.PlotlyFinder",
 ]
 # Plotly's basic bundle (scatter, bar, pie: every trace the pages draw; 1.1 MB against the
 # full bundle's 4.85 MB), where scripts/install_plotly_basic.py puts it (make run, make test
@@ -170,7 +170,7 @@ PLOTLY_BASIC_JS = env_path("PLOTLY_BASIC_JS", BASE_DIR / "var" / "vendor" / "plo
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # whitenoise's CompressedManifestStaticFilesStorage, compressing only new hashed files.
-    "staticfiles": {"BACKEND": "dashboard.staticfinders.IncrementalCompressedManifestStorage"},
+    "staticfiles": {"BACKEND": "common.staticfinders.IncrementalCompressedManifestStorage"},
 }
 # Only the hashed copies are compressed and kept: half the (slow, Brotli) work.
 WHITENOISE_KEEP_ONLY_HASHED_FILES = True
@@ -228,7 +228,7 @@ _roots = [
     if item.strip()
 ]
 if any(not Path(root).expanduser().is_absolute() for root in _roots):
-    from .env import config_error
+    from common.env import config_error
 
     config_error("MODEL_REPOSITORY_ROOTS", f"must list absolute paths, got {_roots!r}")
 MODEL_REPOSITORY_ROOTS: list[Path] = [Path(root).expanduser().resolve() for root in _roots]
@@ -237,7 +237,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # A 403 is one line (method, path, user, reason), not a traceback; a 500 keeps its own.
-    "filters": {"one_line_403": {"()": "dashboard.log_filters.OneLineForbidden"}},
+    "filters": {"one_line_403": {"()": "common.log_filters.OneLineForbidden"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -268,7 +268,7 @@ RECORD_OUTSIDE_EDITS = env_bool("RECORD_OUTSIDE_EDITS", True)
 HISTORY_FINE_RETENTION_H = env_int("HISTORY_FINE_RETENTION_H", 24, minimum=1)
 HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 14, minimum=1)
 if HISTORY_RETENTION_DAYS * 24 < HISTORY_FINE_RETENTION_H:
-    from .env import config_error
+    from common.env import config_error
 
     config_error(
         "HISTORY_RETENTION_DAYS",
@@ -286,15 +286,15 @@ REST_FRAMEWORK = {
         # ?server=NAME naming no server: 404, checked once the caller is authenticated.
         "repository_app.server_context.KnownServer",
     ],
-    # Deep nesting and lone surrogates are a 400 (dashboard/api_parsers.py), not a 500.
+    # Deep nesting and lone surrogates are a 400 (common/api_parsers.py), not a 500.
     "DEFAULT_PARSER_CLASSES": [
-        "dashboard.api_parsers.SafeJSONParser",
+        "common.api_parsers.SafeJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "dashboard.api_errors.json_error_handler",
-    "DEFAULT_PAGINATION_CLASS": "dashboard.api_pagination.BoundedLimitOffsetPagination",
+    "EXCEPTION_HANDLER": "common.api_errors.json_error_handler",
+    "DEFAULT_PAGINATION_CLASS": "common.api_pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
 SPECTACULAR_SETTINGS = {
@@ -346,7 +346,7 @@ LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_S = env_int("LOGIN_LOCKOUT_S", 900, minimum=1)
 LOGIN_ADDRESS_PACE_S = env_number("LOGIN_ADDRESS_PACE_S", 1.0, minimum=0.01)
 
-# --- Request bodies (dashboard/request_limits.py) ----------------------------------------
+# --- Request bodies (common/request_limits.py) ----------------------------------------
 # Any request but an upload chunk: refused with 413 before it is buffered. Forms and JSON
 # (not multipart) are also held to DATA_UPLOAD_MAX_MEMORY_SIZE: a form-mode editor save
 # carries the config twice (the text and the form it came from), each up to 1 MiB and up

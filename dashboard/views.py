@@ -39,10 +39,9 @@ def overview(request: HttpRequest) -> HttpResponse:
             models = {"total": len(names), "ready": len(ready)}
     from django.conf import settings
 
+    from common.supervisor_note import supervisor_note
     from team import audit
     from team.models import AuditEvent
-
-    from .supervisor_note import supervisor_note
 
     return render(
         request,

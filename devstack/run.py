@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from dashboard.redact import redact
+    from common.redact import redact
 
     var_dir = Path(settings.VAR_DIR)
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         installer = BASE_DIR / "scripts" / "install_plotly_basic.py"
         install = [sys.executable, str(installer), "--offline-ok"]
         subprocess.run(install, stdout=subprocess.DEVNULL, check=False)  # stderr says why not
-        from dashboard.staticfinders import describe
+        from common.staticfinders import describe
 
         say(f"Charts: {describe()}")
 

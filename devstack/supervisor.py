@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dashboard.supervisor_note import SUPERVISOR_FILE
+from common.supervisor_note import SUPERVISOR_FILE
 
 from . import services as svc
 from .console import say

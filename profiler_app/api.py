@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard.api_errors import errors_response
+from common.api_errors import errors_response
 from repository_app import server_access, servers
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from repository_app.server_context import server_of

@@ -48,7 +48,7 @@ from django.db import connections, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard.redact import redact
+from common.redact import redact
 from repository_app import events, servers
 from repository_app.servers import Server
 

@@ -1,7 +1,7 @@
 """The skeleton every self-contained HTML report shares (a config search's, a sweep's).
 
 One file that opens without a network: the Plotly the pages load is inlined
-(`dashboard.staticfinders.plotly_js`), the figures go in as JSON with "</" escaped (no value
+(`common.staticfinders.plotly_js`), the figures go in as JSON with "</" escaped (no value
 can close the script), every text is HTML-escaped, and nothing links outside the file.
 A report module builds its body (headings, tables, a `<div id=NAME class="chart">` per
 figure) and its figures; `page` wraps them and draws each figure into its div.
@@ -51,7 +51,7 @@ def page(title: str, body: str, figures: dict[str, dict[str, Any]]) -> str:
     into the element of the same id, in order."""
     # Imported here: the finder module imports plotly, which no other caller of the report
     # modules needs.
-    from dashboard.staticfinders import plotly_js
+    from common.staticfinders import plotly_js
 
     # FIGURES.<name> in the script: names are ours, and identifiers.
     assert all(name.isidentifier() for name in figures), list(figures)

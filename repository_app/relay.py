@@ -7,7 +7,7 @@ absent; an unknown one, or one narrowed to none for this user, is refused with 4
 unknown model: ``server_access.visible``), joins before it
 reads (an event published meanwhile is in the snapshot or relayed after it), closes with
 4404 for what does not exist, relays each group event as it is, and never decodes what a
-client sends. The websocket Origin is checked before any consumer (dashboard.origin).
+client sends. The websocket Origin is checked before any consumer (common.origin).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard.api_errors import errors_response
+from common.api_errors import errors_response
 
 from . import fleet, server_access, server_admin, servers
 from .server_admin import NotAllowed, Refused

@@ -3,7 +3,7 @@
 Every way a server enters (the model's ``clean``; the Servers pages, ``manage.py servers``
 and the API through ``server_admin``) goes through ``check``; each refusal names its field.
 The addresses follow the rule of TRITON_URL / TRITON_HTTP_URL
-(``dashboard.env.parse_hostport``), and one address is one server, under whatever name: host
+(``common.env.parse_hostport``), and one address is one server, under whatever name: host
 names are resolved (``same_address``), so ``localhost:8001`` is ``127.0.0.1:8001``. A
 taken address names its server only to a caller who may see it. The name is what URLs,
 Redis keys and Channels group names carry, so it is kept to a small safe set. A model
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from dashboard.env import parse_hostport
+from common.env import parse_hostport
 from triton_api.address import split_host_port
 
 DEFAULT = "default"

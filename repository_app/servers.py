@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from dashboard.request_memo import remembered
+from common.request_memo import remembered
 
 from .server_rules import DEFAULT, NAME_RULE
 

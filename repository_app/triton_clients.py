@@ -4,7 +4,7 @@
 from. TRITON_TIMEOUT_S and TRITON_LOAD_TIMEOUT_S are read at call time (tests change
 them), one sync client is kept per server address, key and timeouts for the life of the
 process (shared by its threads), and its answers are remembered for one reading request
-(``dashboard.request_memo``).
+(``common.request_memo``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 
 from django.conf import settings
 
-from dashboard.request_memo import remembered
+from common.request_memo import remembered
 from triton_api.client import TritonClient
 from triton_api.connection import Connection, Endpoint, server_connection
 

@@ -12,7 +12,7 @@ import ast
 import sys
 from pathlib import Path
 
-ROOTS = ("dashboard", "repository_app", "profiler_app", "team", "devstack", "triton_api")
+ROOTS = ("dashboard", "common", "repository_app", "profiler_app", "team", "devstack", "triton_api")
 
 
 def modules(base: Path) -> dict[str, Path]:

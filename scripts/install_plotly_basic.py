@@ -8,7 +8,7 @@ full bundle in the plotly wheel is 4.85 MB, and a browser evaluates it in half t
 This fetches npm's tarball with urllib (no npm needed), refuses it unless its sha256 is the
 one pinned below, and writes its package/plotly-basic.min.js to var/vendor/plotly-basic.min.js
 with its LICENSE and a stamp (version and sha256) beside it. 3.7.0 is the plotly.js inside
-the plotly 6.9.0 wheel. dashboard/staticfinders.py serves the file as
+the plotly 6.9.0 wheel. common/staticfinders.py serves the file as
 static/vendor/plotly.min.js, and the wheel's full bundle while it is missing.
 
     .venv/bin/python scripts/install_plotly_basic.py [--tarball PATH | --url URL] [--force]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dashboard.request_memo import remembered
+from common.request_memo import remembered
 
 from .models import ServerRole
 from .roles import ADMIN, OPERATOR, ROLE_PERMISSIONS, VIEWER, role_of
@@ -73,7 +73,7 @@ def matches(narrowing: ServerRole, server: Any) -> bool:
 
 def narrowings_of(user: Any) -> list[ServerRole]:
     """Read on every call (never cached on the user): each step of a long action sees a
-    narrowing added meanwhile. A reading request reads them once (dashboard.request_memo)."""
+    narrowing added meanwhile. A reading request reads them once (common.request_memo)."""
     if not getattr(user, "pk", None):
         return []
     return list(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
-from dashboard.request_memo import remembered
+from common.request_memo import remembered
 
 VIEWER, OPERATOR, ADMIN = "Viewer", "Operator", "Admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)

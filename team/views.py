@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard.csv_cells import csv_cell
+from common.csv_cells import csv_cell
 from repository_app import server_access, servers
 
 from . import accounts, audit, tokens

@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 from rest_framework.exceptions import ParseError
 
-from dashboard import api_parsers
+from common import api_parsers
 from team.roles import ADMIN, OPERATOR, VIEWER
 
 from .test_polish_pages import _client

@@ -1,4 +1,4 @@
-"""A 403 is one line in the log, a 500 keeps its traceback (dashboard/log_filters.py,
+"""A 403 is one line in the log, a 500 keeps its traceback (common/log_filters.py,
 settings.LOGGING), through Django's whole request handling."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_a_record_met_twice_by_the_filter_keeps_its_reason():
     filter twice on the logger: the second pass must not drop what the first made."""
     from django.core.exceptions import PermissionDenied
 
-    from dashboard.log_filters import OneLineForbidden
+    from common.log_filters import OneLineForbidden
 
     try:
         raise PermissionDenied("no, because")

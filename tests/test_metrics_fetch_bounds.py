@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dashboard.env import parse_hostport
+from common.env import parse_hostport
 from repository_app.server_rules import check_hostport
 from triton_api import client as triton_client
 from triton_api.client import TritonError, fetch_metrics

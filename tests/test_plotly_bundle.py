@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from dashboard.staticfinders import FULL_JS, FULL_STATIC_PATH, STATIC_PATH, PlotlyFinder, describe
+from common.staticfinders import FULL_JS, FULL_STATIC_PATH, STATIC_PATH, PlotlyFinder, describe
 from devstack.services import free_port
 from scripts import install_plotly_basic as installer
 
@@ -77,7 +77,7 @@ def test_the_finder_answers_nothing_for_other_paths(basic):
 def test_collectstatic_follows_the_bundle_both_ways(settings, tmp_path, basic):
     """The collected plotly.min.js is the basic bundle while it is installed and the full one
     once it is gone, although the wheel's file is older than the copy collected before."""
-    settings.STATICFILES_FINDERS = ["dashboard.staticfinders.PlotlyFinder"]
+    settings.STATICFILES_FINDERS = ["common.staticfinders.PlotlyFinder"]
     settings.STATIC_ROOT = tmp_path / "collected"
     settings.STORAGES = {
         **settings.STORAGES,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dashboard.staticfinders import plotly_js
+from common.staticfinders import plotly_js
 from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.params import SweepParams
 from profiler_app.search import creating, ranking, report, runner

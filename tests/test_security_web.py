@@ -19,10 +19,10 @@ from channels.testing import WebsocketCommunicator
 from django.core.handlers.asgi import ASGIRequest
 from django.test import Client
 
+from common.origin import SameOriginValidator
+from common.redact import redact
 from dashboard import health
 from dashboard.asgi import websocket_app
-from dashboard.origin import SameOriginValidator
-from dashboard.redact import redact
 from dashboard.routing import websocket_urlpatterns
 from repository_app import servers
 from repository_app.editor import form_building, saving

@@ -11,7 +11,7 @@ import pytest
 from django.templatetags.static import static
 from django.test import Client
 
-from dashboard.staticfinders import plotly_js
+from common.staticfinders import plotly_js
 
 pytestmark = pytest.mark.django_db
 HASHED = re.compile(r"/static/vendor/plotly\.min\.[0-9a-f]{12}\.js")

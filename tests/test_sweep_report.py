@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.staticfinders import plotly_js
+from common.staticfinders import plotly_js
 from profiler_app import sweep_report
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams

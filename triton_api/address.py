@@ -1,6 +1,6 @@
 """The one reader of a Triton address, ``host:port`` or ``[IPv6]:port``.
 
-The settings' check (``dashboard.env.parse_hostport``), the registry's rules, the load
+The settings' check (``common.env.parse_hostport``), the registry's rules, the load
 engine's transports and the dev stack each took an address apart by hand, each a little
 differently (an IPv6 address kept its brackets in one and lost them in another). They all
 call `split_host_port` now, and `join_host_port` writes one back.

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dashboard.csv_cells import csv_cell
+from common.csv_cells import csv_cell
 
 from .. import measure
 

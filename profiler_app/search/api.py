@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard.api_errors import form_error_response
+from common.api_errors import form_error_response
 from repository_app import server_access
 from repository_app.servers import Server
 from repository_app.views import CONTROL_PERMISSION

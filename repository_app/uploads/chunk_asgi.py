@@ -26,8 +26,8 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from dashboard.memory import release_free_memory
-from dashboard.request_memo import remembering
+from common.memory import release_free_memory
+from common.request_memo import remembering
 
 from . import staging
 from .staging import UploadError
