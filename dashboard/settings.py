@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "team",
+    "jobs",
     "repository_app",
     "profiler_app",
 ]

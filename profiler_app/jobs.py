@@ -1,33 +1,16 @@
-"""The one job lifecycle: every perf sweep and every config search is a job of this queue.
+"""Sweeps and config searches as jobs of the one lifecycle (`jobs.lifecycle`).
 
-In the spirit of NetBox's `JobRunner`: this module owns a job's whole life, and a kind of
-job (`JobKind`: a sweep, `profiler_app.sweep_run`; a config search,
-`profiler_app.search.runner`) supplies only what differs: its time limits, its work, the
-summary it leaves and what it announces when it ends. Kinds register themselves when
-their module is imported (`ProfilerAppConfig.ready`), so this module imports neither.
-
-The guarantees, and why:
-- A job is a `Sweep` row with a `kind`. Creating one commits it QUEUED and, on commit,
-  sends the one Celery task (`profiler_app.run_job`) with the kind's time limits, to the
-  queue `queue_for(server)` names (`profiler_app.queues`: the server's own queue when a
-  worker consumes it, else the default one; or held until its own worker appears). The
-  job records where it went and why, and which worker (and host) claimed it.
-- A job runs on one Triton server (`Sweep.server`: its name in `repository_app.servers`),
-  whose facts (version, GPUs) it records each time it starts (`Sweep.server_facts`).
-- One job runs per Triton server at a time, in one FIFO queue whatever its kind. `claim`
-  is a conditional UPDATE on the server's `SweepSlot` (free -> this job) and on the job
-  (QUEUED -> RUNNING), in one transaction, and only for the head of the queue, so a
-  second copy of the task (or one redelivered after the job was declared interrupted)
-  does nothing.
+A job of this app is a `Sweep` row with a `kind` (a sweep, `profiler_app.sweep_run`; a
+config search, `profiler_app.search.runner`); each kind supplies its time limits, its
+work, the summary it leaves and what it announces (`JobKind`), and registers here when its
+module is imported (`ProfilerAppConfig.ready`). What this module adds to the lifecycle:
+- One job runs per Triton server at a time, in one FIFO queue whatever its kind: the claim
+  takes the server's `SweepSlot` (free -> this job), only for the head of the queue, in the
+  lifecycle's claim transaction.
 - A task that cannot claim returns at once: a queued job never holds a worker process.
   The job that ends (or the watchdog that declares one interrupted) frees the slot and
-  dispatches the next queued job of that server; the watchdog re-dispatches a queued job
-  whose task went missing.
-- A running job beats `heartbeat_at` every 2 s from a `Heartbeat` thread, which also reads
-  the cancel flag every 0.2 s; the work polls it, so Cancel stops a job within one
-  measurement window and keeps what was measured (never `revoke(terminate=True)`).
-- Every way out of `run` goes through `finish`: RUNNING -> a final state only from
-  RUNNING (a job the watchdog declared interrupted stays so), with the kind's summary.
+  dispatches the next queued job of that server.
+- A job records its server's facts (version, GPUs) each time it starts.
 - `resume` queues a failed/cancelled/interrupted job again; the kind measures only what
   is missing.
 """
@@ -36,51 +19,43 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from celery import shared_task
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from common.redact import redact
+from jobs import lifecycle, queues
+from jobs.lifecycle import (
+    REDISPATCH_AFTER_S,
+    STALE_AFTER_S,
+    Heartbeat,
+    JobError,
+    Outcome,
+    heartbeat_stale,
+)
+from jobs.queues import Route
 from repository_app import events, servers
 from repository_app.servers import Server
 
-from . import queues
 from .models import Sweep, SweepSlot
-from .queues import Route
 
 log = logging.getLogger(__name__)
 
 State = Sweep.State
-HEARTBEAT_EVERY_S = 2.0
-CANCEL_POLL_S = 0.2
-REDISPATCH_AFTER_S = 60.0
-STALE_AFTER_S = 20.0  # no heartbeat for this long: the watchdog declares the job interrupted
-
-
-class JobError(Exception):
-    """A job cannot be created or changed; the message is fit to show a user."""
+__all__ = ["REDISPATCH_AFTER_S", "STALE_AFTER_S", "Heartbeat", "JobError", "Outcome"]
 
 
 class QueueUnavailable(JobError):
     """The broker (Redis) does not answer: nothing was queued."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    state: str
-    error: str = ""
-
-
 class JobKind(Protocol):
-    """What one kind of job supplies; the lifecycle around it is this module's."""
+    """What one kind of sweep-table job supplies; the lifecycle around it is the one of
+    `jobs.lifecycle`, with this module's server slot."""
 
     name: str  # the value of Sweep.kind
     noun: str  # "sweep", "search": for messages
@@ -107,13 +82,89 @@ class JobKind(Protocol):
 KINDS: dict[str, JobKind] = {}
 
 
+class OnItsServer:
+    """A kind of this app as the one lifecycle sees it: a `Sweep` row that holds its
+    server's slot while it runs."""
+
+    model = Sweep
+    resume_hint = "measures the missing levels"
+
+    def __init__(self, kind: JobKind) -> None:
+        self.kind = kind
+        self.name = kind.name
+        self.noun = kind.noun
+
+    def rows(self) -> QuerySet[Sweep]:
+        return Sweep.objects.filter(kind=self.name)
+
+    def route(self, job: Sweep) -> Route:
+        return route_of(job)
+
+    def time_limits(self, job: Sweep) -> tuple[int, int]:
+        return self.kind.time_limits(job)
+
+    def take(self, job: Sweep) -> bool:
+        if _ahead_of(job).exists():
+            return False
+        SweepSlot.objects.get_or_create(server=job.server)
+        return bool(
+            SweepSlot.objects.filter(server=job.server, sweep__isnull=True).update(
+                sweep=job.pk, claimed_at=timezone.now()
+            )
+        )
+
+    def give_back(self, job: Sweep) -> None:
+        release(job.pk)
+        dispatch_next(job.server)
+
+    def run(self, job: Sweep, heartbeat: Heartbeat) -> Outcome:
+        try:
+            record_server_facts(job)
+        except JobError as exc:
+            return Outcome(State.FAILED, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the facts are a note: the job runs without them
+            log.warning("%s #%s: server facts not recorded: %s", self.noun, job.pk, exc)
+        publish_state(job)
+        return self.kind.run(Sweep.objects.select_related("created_by").get(pk=job.pk), heartbeat)
+
+    def publish(self, job: Sweep) -> None:
+        publish_state(job)
+
+    def ended(self, job: Sweep, *, by_worker: bool) -> None:
+        if job.state != State.CANCELLED or by_worker:  # a queued job cancelled ran nothing
+            job.summary = self.kind.summary(job)
+            Sweep.objects.filter(pk=job.pk).update(summary=job.summary)
+        self.kind.ended(job, by_worker=by_worker)
+
+    def waiting(self) -> list[Sweep]:
+        heads = []
+        for server in set(self.rows().filter(state=State.QUEUED).values_list("server", flat=True)):
+            head = queued(server).first()
+            if running_on(server) is None and head is not None and head.kind == self.name:
+                heads.append(head)
+        return heads
+
+    def tidy(self) -> None:
+        # Slots held by jobs that no longer run (e.g. cancelled while queued and claimed).
+        SweepSlot.objects.filter(sweep__isnull=False).exclude(sweep__state=State.RUNNING).update(
+            sweep=None, claimed_at=None
+        )
+        self.kind.tidy()
+
+
 def register(kind: JobKind) -> JobKind:
     KINDS[kind.name] = kind
+    lifecycle.register(OnItsServer(kind))
     return kind
 
 
 def kind_of(job: Sweep) -> JobKind:
     return KINDS[job.kind]
+
+
+def _lifecycle_kind(job_id: int) -> lifecycle.Kind:
+    kind = Sweep.objects.filter(pk=job_id).values_list("kind", flat=True).first()
+    return lifecycle.KINDS[str(kind or Sweep.Kind.SWEEP)]
 
 
 # --- queueing ---------------------------------------------------------------------------------
@@ -200,43 +251,9 @@ def route_of(job: Sweep) -> Route:
     return queue_for(server)
 
 
-def _record_route(job: Sweep, route: Route) -> None:
-    """Store where the job goes and why; a page hears of a change (e.g. now waiting)."""
-    changed = (job.queue, job.routing, job.waiting_for_worker) != (
-        route.queue,
-        route.note,
-        route.waiting,
-    )
-    if not changed:
-        return
-    if Sweep.objects.filter(pk=job.pk, state=State.QUEUED).update(
-        queue=route.queue, routing=route.note, waiting_for_worker=route.waiting
-    ):
-        job.queue, job.routing, job.waiting_for_worker = route.queue, route.note, route.waiting
-        publish_state(job)
-
-
 def dispatch(job_id: int) -> bool:
-    """Send the task of a QUEUED job to its queue (`queue_for`). False when it is not
-    queued, is held for its server's own worker, or the broker is down: it stays queued and
-    the watchdog routes it again later."""
-    job = Sweep.objects.filter(pk=job_id, state=State.QUEUED).first()
-    if job is None:
-        return False
-    route = route_of(job)
-    _record_route(job, route)
-    if route.waiting:
-        return False
-    soft, hard = kind_of(job).time_limits(job)
-    Sweep.objects.filter(pk=job_id).update(dispatched_at=timezone.now())
-    try:
-        run_job_task.apply_async(
-            args=[job_id], queue=route.queue, soft_time_limit=soft, time_limit=hard
-        )
-    except Exception as exc:  # noqa: BLE001 - any broker failure: retried by the watchdog
-        log.warning("job #%s not dispatched: %s", job_id, exc)
-        return False
-    return True
+    """Send the task of a QUEUED job to its queue (`lifecycle.dispatch`)."""
+    return lifecycle.dispatch(_lifecycle_kind(job_id), job_id)
 
 
 def queued(server: str) -> QuerySet[Sweep]:
@@ -275,44 +292,11 @@ def dispatch_next(server: str) -> int | None:
 # --- claiming the server ----------------------------------------------------------------------
 
 
-class _NotClaimed(Exception):
-    pass
-
-
 def claim(job_id: int, where: Mapping[str, str] | None = None) -> bool:
     """QUEUED -> RUNNING, holding the server's slot; False when the slot is taken, the job
     is not queued, or an older queued job of the same server comes first. ``where``: the
     claiming worker, its host and queue (`queues.claimed_by`), recorded with the claim."""
-    job = Sweep.objects.filter(pk=job_id, state=State.QUEUED).first()
-    if job is None:
-        return False
-    SweepSlot.objects.get_or_create(server=job.server)
-    now = timezone.now()
-    try:
-        with transaction.atomic():
-            if _ahead_of(job).exists():
-                raise _NotClaimed
-            took = SweepSlot.objects.filter(server=job.server, sweep__isnull=True).update(
-                sweep=job_id, claimed_at=now
-            )
-            if not took:
-                raise _NotClaimed
-            started = Sweep.objects.filter(pk=job_id, state=State.QUEUED).update(
-                state=State.RUNNING,
-                started_at=now,
-                heartbeat_at=now,
-                finished_at=None,
-                error="",
-                cancel_requested=False,
-                waiting_for_worker=False,
-                **dict(where or {}),
-            )
-            if not started:
-                raise _NotClaimed  # rolls the slot back too
-    except _NotClaimed:
-        return False
-    Sweep.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
-    return True
+    return lifecycle.claim(_lifecycle_kind(job_id), job_id, where)
 
 
 def release(job_id: int) -> bool:
@@ -323,53 +307,10 @@ def release(job_id: int) -> bool:
 # --- running ----------------------------------------------------------------------------------
 
 
-class Heartbeat(threading.Thread):
-    """Beats the heartbeat and reads the cancel flag, off the work's event loop."""
-
-    def __init__(self, job_id: int) -> None:
-        super().__init__(name=f"job-{job_id}-heartbeat", daemon=True)
-        self.job_id = job_id
-        self.cancel = False
-        self.lost = False  # no longer RUNNING (e.g. declared interrupted): stop
-        self._stop_event = threading.Event()
-
-    @property
-    def stopping(self) -> bool:
-        return self.cancel or self.lost
-
-    def run(self) -> None:
-        last_beat = 0.0
-        try:
-            while not self._stop_event.wait(CANCEL_POLL_S):
-                try:
-                    if time.monotonic() - last_beat >= HEARTBEAT_EVERY_S:
-                        last_beat = time.monotonic()
-                        if not Sweep.objects.filter(pk=self.job_id, state=State.RUNNING).update(
-                            heartbeat_at=timezone.now()
-                        ):
-                            self.lost = True
-                    flag = (
-                        Sweep.objects.filter(pk=self.job_id)
-                        .values_list("cancel_requested", flat=True)
-                        .first()
-                    )
-                    self.cancel = bool(flag)
-                except Exception as exc:  # noqa: BLE001 - a locked DB must not end the job
-                    log.warning("job #%s heartbeat: %s", self.job_id, exc)
-        finally:
-            connections.close_all()
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(5)
-
-
 def run(job_id: int, where: Mapping[str, str] | None = None) -> str:
     """Claim the job's server and run the job to its end; 'waiting' when the server is busy
     (the job that holds it dispatches this one when it ends)."""
-    if not claim(job_id, where):
-        return "waiting"
-    return execute(job_id)
+    return lifecycle.run(_lifecycle_kind(job_id), job_id, where)
 
 
 def server_of(job: Sweep) -> Server:
@@ -391,74 +332,21 @@ def record_server_facts(job: Sweep) -> None:
 
 
 def execute(job_id: int) -> str:
-    """Run a job this process has claimed, to its end; returns the final state. Never
-    leaves it RUNNING: every way out goes through `finish`."""
-    job = Sweep.objects.select_related("created_by").get(pk=job_id)
-    kind = kind_of(job)
-    try:
-        record_server_facts(job)
-    except JobError as exc:
-        return finish(job_id, Outcome(State.FAILED, str(exc)))
-    except Exception as exc:  # noqa: BLE001 - the facts are a note: the job runs without them
-        log.warning("%s #%s: server facts not recorded: %s", kind.noun, job_id, exc)
-    publish_state(job)
-    heartbeat = Heartbeat(job_id)
-    heartbeat.start()
-    try:
-        outcome = kind.run(job, heartbeat)
-    except Exception as exc:  # noqa: BLE001 - whatever happened, the job must not stay running
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        if isinstance(exc, SoftTimeLimitExceeded):
-            message = f"time limit exceeded: the {kind.noun} took longer than planned"
-        else:
-            log.exception("%s #%s failed", kind.noun, job_id)
-            message = f"unexpected error: {exc}"
-        outcome = Outcome(State.FAILED, message)
-    finally:
-        heartbeat.stop()
-    return finish(job_id, outcome)
+    """Run a job this process has claimed, to its end; returns the final state."""
+    return lifecycle.execute(_lifecycle_kind(job_id), job_id)
 
 
 def finish(job_id: int, outcome: Outcome) -> str:
-    """RUNNING -> a final state (only from RUNNING: a job the watchdog already declared
-    interrupted stays so), with the kind's summary; frees the slot, starts the next job."""
-    updated = Sweep.objects.filter(pk=job_id, state=State.RUNNING).update(
-        state=outcome.state, error=outcome.error, finished_at=timezone.now()
-    )
-    job = Sweep.objects.select_related("created_by").get(pk=job_id)
-    if updated:
-        job.summary = kind_of(job).summary(job)
-        Sweep.objects.filter(pk=job_id).update(summary=job.summary)
-    release(job_id)
-    if updated:
-        publish_state(job)
-        kind_of(job).ended(job, by_worker=True)
-    dispatch_next(job.server)
-    return job.state
+    """RUNNING -> a final state, with the kind's summary; frees the slot, starts the next."""
+    return lifecycle.finish(_lifecycle_kind(job_id), job_id, outcome)
 
 
 def interrupt(job: Sweep, message: str) -> bool:
-    """RUNNING -> INTERRUPTED when its heartbeat is still the stale one read (the
-    watchdog's step); frees the slot, leaves the kind's summary, starts the next job."""
-    if not Sweep.objects.filter(
-        pk=job.pk, state=State.RUNNING, heartbeat_at=job.heartbeat_at
-    ).update(state=State.INTERRUPTED, error=message, finished_at=timezone.now()):
-        return False
-    release(job.pk)
-    job.refresh_from_db()
-    job.summary = kind_of(job).summary(job)
-    Sweep.objects.filter(pk=job.pk).update(summary=job.summary)
-    publish_state(job)
-    kind_of(job).ended(job, by_worker=False)
-    dispatch_next(job.server)
-    return True
+    """RUNNING -> INTERRUPTED when its heartbeat is still the stale one read."""
+    return lifecycle.interrupt(_lifecycle_kind(job.pk), job, message)
 
 
-@shared_task(name="profiler_app.run_job", ignore_result=True, bind=True)
-def run_job_task(self: Any, job_id: int) -> str:
-    """The one Celery task: any kind of job (see the module's docstring)."""
-    return run(job_id, queues.claimed_by(self.request))
+run_job_task = lifecycle.run_task
 
 
 # --- user actions -----------------------------------------------------------------------------
@@ -466,39 +354,18 @@ def run_job_task(self: Any, job_id: int) -> str:
 
 def cancel(job_id: int) -> str:
     """A queued job is cancelled at once; a running one is asked to stop (within a window)."""
-    job = Sweep.objects.filter(pk=job_id).first()
-    noun = kind_of(job).noun if job is not None else "job"
-    if Sweep.objects.filter(pk=job_id, state=State.QUEUED).update(
-        state=State.CANCELLED, finished_at=timezone.now(), cancel_requested=True
-    ):
-        job = Sweep.objects.get(pk=job_id)
-        publish_state(job)
-        kind_of(job).ended(job, by_worker=False)
+    kind = _lifecycle_kind(job_id)
+    if lifecycle.cancel(kind, job_id):
         return "Cancelled before it started."
-    if Sweep.objects.filter(pk=job_id, state=State.RUNNING).update(cancel_requested=True):
-        publish_state(Sweep.objects.get(pk=job_id))
-        return f"Cancelling: the {noun} stops within one measurement window."
-    raise JobError(f"only a queued or running {noun} can be cancelled")
+    return f"Cancelling: the {kind.noun} stops within one measurement window."
 
 
 def resume(job_id: int) -> Sweep:
     """Queue a failed/cancelled/interrupted job again; it does only what is missing."""
-    job = Sweep.objects.filter(pk=job_id).first()
-    noun = kind_of(job).noun if job is not None else "job"
+    kind = _lifecycle_kind(job_id)
     with transaction.atomic():
-        updated = Sweep.objects.filter(pk=job_id, state__in=Sweep.RESUMABLE).update(
-            state=State.QUEUED,
-            queued_at=timezone.now(),
-            cancel_requested=False,
-            error="",
-            finished_at=None,
-            # Not claimed yet: the worker of the last attempt is not this one's.
-            worker="",
-            worker_host="",
-        )
-        if not updated:
-            raise JobError(f"only a failed, cancelled or interrupted {noun} can be resumed")
-        transaction.on_commit(lambda: dispatch(job_id))
+        if not lifecycle.requeue(kind, job_id):
+            raise JobError(f"only a failed, cancelled or interrupted {kind.noun} can be resumed")
     job = Sweep.objects.get(pk=job_id)
     publish_state(job)
     return job
@@ -523,20 +390,9 @@ def publish_state(job: Sweep) -> None:
     )
 
 
-def _iso(moment: Any) -> str | None:
-    return moment.isoformat() if moment else None
-
-
 def placement_json(job: Sweep) -> dict[str, Any]:
     """Where the job's task went and why, and the worker (and host) that claimed it."""
-    return {
-        "server_queue": queues.queue_name(job.server),
-        "queue": job.queue,
-        "routing": job.routing,
-        "waiting_for_worker": job.waiting_for_worker,
-        "worker": job.worker,
-        "worker_host": job.worker_host,
-    }
+    return lifecycle.placement_json(job, queues.queue_name(job.server))
 
 
 def lifecycle_json(job: Sweep) -> dict[str, Any]:
@@ -548,17 +404,8 @@ def lifecycle_json(job: Sweep) -> dict[str, Any]:
         "cancel_requested": job.cancel_requested,
         "queue_position": queue_position(job),
         "created_by": job.created_by.get_username() if job.created_by else "",
-        "started_at": _iso(job.started_at),
-        "finished_at": _iso(job.finished_at),
-        "heartbeat_at": _iso(job.heartbeat_at),
+        "started_at": lifecycle.iso(job.started_at),
+        "finished_at": lifecycle.iso(job.finished_at),
+        "heartbeat_at": lifecycle.iso(job.heartbeat_at),
         "heartbeat_stale": heartbeat_stale(job),
     }
-
-
-def heartbeat_stale(job: Sweep) -> bool:
-    """A RUNNING job whose heartbeat stopped: what a page says while the watchdog (in the
-    workers) has not yet declared it interrupted; reading pages never change a job."""
-    if job.state != State.RUNNING:
-        return False
-    last = job.heartbeat_at or job.started_at
-    return last is not None and (timezone.now() - last).total_seconds() > STALE_AFTER_S

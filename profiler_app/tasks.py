@@ -1,11 +1,11 @@
 """Celery side of the benchmark queue: the one task, and the watchdog thread in each worker.
 
 Celery choices (for the README):
-- One task, `profiler_app.run_job` (`jobs.run_job_task`), for every kind of job: sweeps
-  and config searches. Its time limits are the job kind's, passed with
+- One task, `jobs.run` (`jobs.lifecycle.run_task`, sent with the kind's name and the
+  job's id), for every kind of job: sweeps, config searches, rollout targets. Its time limits are the job kind's, passed with
   `apply_async(soft_time_limit=..., time_limit=...)`; the soft limit ends the job as
   failed with its partial results kept.
-- Routing (`profiler_app.queues`): each Triton server has a queue, `triton.<name>`; a job
+- Routing (`jobs.queues`): each Triton server has a queue, `triton.<name>`; a job
   goes there when a live worker consumes it (one started on the server's GPU host with
   `-Q triton.<name>`), else to the default queue, and records where and why; a server
   with `require_local_worker` holds its jobs until such a worker appears.

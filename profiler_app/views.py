@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from jobs import queues
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from repository_app.server_context import server_of
 from repository_app.servers import all as all_servers
@@ -25,7 +26,6 @@ from . import (
     kind_rules,
     llm,
     measure,
-    queues,
     sweep_read,
     sweep_report,
     sweeps,

@@ -12,7 +12,16 @@ import ast
 import sys
 from pathlib import Path
 
-ROOTS = ("dashboard", "common", "repository_app", "profiler_app", "team", "devstack", "triton_api")
+ROOTS = (
+    "dashboard",
+    "common",
+    "jobs",
+    "repository_app",
+    "profiler_app",
+    "team",
+    "devstack",
+    "triton_api",
+)
 
 
 def modules(base: Path) -> dict[str, Path]:

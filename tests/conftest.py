@@ -375,7 +375,7 @@ def wait_for_job(  # type: ignore[no-untyped-def]
     saying where it waits and which workers consume that queue: no worker of this run is
     taking it (a dead worker, or another run's worker on our broker), and waiting out
     `bound` would only cost time."""
-    from profiler_app import queues
+    from jobs import queues
     from profiler_app.models import Sweep
 
     done = state if callable(state) else (lambda job: job.state == state)

@@ -1,4 +1,4 @@
-"""Routing a job to its server's queue (profiler_app.queues), without Celery workers: the
+"""Routing a job to its server's queue (jobs.queues), without Celery workers: the
 workers' answer to Celery's inspect is faked; what a job records and what its pages say."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth.models import Permission
 
-from profiler_app import jobs, queues, sweep_read, sweeps, watchdog
+from jobs import queues
+from profiler_app import jobs, sweep_read, sweeps, watchdog
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
 from repository_app import servers
@@ -38,7 +39,7 @@ def sent(monkeypatch, redis_db) -> list[tuple[int, dict]]:
     """The Celery messages that would be sent: (job id, options)."""
     messages: list[tuple[int, dict]] = []
     monkeypatch.setattr(
-        jobs.run_job_task, "apply_async", lambda args, **opts: messages.append((args[0], opts))
+        jobs.run_job_task, "apply_async", lambda args, **opts: messages.append((args[1], opts))
     )
     return messages
 

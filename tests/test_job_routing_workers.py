@@ -10,7 +10,8 @@ import socket
 
 import pytest
 
-from profiler_app import jobs, queues, sweeps
+from jobs import queues
+from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
 from repository_app import servers

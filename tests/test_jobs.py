@@ -25,11 +25,11 @@ MODEL = "add_batched"
 
 @pytest.fixture
 def sent(monkeypatch, redis_db) -> list[tuple[str, int, dict]]:
-    """The Celery messages that would be sent: (task name, job id, options)."""
+    """The Celery messages that would be sent: ("task:kind", job id, options)."""
     messages: list[tuple[str, int, dict]] = []
 
     def apply_async(args, **options):  # type: ignore[no-untyped-def]
-        messages.append((jobs.run_job_task.name, args[0], options))
+        messages.append((f"{jobs.run_job_task.name}:{args[0]}", args[1], options))
 
     monkeypatch.setattr(jobs.run_job_task, "apply_async", apply_async)
     return messages
@@ -63,8 +63,8 @@ def test_both_kinds_are_sent_as_the_one_task_with_their_own_time_limits(sent):
     sweep, search = _sweep(), _search()
     assert jobs.dispatch(sweep.pk) and jobs.dispatch(search.sweep_id)
     assert [(name, job) for name, job, _ in sent] == [
-        ("profiler_app.run_job", sweep.pk),
-        ("profiler_app.run_job", search.sweep_id),
+        ("jobs.run:sweep", sweep.pk),
+        ("jobs.run:search", search.sweep_id),
     ]
     sweep_limits = sweep_plan.time_limits(sweeps.params_of(sweep))
     search_limits = runner.time_limits(sweeps.params_of(search.sweep), 3)

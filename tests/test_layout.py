@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("dashboard", "common", "repository_app", "profiler_app", "team", "devstack", "triton_api")
+APPS = ("dashboard", "common", "jobs", "repository_app", "profiler_app", "team", "devstack", "triton_api")
 
 
 def _sources() -> dict[Path, str]:
@@ -81,7 +81,7 @@ _ARROWS_UP_ALLOWED = {
     # for its default queue and its workers, at call time only. celery.current_app is
     # per thread and falls back to an unconfigured app outside the one that built it.
     "profiler_app/load_agents.py": {"dashboard.celery_app"},
-    "profiler_app/queues.py": {"dashboard.celery_app"},
+    "jobs/queues.py": {"dashboard.celery_app"},
 }
 
 

@@ -497,7 +497,7 @@ def test_a_server_added_elsewhere_is_known_at_once_and_forgotten_once_removed(ad
 
 
 def test_requiring_its_own_worker_is_set_by_the_api_the_page_and_the_cli(ada, tmp_path):
-    """The choice `profiler_app.queues` reads (jobs wait for a worker on triton.<name>)."""
+    """The choice `jobs.queues` reads (jobs wait for a worker on triton.<name>)."""
     admin, api = ada
     assert _post(api, _body(tmp_path, name="edge-a", require_local_worker=True)).status_code == 201
     assert servers.get("edge-a").require_local_worker

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs import lifecycle
 from profiler_app import jobs, sweep_plan, sweep_read, sweep_recorder, sweeps, watchdog
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
 from profiler_app.params import SweepParams
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def no_dispatch(monkeypatch, redis_db) -> list[int]:
     """Record the tasks that would be sent instead of sending them."""
     sent: list[int] = []
-    monkeypatch.setattr(jobs, "dispatch", lambda sweep_id: sent.append(sweep_id) or True)
+    monkeypatch.setattr(lifecycle, "dispatch", lambda kind, job_id: sent.append(job_id) or True)
     return sent
 
 
@@ -92,7 +93,7 @@ def test_the_watchdog_interrupts_a_sweep_whose_heartbeat_is_stale(
     stale, waiting = _sweep(), _sweep()
     assert jobs.claim(stale.pk)
     Sweep.objects.filter(pk=stale.pk).update(
-        heartbeat_at=timezone.now() - timedelta(seconds=watchdog.STALE_AFTER_S + 5)
+        heartbeat_at=timezone.now() - timedelta(seconds=lifecycle.STALE_AFTER_S + 5)
     )
     with django_capture_on_commit_callbacks(execute=True):
         assert watchdog.check() == [stale.pk]

@@ -15,7 +15,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from profiler_app import export, jobs, kind_rules, queues, sweeps
+from jobs import queues
+from profiler_app import export, jobs, kind_rules, sweeps
 from profiler_app.forms import input_data_document
 from profiler_app.models import Sweep
 from profiler_app.param_bounds import INPUT_DATA_KINDS

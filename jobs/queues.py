@@ -2,7 +2,7 @@
 
 Every Triton server has a queue of its own, ``triton.<name>`` (``queue_name``); a worker
 started on the server's GPU host with ``celery -A dashboard worker -Q triton.<name>``
-consumes it. A job (sweep or config search, `profiler_app.jobs`) goes to its server's
+consumes it. A job (a sweep, a search, a rollout's target: `jobs.lifecycle`) goes to its server's
 queue when a live worker consumes it, else to the default queue, saying so; a server that
 requires its own worker (``require_local_worker``, an admin's choice) is never sent
 elsewhere: its job waits, visibly, until such a worker appears (the watchdog routes it
@@ -27,10 +27,23 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from repository_app.servers import Server
 from triton_api.address import split_host_port
+
+
+class Server(Protocol):
+    """What routing reads of a Triton server (`repository_app.servers.Server`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def require_local_worker(self) -> bool: ...
+    @property
+    def is_default(self) -> bool: ...
+    @property
+    def grpc_url(self) -> str: ...
+
 
 QUEUE_PREFIX = "triton."
 INSPECT_TIMEOUT_S = 1.0  # how long Celery collects the workers' replies

@@ -1,0 +1,1 @@
+"""The one job lifecycle: every background action of the dashboard is a job row run here."""
