@@ -81,6 +81,14 @@ urlpatterns = [
     path("searches/<int:pk>/apply", search_api.SearchApplyView.as_view(), name="api_search_apply"),
     path("rollouts/", rollout_api.RolloutListView.as_view(), name="api_rollouts"),
     path("rollouts/<int:pk>/", rollout_api.RolloutDetailView.as_view(), name="api_rollout"),
+    *(
+        path(
+            f"rollouts/<int:pk>/{what}",
+            rollout_api.RolloutActionView.as_view(what=what),
+            name=f"api_rollout_{what}",
+        )
+        for what in ("cancel", "resume")
+    ),
     path("servers/", server_api.ServerListView.as_view(), name="api_servers"),
     path("servers/<str:name>/", server_api.ServerDetailView.as_view(), name="api_server"),
     path("audit/", AuditListView.as_view(), name="api_audit"),

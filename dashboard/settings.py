@@ -315,7 +315,7 @@ SPECTACULAR_SETTINGS = {
         "InstanceKindEnum": ["KIND_CPU", "KIND_GPU"],
         "StateEnum": "profiler_app.models.Sweep.State",  # its name before rollouts had states
         "RolloutStateEnum": "repository_app.models.Rollout.State",
-        "RolloutTargetStateEnum": "repository_app.models.RolloutTarget.State",
+        "RolloutTargetStateEnum": "repository_app.rollouts.runner.TARGET_STATES",
     },
 }
 

@@ -10,6 +10,7 @@ class RepositoryAppConfig(AppConfig):
         from team import audit
 
         from . import events, servers
+        from .rollouts import target_job  # noqa: F401 - a rollout's target is a kind of job
 
         # Every audit event goes to the overview's activity feed (best effort).
         audit.recorded.connect(events.announce_activity, dispatch_uid="repository_app.activity")

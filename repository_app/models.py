@@ -10,6 +10,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from jobs.models import JobRow
+
 DEFAULT_SERVER = "default"  # the server the TRITON_* settings define (repository_app.servers)
 
 
@@ -323,7 +325,7 @@ class Rollout(models.Model):
     """One load, unload or reload of a model on a set of servers, chosen in one of three
     ways (``chosen`` says which, in words); one RolloutTarget per server, run at once.
     Ends "succeeded", "partial" or "failed" (``summary``: "partial: 3 loaded, 1 failed");
-    nothing is retried."""
+    nothing is retried unless a user resumes it."""
 
     class State(models.TextChoices):
         RUNNING = "running", "running"
@@ -344,9 +346,6 @@ class Rollout(models.Model):
     summary = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Which process runs the targets ("host:pid"): one that is gone leaves them unfinished,
-    # and they are then shown as interrupted (rollouts.runner.reap).
-    runner = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -355,16 +354,11 @@ class Rollout(models.Model):
         return f"rollout #{self.pk} {self.action} {self.model}: {self.state}"
 
 
-class RolloutTarget(models.Model):
-    """One server of a rollout: its state, and why it failed (``reason`` in a word:
+class RolloutTarget(JobRow):
+    """One server of a rollout, a job of the one lifecycle (`jobs.lifecycle`, run by
+    `rollouts.target_job`): its state, and why it failed (``reason`` in a word:
     "unreachable", "not permitted", "no model", "not explicit", "busy", "refused",
-    "failed", "interrupted"; ``message``: Triton's or the dashboard's text)."""
-
-    class State(models.TextChoices):
-        PENDING = "pending", "pending"
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
+    "failed", "cancelled", "interrupted"; ``message``: Triton's or the dashboard's text)."""
 
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="targets")
     server = models.CharField(max_length=40)
@@ -372,11 +366,8 @@ class RolloutTarget(models.Model):
     # ("\nenv=prod\ngpu=h200\n"): a narrowing to none on a label keeps hiding the rollout
     # once the server is removed (and its labels with it).
     labels = models.TextField(blank=True, default="")
-    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     reason = models.CharField(max_length=40, blank=True)
     message = models.TextField(blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["rollout", "server"]

@@ -74,7 +74,9 @@ def _start(**overrides) -> Sweep:
     # Sent to the workers' own queue (the watchdog leaves a dispatched job alone).
     Sweep.objects.filter(pk=sweep.pk).update(dispatched_at=timezone.now())
     soft, hard = sweep_plan.time_limits(params)
-    run_job_task.apply_async(args=["sweep", sweep.pk], queue=QUEUE, soft_time_limit=soft, time_limit=hard)
+    run_job_task.apply_async(
+        args=["sweep", sweep.pk], queue=QUEUE, soft_time_limit=soft, time_limit=hard
+    )
     return sweep
 
 

@@ -10,7 +10,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("dashboard", "common", "jobs", "repository_app", "profiler_app", "team", "devstack", "triton_api")
+APPS = (
+    "dashboard",
+    "common",
+    "jobs",
+    "repository_app",
+    "profiler_app",
+    "team",
+    "devstack",
+    "triton_api",
+)
 
 
 def _sources() -> dict[Path, str]:
@@ -125,13 +134,13 @@ def test_the_climbing_rule_sees_function_level_imports():
 def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():
     for path, text in _sources().items():
         if path.name in ("views.py", "api.py", "consumers.py") or path.name.endswith("_views.py"):
-            for call in ("watchdog", "restore_pending", "reap(", "reap_stopped("):
+            for call in ("watchdog", "restore_pending", "lifecycle.check(", "finish_unfinished("):
                 assert call not in text, (path, call)
 
 
 def test_a_rollout_snapshot_only_reads():
     """What the rollout page, its API and its socket show (runner.snapshot) ends nothing:
-    the workers' watchdog does (runner.reap_stopped)."""
+    the workers' watchdog does (jobs.lifecycle.check)."""
     import ast
 
     from repository_app.rollouts import runner
@@ -143,7 +152,7 @@ def test_a_rollout_snapshot_only_reads():
         for node in ast.walk(snapshot)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
-    assert not called & {"reap", "reap_stopped", "_end", "_finish_if_done"}, called
+    assert not called & {"finish_if_done", "finish_unfinished", "cancel", "resume", "check"}, called
 
 
 # --- permissions on a Triton server name the server (team.narrowing) -------------------------

@@ -1,17 +1,19 @@
 """Rollouts without a Triton: how servers are chosen, the checks each target makes before
-Triton is asked, the outcome's words, and a rollout whose process is gone."""
+Triton is asked, the outcome's words, a target whose worker died, cancel and resume."""
 
 from __future__ import annotations
 
 import re
-import socket
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
+from jobs import lifecycle
 from repository_app import control
 from repository_app.models import Rollout, RolloutTarget, TritonServer
-from repository_app.rollouts import runner
+from repository_app.rollouts import runner, target_job
 from repository_app.rollouts.choose import ChoiceError, choose, hand_picked
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
@@ -75,6 +77,11 @@ def _target(rollout: Rollout, server: str) -> RolloutTarget:
     return RolloutTarget.objects.get(rollout=rollout, server=server)
 
 
+def _run(target: RolloutTarget) -> str:
+    """A target through the one lifecycle, in this process (as a worker's task runs it)."""
+    return lifecycle.run(target_job.KIND, target.pk)
+
+
 @pytest.mark.django_db
 def test_each_target_checks_its_server_before_triton_and_fails_alone(
     fleet, django_user_model, redis_db, monkeypatch
@@ -88,10 +95,11 @@ def test_each_target_checks_its_server_before_triton_and_fails_alone(
     user = django_user_model.objects.create_user("ops")
     set_role(user, OPERATOR)
     rollout = runner.create("load", "m", choose(servers=["default", "twin", "far"]), user)
-    assert [t.state for t in rollout.targets.all()] == ["pending"] * 3
+    assert [t.state for t in rollout.targets.all()] == ["queued"] * 3
+    assert [t["state"] for t in runner.snapshot(rollout.pk)["targets"]] == ["pending"] * 3
     TritonServer.objects.filter(name="twin").delete()
     for target in rollout.targets.all():
-        runner.run_target(target.pk)
+        assert _run(target) == "failed"
     assert (_target(rollout, "far").reason, _target(rollout, "far").message) == (
         "no model",
         f"no model 'm' in the repository of far ({fleet / 'far'}) nor known to its Triton",
@@ -99,8 +107,7 @@ def test_each_target_checks_its_server_before_triton_and_fails_alone(
     assert _target(rollout, "twin").reason == "unknown server"
     assert _target(rollout, "default").reason == "unreachable"
     assert "Triton unreachable at 127.0.0.1:1" in _target(rollout, "default").message
-    runner._finish_if_done(rollout.pk)
-    rollout.refresh_from_db()
+    rollout.refresh_from_db()  # the last target to end set the outcome
     assert rollout.state == "failed" and rollout.summary == (
         "failed: 3 failed (default: unreachable; far: no model; twin: unknown server)"
     )
@@ -110,7 +117,7 @@ def test_each_target_checks_its_server_before_triton_and_fails_alone(
     ]  # fmt: skip
     monkeypatch.setattr(TritonClient, "control_mode", lambda self: "none/poll")
     polled = runner.create("unload", "m", choose(servers=["default"]), user)
-    runner.run_target(polled.targets.get().pk)
+    _run(polled.targets.get())
     target = polled.targets.get()
     assert (target.state, target.reason, target.message) == (
         "failed", "not explicit", control.NOT_EXPLICIT,
@@ -153,32 +160,88 @@ def test_the_summary_counts_and_names_each_failure():
 
 
 @pytest.mark.django_db
-def test_a_rollout_whose_process_is_gone_is_ended_interrupted_by_the_watchdog_not_a_page(
-    fleet, django_user_model, redis_db
+def test_a_target_whose_worker_died_is_interrupted_by_any_watchdog_not_a_page(
+    fleet, django_user_model, redis_db, monkeypatch
 ):
     from profiler_app import watchdog
 
+    sent: list[int] = []
+    monkeypatch.setattr(lifecycle, "dispatch", lambda kind, pk: sent.append(pk) or True)
     user = django_user_model.objects.create_user("ops")
     set_role(user, OPERATOR)
     rollout = runner.create("load", "m", choose(servers=["default", "far"]), user)
-    watchdog.check()
-    assert runner.snapshot(rollout.pk)["state"] == "running"  # its process is this one
-    # A pid no process has (above the kernel's pid_max).
-    Rollout.objects.filter(pk=rollout.pk).update(runner=f"{socket.gethostname()}:99999999:1")
+    default, far = _target(rollout, "default"), _target(rollout, "far")
+    # A worker (on whatever host) claimed default, then died: its heartbeat stopped.
+    assert lifecycle.claim(target_job.KIND, default.pk, {"worker": "w1@gpu-host-2"})
+    stale = timezone.now() - timedelta(seconds=lifecycle.STALE_AFTER_S + 5)
+    RolloutTarget.objects.filter(pk=default.pk).update(heartbeat_at=stale)
+    # far's task went missing an hour ago.
+    RolloutTarget.objects.filter(pk=far.pk).update(
+        dispatched_at=timezone.now() - timedelta(hours=1)
+    )
     # Looking at it changes nothing (pages and the API only read)...
-    assert runner.snapshot(rollout.pk)["state"] == "running"
-    assert not RolloutTarget.objects.filter(rollout=rollout, reason="interrupted").exists()
-    # ...the workers' watchdog ends it.
+    assert runner.snapshot(rollout.pk)["targets"][0]["state"] == "running"
+    assert not RolloutTarget.objects.filter(state="interrupted").exists()
+    # ...the workers' watchdog ends the dead one and sends the lost one again.
     watchdog.check()
-    data = runner.snapshot(rollout.pk)
-    assert data["state"] == "failed"
-    assert [t["reason"] for t in data["targets"]] == ["interrupted", "interrupted"]
-    assert "nothing was retried" in data["targets"][0]["message"]
-    # Another host's process cannot be looked up from here: left as it is.
-    other = runner.create("load", "m", choose(servers=["default"]), user)
-    Rollout.objects.filter(pk=other.pk).update(runner="elsewhere:1:1")
-    watchdog.check()
-    assert runner.snapshot(other.pk)["state"] == "running"
+    default.refresh_from_db()
+    assert (default.state, default.reason) == ("interrupted", "interrupted")
+    assert "stopped sending heartbeats" in default.message
+    assert sent == [far.pk]
+    shown = runner.snapshot(rollout.pk)
+    assert shown["state"] == "running", "far is still queued"
+    assert [t["state"] for t in shown["targets"]] == ["failed", "pending"]
+    assert shown["targets"][0]["placement"]["worker"] == "w1@gpu-host-2"
+
+
+@pytest.mark.django_db
+def test_cancel_ends_the_queued_targets_and_resume_queues_them_again(
+    fleet, django_user_model, redis_db, monkeypatch, django_capture_on_commit_callbacks
+):
+    from django.test import Client
+
+    sent: list[int] = []
+    monkeypatch.setattr(lifecycle, "dispatch", lambda kind, pk: sent.append(pk) or True)
+    operator = django_user_model.objects.create_user("ops")
+    set_role(operator, OPERATOR)
+    client = Client()
+    client.force_login(operator)
+    with django_capture_on_commit_callbacks(execute=True):
+        created = client.post(
+            "/api/v1/rollouts/", {"action": "load", "model": "m", "servers": ["default", "far"]},
+            content_type="application/json",
+        )  # fmt: skip
+    assert created.status_code == 201
+    pk = created.json()["id"]
+    assert sorted(sent) == sorted(RolloutTarget.objects.values_list("pk", flat=True))
+    # A Viewer may neither cancel nor resume.
+    viewer = Client()
+    viewer.force_login(django_user_model.objects.create_user("vi"))
+    assert viewer.post(f"/api/v1/rollouts/{pk}/cancel").status_code == 403
+    cancelled = client.post(f"/api/v1/rollouts/{pk}/cancel")
+    assert cancelled.status_code == 200, cancelled.content
+    body = cancelled.json()
+    assert body["state"] == "failed" and body["summary"] == (
+        "failed: 2 failed (default: cancelled; far: cancelled)"
+    )
+    assert set(RolloutTarget.objects.values_list("state", flat=True)) == {"cancelled"}
+    assert client.post(f"/api/v1/rollouts/{pk}/cancel").status_code == 400  # nothing open
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        resumed = client.post(f"/api/v1/rollouts/{pk}/resume")
+    assert resumed.status_code == 200, resumed.content
+    assert resumed.json()["state"] == "running"
+    assert [t["state"] for t in resumed.json()["targets"]] == ["pending", "pending"]
+    assert len(sent) == 2
+    # The resumed targets run through the lifecycle again, with their own checks.
+    for target in RolloutTarget.objects.filter(rollout_id=pk):
+        _run(target)
+    assert Rollout.objects.get(pk=pk).summary == (
+        "failed: 2 failed (default: unreachable; far: unreachable)"
+    )
+    assert AuditEvent.objects.filter(action="rollout cancel", outcome="ok").count() == 1
+    assert AuditEvent.objects.filter(action="rollout resume", outcome="ok").count() == 1
+    assert AuditEvent.objects.filter(action="rollout cancel", outcome="denied").count() == 1
 
 
 @pytest.mark.django_db

@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 
 from repository_app import control
 from repository_app.models import ModelIntent, Rollout
-from repository_app.rollouts import runner
+from repository_app.rollouts import runner, target_job
 from repository_app.rollouts.choose import hand_picked
 from team.models import AuditEvent
 from team.roles import OPERATOR, VIEWER, set_role
@@ -56,7 +56,7 @@ def test_a_stopped_server_fails_alone_and_each_server_keeps_its_own_desired_load
     triton_solo.stop()
     try:
         rollout = runner.create("load", "add_sub", hand_picked(["default", "shared", "solo"]), user)
-        runner.launch(rollout, wait=True)
+        runner.run_here(rollout, "test")
     finally:
         triton_solo.restart()
     try:
@@ -91,12 +91,19 @@ def test_a_stopped_server_fails_alone_and_each_server_keeps_its_own_desired_load
 
 
 def test_a_server_without_the_model_fails_with_why_and_a_save_offers_reload_where_loaded(
-    triton, triton_shared, triton_solo, shared_server, solo_server, redis_db, django_user_model
+    triton,
+    triton_shared,
+    triton_solo,
+    shared_server,
+    solo_server,
+    redis_db,
+    django_user_model,
+    celery_worker,
 ):
     user = _operator(django_user_model)
     model = "add_batched"  # on default's (and shared's) repository, not on solo's
     rollout = runner.create("load", model, hand_picked(["default", "shared", "solo"]), user)
-    runner.launch(rollout, wait=True)
+    runner.run_here(rollout, "test")
     path = triton.repository / model / "config.pbtxt"
     original = path.read_bytes()
     try:
@@ -173,10 +180,10 @@ def test_a_role_taken_away_during_a_rollout_refuses_that_servers_target(
 
     monkeypatch.setattr(ServerPermissionBackend, "has_perm", has_perm)
     # Between the start and each target's own check (whichever target runs first).
-    monkeypatch.setattr(runner, "before_target", lambda target: taken.add("shared"))
+    monkeypatch.setattr(target_job, "before_target", lambda target: taken.add("shared"))
     rollout = runner.create("unload", "add_sub", hand_picked(["default", "shared"]), user)
-    assert rollout.targets.filter(state="pending").count() == 2  # both allowed at the start
-    runner.launch(rollout, wait=True)
+    assert rollout.targets.filter(state="queued").count() == 2  # both allowed at the start
+    runner.run_here(rollout, "test")
     assert _targets(rollout) == {
         "default": ("succeeded", ""),
         "shared": ("failed", "not permitted"),
@@ -215,7 +222,7 @@ def test_the_cli_runs_a_rollout_when_several_servers_are_named(
 
 
 def test_the_api_refuses_bad_fields_unknown_servers_and_viewers_and_reports_each_server(
-    triton, triton_solo, solo_server, redis_db, django_user_model
+    triton, triton_solo, solo_server, redis_db, django_user_model, celery_worker
 ):
     def api(user) -> Client:  # type: ignore[no-untyped-def]
         return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
@@ -287,7 +294,7 @@ async def test_the_rollout_socket_sends_the_rollout_first_then_each_change(
     assert [(t["server"], t["state"]) for t in first["rollout"]["targets"]] == [
         ("default", "pending"), ("shared", "pending"),
     ]  # fmt: skip
-    await sync_to_async(runner.launch)(rollout, wait=True)
+    await sync_to_async(runner.run_here)(rollout, "test")
     # Two running, two succeeded, one end: five events (targets run at once, so the two
     # servers' events may interleave).
     events = [await socket.receive_json_from(timeout=BROWSER_WAIT_MS / 1000) for _ in range(5)]
@@ -370,7 +377,7 @@ def test_the_rollout_page_follows_each_server_live(
         "[...document.querySelectorAll('#rollout-targets [data-k=state]')].map(c => c.textContent)"
     )
     assert page.evaluate(f"() => {cells}") == ["pending", "pending"]
-    runner.launch(rollout, wait=True)
+    runner.run_here(rollout, "test")
     wait_js(page, f"{cells}.join() === 'succeeded,succeeded'")
     wait_js(
         page, "document.getElementById('rollout-summary').textContent === 'succeeded: 2 unloaded'"

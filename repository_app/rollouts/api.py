@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from team import audit
 
 from .. import control, server_access
-from ..models import Rollout, RolloutTarget
+from ..models import Rollout
 from . import runner
 from .choose import ChoiceError, choose
 
@@ -24,14 +24,17 @@ FIELDS = ("action", "model", "servers", "label", "repository_of", "note")
 
 class RolloutTargetSerializer(serializers.Serializer):
     server = serializers.CharField()
-    state = serializers.ChoiceField(RolloutTarget.State.values)
+    state = serializers.ChoiceField(runner.TARGET_STATES)
     reason = serializers.CharField(
         help_text='why it failed, in a word: "unreachable", "not permitted", "no model", '
-        '"not explicit", "busy", "refused", "failed", "interrupted"; "" otherwise'
+        '"not explicit", "busy", "refused", "failed", "cancelled", "interrupted"; "" otherwise'
     )
     message = serializers.CharField(help_text="Triton's (or the dashboard's) text")
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    placement = serializers.DictField(
+        help_text="where its job went and why, and the worker (and host) that ran it"
+    )
 
 
 class RolloutSerializer(serializers.Serializer):
@@ -94,7 +97,7 @@ class RolloutListView(APIView):
 
     @extend_schema(
         request=RolloutCreateSerializer,
-        responses={200: RolloutSerializer, 201: RolloutSerializer},
+        responses={200: RolloutSerializer, 201: RolloutSerializer, 202: RolloutSerializer},
         parameters=[
             OpenApiParameter(
                 "wait", bool, description="wait for every server's outcome (200) instead of 201"
@@ -139,11 +142,17 @@ class RolloutListView(APIView):
         except runner.RolloutRefused as exc:
             return _error(exc.message, exc.field, exc.status)
         wait = request.query_params.get("wait") in ("1", "true", "yes")
-        runner.launch(rollout, wait=wait)
+        runner.launch(rollout)
+        # ?wait=1: the workers run it; this request only reads until it has ended (202
+        # with the rollout as it is when it takes longer than a load may).
+        ended = wait and runner.wait(rollout, runner.WAIT_S)
         body = runner.snapshot(rollout.pk)
+        code = status.HTTP_201_CREATED
+        if wait:
+            code = status.HTTP_200_OK if ended else status.HTTP_202_ACCEPTED
         return Response(
             body,
-            status=status.HTTP_200_OK if wait else status.HTTP_201_CREATED,
+            status=code,
             headers={"Location": f"/api/v1/rollouts/{rollout.pk}/"},
         )
 
@@ -155,3 +164,28 @@ class RolloutDetailView(APIView):
         if body is None:
             raise NotFound(f"no rollout #{pk}")
         return Response(body)
+
+
+class RolloutActionView(APIView):
+    """Cancel (queued servers end now; a running load ends with its action) or resume (the
+    failed, cancelled and interrupted servers are queued again) a rollout."""
+
+    what = "cancel"
+
+    @extend_schema(request=None, responses=RolloutSerializer, summary="Cancel or resume a rollout")
+    def post(self, request: Request, pk: int) -> Response:
+        # The role first, before anything else is read.
+        if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
+            audit.record(
+                request.user, f"rollout {self.what}", target=f"rollout #{pk}",
+                outcome="denied", detail=runner.CANNOT_CONTROL,
+            )  # fmt: skip
+            return _error(runner.CANNOT_CONTROL, None, 403)
+        rollout = runner.seen_by(request.user).filter(pk=pk).first()
+        if rollout is None:
+            raise NotFound(f"no rollout #{pk}")
+        try:
+            runner.act_on(rollout, self.what, request.user)
+        except runner.RolloutRefused as exc:
+            return _error(exc.message, exc.field, exc.status)
+        return Response(runner.snapshot(rollout.pk))

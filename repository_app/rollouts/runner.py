@@ -2,44 +2,38 @@
 
 ``create`` checks the request (action, model name, the user's permission on each server:
 ``user.has_perm(CONTROL_PERMISSION, server)``), records a ``Rollout`` with one
-``RolloutTarget`` per server and audits it; ``launch`` runs the targets concurrently in a
-small thread pool (``wait=True``: and returns when all are done, as the CLI does).
-
-Each target, just before it runs, checks the permission again (roles are checked on every
-step of a long action), that its server still exists, that the model is in that server's
-repository, then goes through the control path like a single action
-(``control.claim``: explicit mode, not busy; ``control.run_action``: Triton's outcome,
-the audit with the server, the desired state per server). A target that fails says why in
-a word (``reason``) and in Triton's or our text (``message``), and the others go on;
-nothing is retried. The last target to end sets the rollout's outcome ("partial: 2
-loaded, 1 failed"). Every change is published to the rollout's group
-(``events.rollout_group``); ``snapshot`` is what a page that joins late gets first.
+``RolloutTarget`` per server and audits it. Each target is a job of the one lifecycle
+(`target_job`): ``launch`` queues them on their servers' queues, where the Celery workers
+near those servers run them at once; the CLI runs them in its own process instead
+(``run_here``). A target that fails says why in a word (``reason``) and in Triton's or our
+text (``message``), and the others go on. The last target to end sets the rollout's
+outcome ("partial: 2 loaded, 1 failed"). ``cancel`` ends the queued targets, ``resume``
+queues the failed, cancelled and interrupted ones again. Every change is published to the
+rollout's group (``events.rollout_group``); ``snapshot`` is what a page that joins late
+gets first.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_all
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs import lifecycle, queues
+from jobs.models import FINISHED, JobState
 from team import audit
 
-from .. import control, events, server_access, servers
+from .. import control, events, server_access
 from ..models import Rollout, RolloutTarget
 from ..naming import InvalidModelName, check_model_name
-from ..servers import UnknownServer
 from .choose import Choice
 
 log = logging.getLogger(__name__)
@@ -52,11 +46,18 @@ VERBS = {"load": "loaded", "unload": "unloaded", "reload": "reloaded"}
 # posts it, so it is never free text).
 NOTES = {"config_saved": "where it was loaded when its config was saved"}
 
-_executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rollout")
-
-# Tests set this to act between a rollout's start and a target's own checks (a role taken
-# away meanwhile); None otherwise.
-before_target: Callable[[RolloutTarget], None] | None = None
+KIND = "rollout"  # the lifecycle's kind of a target (`target_job`)
+TARGET_STATES = ("pending", "running", "succeeded", "failed")
+# The API's ?wait=1 reads until then: a load's own limit and the queue's margin.
+WAIT_S = float(settings.TRITON_LOAD_TIMEOUT_S) + 2 * control.CLAIM_MARGIN_S
+OPEN = (JobState.QUEUED, JobState.RUNNING)
+# How a target's state reads in the rollout's JSON (its API and pages): queued is
+# "pending", and a cancelled or interrupted target is "failed" with that reason.
+SHOWN_STATE = {
+    JobState.QUEUED: "pending",
+    JobState.CANCELLED: "failed",
+    JobState.INTERRUPTED: "failed",
+}
 
 
 class RolloutRefused(Exception):
@@ -125,21 +126,22 @@ def create(action: object, model: object, choice: Choice, user: Any, *, note: st
             chosen=chosen[:500],
             user=user if getattr(user, "pk", None) else None,
             username=user.get_username(),
-            runner=runner_id(),
         )
         labels = {s.name: label_lines(s.labels) for s in choice.servers}
         RolloutTarget.objects.bulk_create(
-            RolloutTarget(rollout=rollout, server=c.server, labels=labels.get(c.server, ""))
+            RolloutTarget(
+                rollout=rollout, server=c.server, labels=labels.get(c.server, ""), queued_at=now
+            )
             if c.permitted
             else RolloutTarget(
                 rollout=rollout,
                 server=c.server,
                 labels=labels.get(c.server, ""),
-                state=RolloutTarget.State.FAILED,
+                state=JobState.FAILED,
                 reason="not permitted",
                 message=NOT_PERMITTED.format(server=c.server),
-                started_at=now,
-                ended_at=now,
+                queued_at=now,
+                finished_at=now,
             )  # fmt: skip
             for c in checks
         )
@@ -157,101 +159,123 @@ def create(action: object, model: object, choice: Choice, user: Any, *, note: st
     return rollout
 
 
-def launch(rollout: Rollout, *, wait: bool = False) -> None:
-    """Run the rollout's pending targets at once (``wait``: return when all are done)."""
-    pending = list(
-        rollout.targets.filter(state=RolloutTarget.State.PENDING).values_list("pk", flat=True)
-    )
-    futures: list[Future[None]] = [_executor.submit(_run_in_thread, pk) for pk in pending]
-    if not futures:
-        _finish_if_done(rollout.pk)
-    if wait:
-        wait_all(futures)
-        rollout.refresh_from_db()
+def launch(rollout: Rollout) -> None:
+    """Queue the rollout's queued targets on their servers' queues (sent on commit)."""
+    kind = lifecycle.KINDS[KIND]
+    queued = list(rollout.targets.filter(state=JobState.QUEUED).values_list("pk", flat=True))
+    for pk in queued:
+        lifecycle.enqueue_on_commit(kind, pk)
+    if not queued:
+        finish_if_done(rollout.pk)
 
 
-def _run_in_thread(target_pk: int) -> None:
-    try:
-        run_target(target_pk)
-    except Exception:  # never let a thread die silently
-        log.exception("rollout target %s failed unexpectedly", target_pk)
-        _end(target_pk, ok=False, reason="failed", message="unexpected error: see the log")
-    finally:
+def run_here(rollout: Rollout, command: str) -> None:
+    """Run the rollout's queued targets in this process, at once, through the same
+    lifecycle (the CLI: it needs no worker), and return when all have ended."""
+    kind = lifecycle.KINDS[KIND]
+    queued = list(rollout.targets.filter(state=JobState.QUEUED).values_list("pk", flat=True))
+    where = queues.in_process(command)
+
+    def one(pk: int) -> None:
         try:
-            target = RolloutTarget.objects.get(pk=target_pk)
-            _finish_if_done(target.rollout_id)
+            lifecycle.run(kind, pk, where)
         finally:
             close_old_connections()
 
+    with ThreadPoolExecutor(max_workers=min(8, len(queued) or 1)) as pool:
+        list(pool.map(one, queued))
+    finish_if_done(rollout.pk)
+    rollout.refresh_from_db()
 
-def run_target(target_pk: int) -> None:
-    """One server of a rollout, from pending to succeeded or failed."""
-    target = RolloutTarget.objects.select_related("rollout").get(pk=target_pk)
-    rollout = target.rollout
-    started = RolloutTarget.objects.filter(pk=target.pk, state=RolloutTarget.State.PENDING).update(
-        state=RolloutTarget.State.RUNNING, started_at=timezone.now()
-    )
-    if not started:  # ended meanwhile (reap)
-        return
-    target.refresh_from_db()
-    _publish_target(target)
-    if before_target is not None:
-        before_target(target)
+
+def act_on(rollout: Rollout, what: str, user: Any) -> str:
+    """Cancel or resume (``what``) a rollout for ``user``, who may control models on each
+    of its servers still in the registry (RolloutRefused, 403, audited, otherwise); the
+    outcome in words, audited too."""
+    from .. import servers
+
+    names = list(rollout.targets.values_list("server", flat=True))
+    known = {s.name: s for s in servers.all() if s.name in names}
+    denied = [n for n, s in known.items() if not user.has_perm(CONTROL_PERMISSION, s)]
     label = f"rollout #{rollout.pk}"
-    user = get_user_model().objects.filter(pk=rollout.user_id, is_active=True).first()
-    who: Any = user or rollout.username
-
-    def refuse(reason: str, message: str, outcome: str = "failed") -> None:
+    if denied:
+        message = NOT_PERMITTED.format(server=", ".join(denied))
         audit.record(
-            who, rollout.action, model_name=rollout.model, server=target.server, target=label,
-            outcome=outcome, detail=f"{reason}: {message}",
+            user, f"rollout {what}", model_name=rollout.model, target=label,
+            outcome="denied", detail=message,
         )  # fmt: skip
-        _end(target.pk, ok=False, reason=reason, message=message)
+        raise RolloutRefused(message, status=403)
+    done = cancel(rollout) if what == "cancel" else f"{resume(rollout)} queued again"
+    audit.record(
+        user, f"rollout {what}", model_name=rollout.model, target=label, servers=names,
+        detail=done,
+    )  # fmt: skip
+    return done
 
-    try:
-        server = servers.get(target.server)
-    except UnknownServer as exc:
-        refuse("unknown server", f"{exc.message} (removed since the rollout started)")
-        return
-    if user is None or not user.has_perm(CONTROL_PERMISSION, server):
-        refuse("not permitted", NOT_PERMITTED.format(server=server.name), "denied")
-        return
-    if not control.model_exists(server, rollout.model):
-        refuse(
-            "no model",
-            f"no model '{rollout.model}' in the repository of {server.name} "
-            f"({server.repository}) nor known to its Triton",
+
+def wait(rollout: Rollout, timeout_s: float) -> bool:
+    """Wait (reading the database) until the rollout has finished; False at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if Rollout.objects.filter(pk=rollout.pk, finished_at__isnull=False).exists():
+            rollout.refresh_from_db()
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.25)
+
+
+def cancel(rollout: Rollout) -> str:
+    """End the queued targets now; a running one ends with its action (Triton is not
+    stopped halfway through a load). Returns what happened, in words."""
+    kind = lifecycle.KINDS[KIND]
+    ended = asked = 0
+    for pk in rollout.targets.filter(state__in=OPEN).values_list("pk", flat=True):
+        try:
+            if lifecycle.cancel(kind, pk):
+                ended += 1
+            else:
+                asked += 1
+        except lifecycle.JobError:
+            continue  # it ended meanwhile
+    if not ended and not asked:
+        raise RolloutRefused("only a rollout with queued or running servers can be cancelled")
+    running = f"; {asked} already running end with their action" if asked else ""
+    return f"{ended} cancelled{running}"
+
+
+def resume(rollout: Rollout) -> int:
+    """Queue the rollout's failed, cancelled and interrupted targets again (each checks
+    its permission again when it runs); returns how many."""
+    kind = lifecycle.KINDS[KIND]
+    with transaction.atomic():
+        again = [
+            pk
+            for pk in rollout.targets.exclude(state__in=OPEN)
+            .exclude(state=JobState.SUCCEEDED)
+            .values_list("pk", flat=True)
+            if lifecycle.requeue(kind, pk)
+        ]
+        if not again:
+            raise RolloutRefused("only a rollout with failed servers can be resumed")
+        RolloutTarget.objects.filter(pk__in=again).update(reason="", message="")
+        Rollout.objects.filter(pk=rollout.pk).update(
+            state=Rollout.State.RUNNING, summary="", finished_at=None
         )
-        return
-    try:
-        control.claim(server, rollout.action, rollout.model, rollout.username)
-    except control.ActionRefused as exc:
-        refuse(exc.reason, str(exc))
-        return
-    try:
-        outcome = control.run_action(
-            server, rollout.action, rollout.model, rollout.username,
-            user_id=user.pk, audit_target=label,
-        )  # fmt: skip
-    finally:
-        control.release(server, rollout.model)
-    reason = "" if outcome.ok else "unreachable" if outcome.unreachable else "refused"
-    _end(target.pk, ok=outcome.ok, reason=reason, message=outcome.message)
-
-
-def _end(target_pk: int, *, ok: bool, reason: str, message: str) -> None:
-    """A target ends once: a later call (the thread's last resort, reap) changes nothing."""
-    state = RolloutTarget.State.SUCCEEDED if ok else RolloutTarget.State.FAILED
-    ended = RolloutTarget.objects.filter(
-        pk=target_pk, state__in=(RolloutTarget.State.PENDING, RolloutTarget.State.RUNNING)
-    ).update(state=state, reason=reason, message=message, ended_at=timezone.now())
-    if ended:
-        _publish_target(RolloutTarget.objects.get(pk=target_pk))
+    rollout.refresh_from_db()
+    events.publish(
+        events.rollout_group(rollout.pk),
+        "rollout.state",
+        {"rollout": rollout.pk, "state": rollout.state, "summary": "", "finished_at": None},
+    )
+    for target in rollout.targets.filter(pk__in=again):
+        publish_target(target)
+    return len(again)
 
 
 def summarize(action: str, targets: list[RolloutTarget]) -> tuple[str, str]:
     """The rollout's state and its summary once every target has ended."""
-    ok = sum(1 for t in targets if t.state == RolloutTarget.State.SUCCEEDED)
+    ok = sum(1 for t in targets if t.state == JobState.SUCCEEDED)
     failed = len(targets) - ok
     verb = VERBS.get(action, action)
     if not failed:
@@ -262,10 +286,10 @@ def summarize(action: str, targets: list[RolloutTarget]) -> tuple[str, str]:
     return str(Rollout.State.PARTIAL), f"partial: {ok} {verb}, {failed} failed ({failures})"
 
 
-def _finish_if_done(rollout_pk: int) -> None:
+def finish_if_done(rollout_pk: int) -> None:
     """The last target to end sets the outcome (once: the update is conditional)."""
     targets = list(RolloutTarget.objects.filter(rollout_id=rollout_pk))
-    if any(t.state in (RolloutTarget.State.PENDING, RolloutTarget.State.RUNNING) for t in targets):
+    if any(t.state not in FINISHED for t in targets):
         return
     rollout = Rollout.objects.get(pk=rollout_pk)
     state, summary = summarize(rollout.action, targets)
@@ -288,7 +312,14 @@ def _finish_if_done(rollout_pk: int) -> None:
     )
 
 
-def _publish_target(target: RolloutTarget) -> None:
+def finish_unfinished() -> None:
+    """The outcome of every rollout whose targets have all ended (the watchdog's pass: a
+    worker may have died between a target's end and the rollout's)."""
+    for pk in Rollout.objects.filter(finished_at__isnull=True).values_list("pk", flat=True):
+        finish_if_done(pk)
+
+
+def publish_target(target: RolloutTarget) -> None:
     events.publish(
         events.rollout_group(target.rollout_id),
         "rollout.target",
@@ -299,19 +330,20 @@ def _publish_target(target: RolloutTarget) -> None:
 def target_json(target: RolloutTarget) -> dict[str, Any]:
     return {
         "server": target.server,
-        "state": target.state,
+        "state": SHOWN_STATE.get(target.state, target.state),
         "reason": target.reason,
-        "message": target.message,
-        "started_at": target.started_at.isoformat() if target.started_at else None,
-        "ended_at": target.ended_at.isoformat() if target.ended_at else None,
+        "message": target.message or target.error,
+        "started_at": lifecycle.iso(target.started_at),
+        "ended_at": lifecycle.iso(target.finished_at),
+        "placement": lifecycle.placement_json(target, queues.queue_name(target.server)),
     }
 
 
 def rollout_json(rollout: Rollout) -> dict[str, Any]:
     targets = list(rollout.targets.all())
-    counts = {state: 0 for state in RolloutTarget.State.values}
+    counts = dict.fromkeys(("pending", "running", "succeeded", "failed"), 0)
     for target in targets:
-        counts[target.state] += 1
+        counts[SHOWN_STATE.get(target.state, target.state)] += 1
     return {
         "id": rollout.pk,
         "action": rollout.action,
@@ -329,73 +361,12 @@ def rollout_json(rollout: Rollout) -> dict[str, Any]:
 
 
 def snapshot(pk: int) -> dict[str, Any] | None:
-    """The rollout as it is now, or None when there is none. It only reads: a rollout whose
-    process stopped is ended by the workers' watchdog (``reap_stopped``)."""
+    """The rollout as it is now, or None when there is none. It only reads: a target whose
+    worker died is declared interrupted by the workers' watchdog."""
     rollout = Rollout.objects.filter(pk=pk).first()
     if rollout is None:
         return None
     return rollout_json(rollout)
-
-
-# --- a rollout whose process is gone ---------------------------------------------------------
-
-
-def _start_time(pid: int | str) -> str:
-    """The process's start time in clock ticks since boot (Linux), "" when unknown: with
-    the pid, it names one process even after the pid is reused."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]
-
-
-def runner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time('self')}"
-
-
-def _gone(runner: str) -> bool:
-    """Whether the process that ran a rollout has surely stopped (only known on its host)."""
-    parts = runner.split(":")
-    if len(parts) != 3 or parts[0] != socket.gethostname():
-        return False
-    _, pid_text, started = parts
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, ValueError):
-        return False
-    return bool(started) and _start_time(pid_text) not in ("", started)
-
-
-def reap_stopped() -> list[int]:
-    """``reap`` every unfinished rollout (the watchdog's pass in each worker); the ids of
-    those it ended."""
-    ended = []
-    for rollout in Rollout.objects.filter(finished_at__isnull=True):
-        reap(rollout)
-        if rollout.finished_at is not None:
-            ended.append(rollout.pk)
-    return ended
-
-
-def reap(rollout: Rollout) -> None:
-    """A rollout left unfinished by a process that stopped: its pending and running targets
-    end as failed, "interrupted" (what Triton did meanwhile is unknown; nothing is retried)."""
-    if rollout.finished_at is not None or not _gone(rollout.runner):
-        return
-    message = (
-        f"the process that ran this rollout ({rollout.runner.rsplit(':', 1)[0]}) stopped before "
-        "this server's outcome was known: look at the model's state on it (nothing was retried)"
-    )
-    unfinished = RolloutTarget.objects.filter(
-        rollout=rollout, state__in=(RolloutTarget.State.PENDING, RolloutTarget.State.RUNNING)
-    )
-    for pk in list(unfinished.values_list("pk", flat=True)):
-        _end(pk, ok=False, reason="interrupted", message=message)
-    _finish_if_done(rollout.pk)
-    rollout.refresh_from_db()
 
 
 def _shown(value: object) -> str:

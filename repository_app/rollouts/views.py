@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from team import audit
 
 from .. import control, repository, server_access, servers
 from ..models import Rollout
@@ -169,4 +173,31 @@ def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if data is None:
         raise Http404(f"no rollout #{pk}")
     record = Rollout.objects.get(pk=pk)
-    return render(request, "repository/rollout_detail.html", {"rollout": data, "record": record})
+    may_act = server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION)
+    return render(
+        request,
+        "repository/rollout_detail.html",
+        {"rollout": data, "record": record, "may_act": may_act},
+    )
+
+
+@login_required
+@require_POST
+def rollout_act(request: HttpRequest, pk: int, what: str) -> HttpResponse:
+    """Cancel or resume, from the rollout's page."""
+    if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
+        audit.record(
+            request.user, f"rollout {what}", target=f"rollout #{pk}", outcome="denied",
+            detail=runner.CANNOT_CONTROL,
+        )  # fmt: skip
+        raise PermissionDenied(runner.CANNOT_CONTROL)
+    rollout = runner.seen_by(request.user).filter(pk=pk).first()
+    if rollout is None:
+        raise Http404(f"no rollout #{pk}")
+    try:
+        messages.success(request, f"Rollout #{pk}: {runner.act_on(rollout, what, request.user)}.")
+    except runner.RolloutRefused as exc:
+        if exc.status == 403:
+            raise PermissionDenied(exc.message) from None
+        messages.error(request, f"Rollout #{pk}: {exc.message}.")
+    return redirect("rollout_detail", pk=pk)

@@ -128,7 +128,7 @@ class Command(BaseCommand):
                     f"this on {', '.join(choice.names)} (needs {runner.CONTROL_PERMISSION})"
                 ) from None
             raise CommandError(exc.message) from None
-        runner.launch(rollout, wait=True)
+        runner.run_here(rollout, "manage.py triton")
         for target in rollout.targets.all():
             if target.state == "succeeded":
                 self.stdout.write(f"[{target.server}] {target.message}")
