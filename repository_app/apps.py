@@ -9,7 +9,11 @@ class RepositoryAppConfig(AppConfig):
     def ready(self) -> None:
         from team import audit
 
-        from . import events, servers
+        from . import (
+            control_job,  # noqa: F401 - an action started by a page is a job
+            events,
+            servers,
+        )
         from .rollouts import target_job  # noqa: F401 - a rollout's target is a kind of job
 
         # Every audit event goes to the overview's activity feed (best effort).

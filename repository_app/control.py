@@ -1,10 +1,12 @@
 """Load, unload and reload models on a Triton server, and tell every open page how it went.
 
-Web requests only start an action (`start_action`) and return: a load can take minutes
-and Daphne runs sync views in one shared thread. The action runs in a small thread pool
-(`run_action`, also called directly by the management command), publishes "started"
-and the final outcome to the server's repository group, and remembers the desired load
-set of that server for "restore previous loads". Every function takes the server.
+Web requests only start an action (`start_action`) and return: a load can take minutes.
+The action is a job of the one lifecycle (a `ControlAction` row, run by `control_job` on
+a Celery worker of the server's queue); `run_action` (also called directly by the CLI,
+the API's ``?wait=1``, a rollout's server and a search's Apply, through `act`) publishes
+"started" and the final outcome to the server's repository group, and remembers the
+desired load set of that server for "restore previous loads". Every function takes the
+server.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import logging
 import secrets
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,13 +22,14 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import transaction
+from django.utils import timezone
 
 from triton_api.client import TritonError
 from triton_api.messages import explain_load_failure
 
 from . import events
-from .models import ModelIntent
+from .models import ControlAction, ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
 from .repository import OUTSIDE, leaves
 from .servers import Server
@@ -42,7 +44,6 @@ NOT_EXPLICIT = (
     "tritonserver --model-control-mode=explicit"
 )
 
-_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="triton-control")
 # (server, model) -> this process's token for its claim. The claim itself is a Redis key,
 # shared by every web process, worker and command (the web runs several processes); the
 # set alone stands in while Redis does not answer.
@@ -61,21 +62,21 @@ def _claim_key(server: str, name: str) -> str:
     return f"dashboard:control:inflight:{server}:{name}"
 
 
-def _take(server: str, name: str, what: str = "") -> bool:
-    """Mark (server, model) in flight for every process; False when it already is. ``what``
-    ("load started by alice") is kept with the claim, for ``running``."""
+def _take(server: str, name: str, what: str = "") -> str | None:
+    """Mark (server, model) in flight for every process: the claim's token, None when it
+    already is. ``what`` ("load started by alice") is kept with the claim, for ``running``."""
     token = secrets.token_hex(8) + (f" {what}" if what else "")
     with _inflight_lock:
         if (server, name) in _inflight:
-            return False
+            return None
         try:
             ttl = int(settings.TRITON_LOAD_TIMEOUT_S) + CLAIM_MARGIN_S
             if not events.shared_redis().set(_claim_key(server, name), token, nx=True, ex=ttl):
-                return False
+                return None
         except (redis.RedisError, OSError) as exc:
             log.warning("control claims in this process only (Redis: %s)", exc)
         _inflight[(server, name)] = token
-        return True
+        return token
 
 
 def running(server: Server, name: str) -> str:
@@ -95,8 +96,19 @@ def running(server: Server, name: str) -> str:
 def _give_back(server: str, name: str) -> None:
     with _inflight_lock:
         token = _inflight.pop((server, name), None)
-    if token is None:
-        return
+    if token is not None:
+        release_token(server, name, token)
+
+
+def _hand_over(server: str, name: str) -> None:
+    """This process no longer holds the claim: a job does (it releases it by its token)."""
+    with _inflight_lock:
+        _inflight.pop((server, name), None)
+
+
+def release_token(server: str, name: str, token: str) -> None:
+    """Give back the claim ``token`` took, from whichever process (only that claim: a
+    later one on the same model keeps its own)."""
     try:
         events.shared_redis().eval(_RELEASE, 1, _claim_key(server, name), token)
     except (redis.RedisError, OSError) as exc:  # the key expires on its own
@@ -139,31 +151,32 @@ def check_can_control(server: Server) -> None:
         raise ActionRefused(NOT_EXPLICIT, reason="not explicit")
 
 
-def claim(server: Server, action: str, name: str, username: str, *, announce: bool = True) -> None:
+def claim(server: Server, action: str, name: str, username: str, *, announce: bool = True) -> str:
     """The checks before an action runs (name, explicit mode, not busy, not already
     running), then (server, model) is marked in flight and every page on the server hears
     "started" (``announce``: an action that publishes its outcome); raises ActionRefused.
-    The caller runs ``run_action``, then ``release``."""
+    The caller runs ``run_action``, then ``release``. Returns the claim's token."""
     if action not in ACTIONS:
         raise ActionRefused(f"unknown action {action!r}")
     _check_name(name)
     check_can_control(server)
     # The claim first: an action in flight is named as such, whether or not Triton already
     # says LOADING; Triton's own state then catches a load started outside the dashboard.
-    if not _take(server.name, name, f"{action} started by {username}"):
+    token = _take(server.name, name, f"{action} started by {username}")
+    if token is None:
         raise ActionRefused(f"an action on model '{name}' is already running", reason="busy")
     if any(s.state in ("LOADING", "UNLOADING") for s in _states(server, name)):
         _give_back(server.name, name)
         raise ActionRefused(
             f"model '{name}' is busy in Triton (LOADING or UNLOADING): wait for it", reason="busy"
         )
-    if not announce:
-        return
-    events.publish(
-        events.repository_group(server.name),
-        "model.action",
-        {"model": name, "action": action, "phase": "started", "by": username},
-    )
+    if announce:
+        events.publish(
+            events.repository_group(server.name),
+            "model.action",
+            {"model": name, "action": action, "phase": "started", "by": username},
+        )
+    return token
 
 
 def release(server: Server, name: str) -> None:
@@ -173,10 +186,24 @@ def release(server: Server, name: str) -> None:
 
 def start_action(
     server: Server, action: str, name: str, username: str, *, user_id: int | None = None
-) -> None:
-    """Validate and queue an action; raises ActionRefused with a reason when it cannot start."""
-    claim(server, action, name, username)
-    _executor.submit(_run_in_thread, server, action, name, username, user_id)
+) -> ControlAction:
+    """Validate an action, claim its model and queue it as a job (its task is sent on
+    commit, to the server's queue); raises ActionRefused with a reason when it cannot."""
+    from jobs import lifecycle
+
+    token = claim(server, action, name, username)
+    try:
+        with transaction.atomic():
+            job = ControlAction.objects.create(
+                server=server.name, model=name, action=action, username=username,
+                user_id=user_id, claim_token=token, queued_at=timezone.now(),
+            )  # fmt: skip
+            lifecycle.enqueue_on_commit(lifecycle.KINDS["control"], job.pk)
+    except BaseException:
+        release(server, name)
+        raise
+    _hand_over(server.name, name)  # the job holds the claim now, wherever it runs
+    return job
 
 
 def act(
@@ -251,18 +278,6 @@ def _states(server: Server, name: str) -> list:
         return get_client(server).model_states(name)
     except TritonError:
         return []
-
-
-def _run_in_thread(
-    server: Server, action: str, name: str, username: str, user_id: int | None
-) -> None:
-    try:
-        run_action(server, action, name, username, user_id=user_id)
-    except Exception:  # never let a thread die silently
-        log.exception("%s of %s on %s failed unexpectedly", action, name, server.name)
-    finally:
-        release(server, name)
-        close_old_connections()
 
 
 def run_action(

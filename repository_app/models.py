@@ -119,6 +119,32 @@ class ModelIntent(models.Model):
         return f"{self.server}/{self.name}: {'loaded' if self.loaded else 'unloaded'}"
 
 
+class ControlAction(JobRow):
+    """One load, unload or reload that a page, the API (without ``?wait``) or "restore
+    previous loads" started: a job of the one lifecycle (`jobs.lifecycle`, run by
+    `repository_app.control_job` on a worker of the server's queue). The model's claim is
+    taken when it is asked for (``claim_token``: the Redis key's value, so that the worker
+    that ends it gives it back)."""
+
+    server = models.CharField(max_length=40)
+    model = models.CharField(max_length=255)
+    action = models.CharField(max_length=10)  # control.ACTIONS
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    username = models.CharField(max_length=150)
+    claim_token = models.CharField(max_length=300, blank=True)
+    ok = models.BooleanField(null=True)  # None until Triton answered
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} of {self.model} on {self.server}: {self.state}"
+
+
 class ConfigRevision(models.Model):
     """One saved (or found-on-disk) content of a model's config.pbtxt: the editor's history.
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -358,6 +359,39 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.2):  # type:
             return value
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture()
+def actions_here(monkeypatch):  # type: ignore[no-untyped-def]
+    """Load/unload/reload jobs are not sent to Celery (a session worker would run them
+    against the suite's Triton): the test runs them here with the function returned."""
+    from jobs import lifecycle
+
+    send = lifecycle.dispatch
+    monkeypatch.setattr(
+        lifecycle, "dispatch", lambda kind, pk: kind.name != "control" and send(kind, pk)
+    )
+    return run_queued_actions
+
+
+def run_queued_actions() -> list[str]:
+    """Run every queued load/unload/reload job in this process, through the one lifecycle,
+    as a worker would: for tests whose Triton (or spies) only this process knows."""
+    from django.db import connections
+
+    from jobs import lifecycle
+    from repository_app.models import ControlAction
+
+    kind = lifecycle.KINDS["control"]
+    queued = ControlAction.objects.filter(state="queued").order_by("pk")
+    try:
+        return [
+            lifecycle.run(kind, pk, {"worker": "this test"})
+            for pk in queued.values_list("pk", flat=True)
+        ]
+    finally:
+        if threading.current_thread() is not threading.main_thread():
+            connections.close_all()
 
 
 JOB_PICKUP_S = 30  # a queued job no worker of this run has claimed by then is a failure

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from channels.layers import channel_layers
+from django.db import connections
 from django.test import Client
 
 from devstack import services as svc
@@ -19,6 +20,7 @@ from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from repository_app import control, events, servers
+from repository_app.models import ControlAction
 from triton_api.client import TritonClient, TritonError
 
 from .conftest import ACTIVITY, SERVICE_START_S, start_celery_worker, wait_for
@@ -43,8 +45,9 @@ def _own_triton(
     return proc, ports, log
 
 
-def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(triton):
-    """A stress loop of concurrent load/unload requests from two users."""
+def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(triton, celery_worker):
+    """A stress loop of concurrent load/unload requests from two users (each a job that a
+    Celery worker runs)."""
     errors: list[BaseException] = []
     refusals: list[str] = []
 
@@ -57,6 +60,7 @@ def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(tri
             except BaseException as exc:  # anything else is a bug
                 errors.append(exc)
             time.sleep(0.05)
+        connections.close_all()  # this thread's own database connection
 
     threads = [
         threading.Thread(target=user, args=("ann", ["load", "unload"] * 6)),
@@ -69,7 +73,9 @@ def test_two_users_loading_and_unloading_at_once_end_in_one_consistent_state(tri
     assert not errors, errors
     # Overlapping requests are refused with a reason, never sent twice at once.
     assert all("already running" in r or "busy in Triton" in r for r in refusals), refusals
-    wait_for(lambda: not control._inflight, 120, "every action to finish")
+    open_jobs = ControlAction.objects.filter(state__in=("queued", "running"))
+    wait_for(lambda: not open_jobs.exists(), 120, "every action to finish")
+    assert ControlAction.objects.count() == 24 - len(refusals)
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     states = client.model_states("add_sub")
     assert len(states) == 1 and states[0].state in ("READY", "UNAVAILABLE")

@@ -17,14 +17,15 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from devstack import services as svc
-from repository_app import control, events
-from repository_app.models import ModelIntent
+from repository_app import control, events, servers
+from repository_app.models import ControlAction, ModelIntent
 from team.models import AuditEvent
 from triton_api.client import TritonClient
 
@@ -58,7 +59,7 @@ def _start(repo: Path, settings, ports: svc.TritonPorts, log: Path) -> subproces
     ids=["blocking-call", "polling"],
 )
 def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_restart(
-    tmp_path, settings, admin_user, monkeypatch, client_timeout_s, where
+    tmp_path, settings, admin_user, monkeypatch, client_timeout_s, where, actions_here
 ):
     repo = tmp_path / "repo"
     shutil.copytree(SLOW_MODEL, repo / MODEL)
@@ -107,9 +108,12 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
     web.force_login(admin_user)
     direct = TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL, timeout_s=2.0)
     try:
-        assert not control._inflight
+        assert not control.running(servers.default(), MODEL)
         response = web.post(f"/models/{MODEL}/load", HTTP_ACCEPT="application/json")
         assert response.status_code == 202, response.content
+        # Its job runs here, as a worker would: this process holds the spies and the Triton.
+        worker = threading.Thread(target=actions_here)
+        worker.start()
 
         # Triton is initializing the model, and the dashboard says so.
         wait_for(
@@ -121,14 +125,20 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         assert shown["models"][MODEL]["state"] == "LOADING"
         if client_timeout_s < HOLD_S:  # past the call's deadline: now polling
             wait_for(lambda: polling, BOUND_S, "the load call to time out and poll the index")
-        assert ("default", MODEL) in control._inflight  # still mid-load when Triton dies
+        # Still mid-load when Triton dies: its job runs and holds the model's claim.
+        assert ControlAction.objects.get(model=MODEL).state == "running"
+        assert control.running(servers.default(), MODEL) == f"load started by {admin_user}"
         assert polling == ([MODEL] if client_timeout_s < HOLD_S else []), where
         assert [s.state for s in direct.model_states(MODEL)] == ["LOADING"]
 
         _kill_group(proc)
 
         # The action ends by itself: the load could not have finished (its gate is shut).
-        wait_for(lambda: not control._inflight, BOUND_S, f"the load to end after a kill {where}")
+        worker.join(BOUND_S)
+        assert not worker.is_alive(), f"the load did not end after a kill {where}"
+        ended = ControlAction.objects.get(model=MODEL)
+        assert (ended.state, ended.ok, ended.message) == ("failed", False, unreachable)
+        assert not control.running(servers.default(), MODEL), "its claim was given back"
 
         failed = AuditEvent.objects.get(action="load", model_name=MODEL)
         assert failed.outcome == AuditEvent.Outcome.FAILED
@@ -187,7 +197,7 @@ def test_triton_killed_mid_load_fails_the_action_clearly_and_recovers_after_rest
         gate.touch()
         response = web.post(f"/models/{MODEL}/load", HTTP_ACCEPT="application/json")
         assert response.status_code == 202, response.content
-        wait_for(lambda: not control._inflight, BOUND_S, "the new load to end")
+        assert actions_here() == ["succeeded"]
         loaded = AuditEvent.objects.filter(action="load", model_name=MODEL).first()
         assert loaded.pk != failed.pk
         assert (loaded.outcome, loaded.detail) == ("ok", f"{MODEL} loaded: READY")

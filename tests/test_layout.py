@@ -138,6 +138,31 @@ def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():
                 assert call not in text, (path, call)
 
 
+# The thread pools the application may hold, and why none runs user work in a web process
+# (a load, an unload, a rollout's server: those are jobs, `jobs.lifecycle`, on Celery).
+_POOLS = {
+    "dashboard/health.py": "asks the components at once, for /healthz",
+    "repository_app/events.py": "sends events off the request's thread",
+    "repository_app/fleet.py": "asks each server at once, for the fleet page",
+    "repository_app/server_rules.py": "resolves a new server's address, with a deadline",
+    "repository_app/rollouts/offer.py": "asks each server whether it serves the model",
+    "repository_app/rollouts/runner.py": "run_here: the CLI's own process runs its rollout",
+    "profiler_app/sweep_recorder.py": "stores a sweep's levels, in the worker that runs it",
+    # Not a job yet: an upload's publish (verify, place, reload) runs in a pool of the web
+    # process, beside the staged files it reads.
+    "repository_app/uploads/publish.py": "KNOWN GAP: publishes an upload",
+}
+
+
+def test_no_thread_pool_in_the_application_but_the_known_ones():
+    found = {
+        path.relative_to(ROOT).as_posix()
+        for path, text in _sources().items()
+        if "ThreadPoolExecutor(" in text
+    }
+    assert found == set(_POOLS), found ^ set(_POOLS)
+
+
 def test_a_rollout_snapshot_only_reads():
     """What the rollout page, its API and its socket show (runner.snapshot) ends nothing:
     the workers' watchdog does (jobs.lifecycle.check)."""

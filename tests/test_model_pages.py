@@ -7,8 +7,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from repository_app.models import ModelIntent
+from repository_app.models import ControlAction, ModelIntent
 from triton_api.client import TritonClient
+
+from .conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -113,18 +115,30 @@ def test_unknown_models_are_404(viewer, triton):
     assert viewer.get("/models/..%2F..%2Fetc/").status_code == 404
 
 
-# The action runs in a thread with its own database connection: commit for real.
+# The action is a job a Celery worker runs, with its own database connection: commit for real.
 @pytest.mark.django_db(transaction=True)
 def test_an_operator_loads_and_unloads_and_the_intent_is_remembered(
-    operator, triton, triton_client
+    operator, triton, triton_client, celery_worker
 ):
     response = operator.post("/models/add_sub/load", HTTP_ACCEPT="application/json")
     assert response.status_code == 202, response.content
     _wait_state(triton_client, "add_sub", "READY")
+    # A job row that a worker of the queues claimed and ended, not a thread of this process.
+    wait_for(
+        lambda: ControlAction.objects.filter(action="load", state="succeeded").exists(),
+        60, "the load's job to end",
+    )  # fmt: skip
+    job = ControlAction.objects.get(action="load")
+    assert (job.ok, job.message) == (True, "add_sub loaded: READY")
+    assert job.worker.startswith("test-") and job.worker_host and job.attempts == 1
     assert ModelIntent.objects.get(name="add_sub").loaded is True
     response = operator.post("/models/add_sub/unload", HTTP_ACCEPT="application/json")
     assert response.status_code == 202
     _wait_state(triton_client, "add_sub", "UNAVAILABLE")
+    wait_for(
+        lambda: ControlAction.objects.filter(action="unload", state="succeeded").exists(),
+        60, "the unload's job to end",
+    )  # fmt: skip
     assert ModelIntent.objects.get(name="add_sub").loaded is False
 
 

@@ -194,7 +194,7 @@ def test_a_killed_worker_leaves_the_sweep_interrupted_and_resume_completes_it(
         )
         soft, hard = sweep_plan.time_limits(sweeps.params_of(sweep))
         run_job_task.apply_async(
-            args=[sweep.pk], queue=queue, soft_time_limit=soft, time_limit=hard
+            args=["sweep", sweep.pk], queue=queue, soft_time_limit=soft, time_limit=hard
         )
         wait_for(
             lambda: (

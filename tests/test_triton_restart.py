@@ -24,7 +24,9 @@ def _wait(predicate, timeout=60.0):
         time.sleep(0.2)
 
 
-def test_banner_while_triton_is_down_then_recovery_and_restore(tmp_path, settings, admin_user):
+def test_banner_while_triton_is_down_then_recovery_and_restore(
+    tmp_path, settings, admin_user, actions_here
+):
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copytree(DEMO / "add_sub", repo / "add_sub")
@@ -38,9 +40,9 @@ def test_banner_while_triton_is_down_then_recovery_and_restore(tmp_path, setting
     client.force_login(admin_user)
     triton = TritonClient(settings.TRITON_URL, settings.TRITON_METRICS_URL)
     try:
-        assert (
-            client.post("/models/add_sub/load", HTTP_ACCEPT="application/json").status_code == 202
-        )
+        started = client.post("/models/add_sub/load", HTTP_ACCEPT="application/json")
+        assert started.status_code == 202, started.content
+        assert actions_here() == ["succeeded"]  # as a worker would, against this Triton
         _wait(lambda: [s.state for s in triton.model_states("add_sub")] == ["READY"])
         _wait(lambda: "READY" in client.get("/models/").content.decode())
 
@@ -62,6 +64,7 @@ def test_banner_while_triton_is_down_then_recovery_and_restore(tmp_path, setting
         assert "(add_sub)" in html
         response = client.post("/models/restore")
         assert response.status_code == 302
+        assert actions_here() == ["succeeded"]
         _wait(lambda: [s.state for s in triton.model_states("add_sub")] == ["READY"])
         html = client.get("/models/").content.decode()
         assert 'id="restore-banner"' not in html

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 
 def test_an_admin_uploads_a_python_version_with_progress_and_triton_serves_it(
-    browser, web_server, admin_credentials, triton, tmp_path
+    browser, web_server, celery_worker, admin_credentials, triton, tmp_path
 ):
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))

@@ -1,0 +1,92 @@
+"""A load, unload or reload started from a page or the API, as a job of the one lifecycle.
+
+`control.start_action` checks the action, claims the model (the Redis key every process
+sees) and queues a `ControlAction`; a Celery worker of the server's queue (`jobs.queues`)
+claims the row, runs `control.run_action` (Triton's outcome, the audit, the desired state,
+the events every page hears) and gives the model's claim back by its token. A worker that
+dies mid-action leaves a row that any worker's watchdog declares interrupted: its claim is
+given back (Triton's own LOADING state still refuses a second load meanwhile) and the
+pages hear that it failed.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from jobs import lifecycle, queues
+from jobs.lifecycle import Heartbeat, Outcome
+from jobs.models import JobState
+from jobs.queues import Route
+
+from . import control, events, servers
+from .models import ControlAction
+from .servers import UnknownServer
+
+
+class ControlJob:
+    """The lifecycle's view of a `ControlAction`."""
+
+    name = "control"
+    noun = "model action"
+    resume_hint = "runs it again"
+    model = ControlAction
+
+    def rows(self) -> QuerySet[ControlAction]:
+        return ControlAction.objects.all()
+
+    def route(self, job: ControlAction) -> Route:
+        try:
+            return queues.queue_for(servers.get(job.server))
+        except UnknownServer as exc:
+            fallback = queues.default_queue()
+            return Route(job.server, fallback, f"{exc.message}: sent to {fallback} to be failed")
+
+    def time_limits(self, job: ControlAction) -> tuple[int, int]:
+        soft = int(settings.TRITON_LOAD_TIMEOUT_S) + control.CLAIM_MARGIN_S
+        return soft, soft + 30
+
+    def take(self, job: ControlAction) -> bool:
+        return True  # the model's claim was taken when the action was asked for
+
+    def give_back(self, job: ControlAction) -> None:
+        if job.claim_token:
+            control.release_token(job.server, job.model, job.claim_token)
+
+    def run(self, job: ControlAction, heartbeat: Heartbeat) -> Outcome:
+        try:
+            server = servers.get(job.server)
+        except UnknownServer as exc:
+            return Outcome(JobState.FAILED, f"{exc.message} (removed since it was asked for)")
+        outcome = control.run_action(
+            server, job.action, job.model, job.username, user_id=job.user_id
+        )
+        ControlAction.objects.filter(pk=job.pk).update(ok=outcome.ok, message=outcome.message)
+        return Outcome(JobState.SUCCEEDED if outcome.ok else JobState.FAILED)
+
+    def publish(self, job: ControlAction) -> None:
+        """`run_action` tells the pages ("started" was sent when it was asked for)."""
+
+    def ended(self, job: ControlAction, *, by_worker: bool) -> None:
+        if by_worker and job.ok is not None:
+            return  # run_action published the outcome
+        # Cancelled while queued, declared interrupted, or failed before Triton was asked:
+        # the pages that show "started" hear that it ended.
+        message = job.error or "cancelled before it started"
+        ControlAction.objects.filter(pk=job.pk).update(ok=False, message=message)
+        events.publish(
+            events.repository_group(job.server),
+            "model.action",
+            {"model": job.model, "action": job.action, "ok": False, "message": message,
+             "states": {}, "previous_serving": False, "unreachable": False,
+             "phase": "failed", "by": job.username},
+        )  # fmt: skip
+
+    def waiting(self) -> QuerySet[ControlAction]:
+        return ControlAction.objects.filter(state=JobState.QUEUED)
+
+    def tidy(self) -> None:
+        """Nothing beyond the row (an interrupted action gave its claim back)."""
+
+
+KIND = lifecycle.register(ControlJob())
