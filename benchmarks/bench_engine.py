@@ -56,7 +56,7 @@ async def measure_once(level: int, params: SweepParams, url: str, args: argparse
     theirs = ref.levels[0]
     their_tput, their_p95 = theirs.throughput, theirs.percentiles_us.get(95, 0.0)
     # Decoupled models (--streaming): responses/s as well, where both measured it.
-    ours_responses = ours.measured().extra.get("response_throughput")
+    ours_responses = ours.measured().figure("response_throughput")
     responses = (
         {"resp_ours": ours_responses, "resp_theirs": theirs.response_throughput}
         if ours_responses is not None and theirs.response_throughput

@@ -113,7 +113,7 @@ def truth(url: str, args: argparse.Namespace) -> str:
         runs.append(level)
 
     def med(key: str) -> float:
-        return statistics.median(r.extra[key] / 1000 for r in runs)
+        return statistics.median((r.figure(key) or 0.0) / 1000 for r in runs)
 
     final_ms = first_ms + (count - 1) * next_ms
     rows = [
@@ -137,7 +137,7 @@ def truth(url: str, args: argparse.Namespace) -> str:
             f"| {name} | {want:g} | {p50:.2f} | +{p50 - want:.2f} ms ({(p50 / want - 1) * 100:.1f} %) "
             f"| {p95:.2f} | +{p95 - want:.2f} ms |"
         )
-    responses = statistics.median(r.extra["responses_per_request"] for r in runs)
+    responses = statistics.median(r.figure("responses_per_request") or 0.0 for r in runs)
     lines.append("")
     lines.append(f"Responses per request: {responses:g} (programmed {count}).")
     return "\n".join(lines)

@@ -278,7 +278,8 @@ def summary_text(sweep: Sweep) -> str:
         lines.append("  Client: ")
         lines.append(f"    Request count: {p.requests}")
         lines.append(f"    Throughput: {p.throughput:.2f} infer/sec")
-        interval = measure.interval_of(p)
+        level = measure.Level.from_point(p)
+        interval = measure.interval_of(level)
         if interval is not None:
             settled = {
                 "rule": "settled by the 3-window rule",
@@ -300,20 +301,21 @@ def summary_text(sweep: Sweep) -> str:
                 f"    WARNING: requests were delayed: sent {p.extra['send_rate']:.1f}/sec of "
                 f"{p.level:g}/sec (every load thread was waiting for a reply)"
             )
-        extra = p.extra or {}
-        if extra.get("output_token_throughput") is not None:  # the built-in engine's tokens
+        stream = level.stream
+        if stream and stream.output_token_throughput is not None:  # the built-in engine's
             lines.append(
-                f"    Output token throughput: {extra['output_token_throughput']:.2f} "
-                f"tokens/sec ({extra.get('tokens_per_request') or 0:.1f} per request)"
+                f"    Output token throughput: {stream.output_token_throughput:.2f} "
+                f"tokens/sec ({stream.tokens_per_request or 0:.1f} per request)"
             )
-        if extra.get("goodput") is not None:
-            share = extra.get("good_share")
+        good = level.goodput
+        if good and good.goodput is not None:
+            share = good.good_share
             met = (
                 f" ({share * 100:.0f}% of requests met every objective)"
                 if share is not None
                 else ""
             )
-            lines.append(f"    Goodput: {extra['goodput']:.2f} requests/sec{met}")
+            lines.append(f"    Goodput: {good.goodput:.2f} requests/sec{met}")
         if p.avg_us is not None:
             lines.append(f"    Avg latency: {p.avg_us:.0f} usec")
         for pct in (50, 90, 95, 99):

@@ -1,5 +1,8 @@
-"""The OpenAPI schema of a measured level and a window, from `measure`'s field list: the
-REST API describes the one shape its responses are built from."""
+"""The OpenAPI schema of a measured level and a window, from `measure`'s dataclasses: the
+REST API describes the one shape its responses and the websocket's `sweep.level` and
+`sweep.window` events are built from (`measure.Level.to_json`): the columns from
+`measure.COLUMNS`, the `extra` entries of the sub-records from their fields
+(`level_figures`). The other `extra` entries are free-form (any key)."""
 
 from __future__ import annotations
 
@@ -10,19 +13,76 @@ from typing import Any
 from rest_framework import serializers
 
 from . import measure
+from .level_figures import (
+    Figures,
+    GoodputFigures,
+    GpuFigures,
+    SequenceFigures,
+    StepFigures,
+    StreamFigures,
+)
 
-# The field types `measure.Level` uses (its annotations are strings: postponed evaluation).
+# The field types the dataclasses use (their annotations are strings: postponed evaluation).
 _FIELD_TYPES: dict[str, Any] = {
-    "float": lambda: serializers.FloatField(),
-    "int": lambda: serializers.IntegerField(),
-    "float | None": lambda: serializers.FloatField(allow_null=True),
-    "bool | None": lambda: serializers.BooleanField(allow_null=True),
-    "dict[str, Any]": lambda: serializers.DictField(),
+    "float": lambda **kw: serializers.FloatField(**kw),
+    "int": lambda **kw: serializers.IntegerField(**kw),
+    "str": lambda **kw: serializers.CharField(**kw),
+    "float | None": lambda **kw: serializers.FloatField(allow_null=True, **kw),
+    "int | None": lambda **kw: serializers.IntegerField(allow_null=True, **kw),
+    "bool | None": lambda **kw: serializers.BooleanField(allow_null=True, **kw),
 }
+# `extra`'s flat typed entries (`Level.to_json` writes them where a level has the record).
+EXTRA_RECORDS: tuple[type[Figures], ...] = (
+    GpuFigures,
+    StreamFigures,
+    SequenceFigures,
+    GoodputFigures,
+)
+
+
+def _record_fields(kind: type[Figures]) -> dict[str, serializers.Field]:
+    """A sub-record's entries: optional (a row stored before one existed lacks it)."""
+    return {name: _type_of(kind, name)(required=False) for name in kind.names()}
+
+
+def _type_of(kind: type, name: str) -> Callable[..., serializers.Field]:
+    return _FIELD_TYPES[next(str(f.type) for f in fields(kind) if f.name == name)]
+
+
+def _pair(**kw: Any) -> serializers.ListField:
+    return serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, **kw)
+
+
+_Step = type("LevelStepSerializer", (serializers.Serializer,), _record_fields(StepFigures))
+_Interval = type(
+    "LevelIntervalSerializer",
+    (serializers.Serializer,),
+    {
+        "throughput": _pair(help_text="[low, high] infer/s"),
+        "latency": _pair(allow_null=True, help_text="[low, high] µs"),
+        "windows": serializers.IntegerField(),
+        "confidence": serializers.FloatField(),
+        "settled_by": serializers.ChoiceField(["rule", "interval"], allow_null=True),
+    },
+)
+_Extra = type(
+    "LevelExtraSerializer",
+    (serializers.Serializer,),
+    {
+        **{k: v for kind in EXTRA_RECORDS for k, v in _record_fields(kind).items()},
+        "steps": _Step(many=True, required=False),
+        measure.INTERVAL: _Interval(required=False),
+    },
+)
 
 
 def _level_fields() -> dict[str, serializers.Field]:
-    return {f.name: _FIELD_TYPES[str(f.type)]() for f in fields(measure.Level)}
+    return {
+        name: _Extra(help_text="the sub-records' entries; the others are free-form")
+        if name == "extra"
+        else _type_of(measure.Level, name)()
+        for name in measure.COLUMNS
+    }
 
 
 def _serializer(

@@ -82,17 +82,17 @@ def _interval(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return {}
     latencies = [p.latency for p in known if p.latency is not None]
     by = {p.settled_by for p in known}
-    return {
-        measure.INTERVAL: {
-            "throughput": [min(p.low for p in known), max(p.high for p in known)],
-            "latency": [min(lat[0] for lat in latencies), max(lat[1] for lat in latencies)]
-            if len(latencies) == len(known)
-            else None,
-            "windows": sum(p.windows for p in known),
-            "confidence": min(p.confidence for p in known),
-            "settled_by": None if None in by else ("rule" if by == {"rule"} else "interval"),
-        }
-    }
+    spanned = measure.LevelInterval(
+        low=min(p.low for p in known),
+        high=max(p.high for p in known),
+        latency=(min(lat[0] for lat in latencies), max(lat[1] for lat in latencies))
+        if len(latencies) == len(known)
+        else None,
+        windows=sum(p.windows for p in known),
+        confidence=min(p.confidence for p in known),
+        settled_by=None if None in by else ("rule" if by == {"rule"} else "interval"),
+    )
+    return {measure.INTERVAL: spanned.to_json()}
 
 
 def _host(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -199,7 +199,8 @@ def figures(
         ],
         "layout": {**_layout(x_title, "avg ms"), "barmode": "stack"},
     }
-    if any(_extra(p, "goodput") is not None for p in good):
+    measured = [measure.Level.from_json(p) for p in good]
+    if any(lv.figure("goodput") is not None for lv in measured):
         batch = params.batch_size or 1
         out["goodput"] = {
             "data": [
@@ -211,20 +212,20 @@ def figures(
                 {
                     "type": "scatter", "mode": "lines+markers",
                     "name": f"goodput: {params.goodput}", "x": x,
-                    "y": [_extra(p, "goodput") for p in good], "line": {"color": "#12b76a"},
+                    "y": [lv.figure("goodput") for lv in measured], "line": {"color": "#12b76a"},
                 },
             ],
             "layout": _layout(x_title, "requests/s"),
         }  # fmt: skip
     if params.streaming:
-        out.update(_streaming(params, good, x, x_title))
+        out.update(_streaming(params, measured, x, x_title))
     if sweep.sequence and sweep.engine == Sweep.Engine.BUILTIN:
-        out.update(_positions(good, x, x_title))
+        out.update(_positions(measured, x, x_title))
     return out
 
 
 def _streaming(
-    params: SweepParams, good: list[dict[str, Any]], x: list[float], x_title: str
+    params: SweepParams, good: list[measure.Level], x: list[float], x_title: str
 ) -> dict[str, dict[str, Any]]:
     """First-response and inter-response times, responses/s, and tokens/s where the sweep
     counted tokens from a tensor (otherwise they are the responses)."""
@@ -233,14 +234,14 @@ def _streaming(
         return [
             {
                 "type": "scatter", "mode": "lines+markers", "name": name, "x": x,
-                "y": [_ms(_extra(p, f"{prefix}_{name}_us")) for p in good],
+                "y": [_ms(lv.figure(f"{prefix}_{name}_us")) for lv in good],
                 "line": {"color": COLORS[name]},
             }
             for name in ("p50", "p90", "p95", "p99")
         ]  # fmt: skip
 
     def line(name: str, field: str) -> dict[str, Any]:
-        y = [_extra(p, field) for p in good]
+        y = [lv.figure(field) for lv in good]
         return {"type": "scatter", "mode": "lines+markers", "name": name, "x": x, "y": y}
 
     out = {
@@ -258,7 +259,7 @@ def _streaming(
             "layout": _layout(x_title, "responses/s"),
         },
     }
-    if params.token_output and any(_extra(p, "output_token_throughput") is not None for p in good):
+    if params.token_output and any(lv.figure("output_token_throughput") is not None for lv in good):
         out["tokens"] = {
             "data": [line(f"tokens/s (elements of {params.token_output})", "output_token_throughput")],
             "layout": _layout(x_title, "tokens/s"),
@@ -276,7 +277,7 @@ def _streaming(
 
 
 def _positions(
-    good: list[dict[str, Any]], x: list[float], x_title: str
+    good: list[measure.Level], x: list[float], x_title: str
 ) -> dict[str, dict[str, Any]]:
     """A sequence sweep's requests by their position in the sequence (first, middle, last)."""
 
@@ -285,9 +286,8 @@ def _positions(
             {
                 "type": "scatter", "mode": "lines+markers", "name": name, "x": x,
                 "y": [
-                    None if _extra(p, f"{name}_{suffix}") is None
-                    else _extra(p, f"{name}_{suffix}") / scale
-                    for p in good
+                    None if (v := lv.figure(f"{name}_{suffix}")) is None else v / scale
+                    for lv in good
                 ],
                 "line": {"color": color}, "marker": {"color": color},
             }
@@ -420,10 +420,11 @@ def _level_row(p: dict[str, Any]) -> str:
     if len(rounds) > 1 and extra.get("round_spread") is not None:
         tput += f" ± {round(100 * extra['round_spread'])}% ({len(rounds)} rounds)"
     gpu = []  # utilisation (mean) and memory (peak) from Triton's metrics
-    if extra.get("gpu_utilization") is not None:
-        gpu.append(f"{100 * extra['gpu_utilization']:.0f} %")
-    if extra.get("gpu_memory_bytes") is not None:
-        gpu.append(f"{extra['gpu_memory_bytes'] / 2**30:.1f} GiB")
+    figures = measure.Level.from_json(p).gpu
+    if figures is not None and figures.gpu_utilization is not None:
+        gpu.append(f"{100 * figures.gpu_utilization:.0f} %")
+    if figures is not None and figures.gpu_memory_bytes is not None:
+        gpu.append(f"{figures.gpu_memory_bytes / 2**30:.1f} GiB")
     stable = "—" if p.get("stable") is None else "yes" if p["stable"] else "no" + _spread_text(p)
     return cells(
         [

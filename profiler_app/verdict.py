@@ -184,9 +184,9 @@ def step_sentence(point: Any, label: str) -> str:
     if point is None:
         return ""
     shares = [
-        (float(s["compute_share"]), str(s.get("model", "")))
+        (float(s.compute_share), str(s.model))
         for s in measure.steps_of(point)
-        if s.get("compute_share") is not None
+        if s.compute_share is not None
     ]
     if not shares:
         return ""

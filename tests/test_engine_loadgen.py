@@ -65,9 +65,9 @@ async def test_batch_size_counts_inferences_like_perf_analyzer(triton_url: str) 
         level.server is not None and level.server.inference_count == 4 * level.server.request_count
     )
     # Goodput counts requests (AIPerf's), throughput inferences: a batch of 4 apart.
-    extra = level.measured().extra
+    extra = level.measured().to_json()["extra"]
     assert extra["good_share"] == 1 and extra["goodput"] * 4 == pytest.approx(level.throughput)
-    assert window.measured().extra["good_share"] == 1
+    assert window.measured().to_json()["extra"]["good_share"] == 1
 
 
 @pytest.mark.parametrize(

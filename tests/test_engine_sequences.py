@@ -127,7 +127,7 @@ async def test_each_slot_runs_whole_sequences_on_ids_no_other_live_one_holds(
     assert sum(lv.errors for lv in result.levels) == 0, _messages(result)
     assert _failures(control, strict) == failed_before  # Triton refused none either
     for level in result.levels:
-        extra = level.measured().extra
+        extra = level.measured().to_json()["extra"]
         counts = {p: extra[f"{p}_requests"] for p in ("first", "middle", "last")}
         assert all(n > 0 for n in counts.values()), extra
         assert extra["sequences_completed"] == counts["last"] and extra["sequences_failed"] == 0
@@ -148,7 +148,7 @@ async def test_one_request_sequences_over_http_start_and_end_on_every_request(
     params = _params(protocol="http", client="aio", start=2, sequence_length=1)
     result = await run_sweep(params, triton.http_url)
     [level] = result.levels
-    extra = level.measured().extra
+    extra = level.measured().to_json()["extra"]
     assert level.errors == 0, _messages(result)
     assert _failures(control, strict) == failed_before
     requests = level.measured().requests
@@ -168,7 +168,7 @@ async def test_a_request_rate_spreads_its_arrivals_over_the_live_sequences(
     [level] = result.levels
     assert level.errors == 0, _messages(result)
     assert _failures(control, strict) == failed_before
-    extra = level.measured().extra
+    extra = level.measured().to_json()["extra"]
     assert all(extra[f"{p}_requests"] > 0 for p in ("first", "middle", "last")), extra
     assert extra["sequences_completed"] == extra["last_requests"]
     assert level.send_rate > 0

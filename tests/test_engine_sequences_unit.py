@@ -392,7 +392,7 @@ def test_a_level_pools_its_last_windows_positions_as_its_latencies():
         build_window(3, _records([1, 2], [22, 32], 1)),
     ]
     level = merge_level(2, windows, SweepParams(model="m", start=2, end=2), False)
-    extra = level.measured().extra
+    extra = level.measured().to_json()["extra"]
     last3 = SequenceRecords.pooled([w.sequence for w in windows[1:]])
     assert extra["first_requests"] == 2 and extra["middle_requests"] == 2
     assert extra["last_requests"] == 2 and extra["sequences_completed"] == 2
@@ -404,5 +404,5 @@ def test_a_level_pools_its_last_windows_positions_as_its_latencies():
     plain = [build_window(0, _records([0], [5], 1))]
     plain[0].sequence = None  # a stateless sweep's window
     assert _level_sequences(plain, plain) is None
-    assert windows[1].measured().extra["middle_requests"] == 1
-    assert "middle_requests" not in plain[0].measured().extra
+    assert windows[1].measured().to_json()["extra"]["middle_requests"] == 1
+    assert "middle_requests" not in plain[0].measured().to_json()["extra"]

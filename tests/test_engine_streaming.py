@@ -94,7 +94,7 @@ async def test_a_streaming_sweep_counts_every_response_of_every_request(stream_t
     for level in result.levels:
         m = level.measured()
         assert m.errors == 0 and m.requests > 0
-        extra = m.extra
+        extra = m.to_json()["extra"]
         assert extra["responses_per_request"] == COUNT
         assert extra["empty_final_responses"] == m.requests  # one empty final flag each
         # Responses per second over requests per second: a count ratio over one duration.
@@ -110,7 +110,7 @@ async def test_a_streaming_sweep_counts_every_response_of_every_request(stream_t
         assert extra["tokens_per_request"] == COUNT
     for window in windows:
         if window.requests:
-            assert window.measured().extra["responses_per_request"] == COUNT
+            assert window.measured().to_json()["extra"]["responses_per_request"] == COUNT
 
 
 async def test_a_request_rate_over_streams_counts_tokens_goodput_and_every_gap(
@@ -127,16 +127,16 @@ async def test_a_request_rate_over_streams_counts_tokens_goodput_and_every_gap(
     m = level.measured()
     assert m.errors == 0 and m.requests > 0
     assert "behind_schedule" in m.extra
-    assert m.extra["responses_per_request"] == COUNT
+    assert m.figure("responses_per_request") == COUNT
     # TOKEN holds one element per response: its tokens are the responses.
-    assert m.extra["tokens_per_request"] == COUNT
-    assert m.extra["output_token_throughput"] == m.extra["response_throughput"]
-    assert m.extra["output_token_throughput_per_user"] > 0
-    assert m.extra["good_share"] == 1
-    assert m.extra["goodput"] == pytest.approx(m.throughput)
+    assert m.figure("tokens_per_request") == COUNT
+    assert m.figure("output_token_throughput") == m.figure("response_throughput")
+    assert m.figure("output_token_throughput_per_user") > 0
+    assert m.figure("good_share") == 1
+    assert m.figure("goodput") == pytest.approx(m.throughput)
     assert len(windows) == len(level.windows)
     for window in windows:
-        extra = window.measured().extra
+        extra = window.measured().to_json()["extra"]
         assert window.errors == 0
         histogram = extra[measure.INTER_RESPONSE_HISTOGRAM]
         assert len(histogram) == len(measure.INTER_RESPONSE_EDGES_US) + 1
@@ -155,7 +155,7 @@ async def test_a_request_rate_over_streams_keeps_at_most_max_threads_outstanding
     result = await run_sweep(params, stream_tok)
     (level,) = result.levels
     m = level.measured()
-    assert m.errors == 0 and m.requests > 0 and m.extra["responses_per_request"] == COUNT
+    assert m.errors == 0 and m.requests > 0 and m.figure("responses_per_request") == COUNT
     assert level.behind_schedule
     floor_s = (FIRST_MS + (COUNT - 1) * NEXT_MS) / 1000
     for window in level.windows:
@@ -176,4 +176,4 @@ async def test_a_stream_that_never_finishes_is_an_error_and_the_sweep_goes_on(
     assert any("no final response within" in m for m in messages), messages
     for level in result.levels:
         m = level.measured()
-        assert m.requests > 0 and m.extra["responses_per_request"] == COUNT
+        assert m.requests > 0 and m.figure("responses_per_request") == COUNT

@@ -4,7 +4,6 @@ one Pareto front, computed on the server and drawn by the page."""
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,23 @@ from profiler_app import measure, repeats, sweep_recorder, verdict
 from profiler_app.engine import perf_analyzer_output as pa_output
 from profiler_app.engine import stats
 from profiler_app.engine.results import LevelResult, ServerBreakdown, WindowResult
+from profiler_app.level_figures import (
+    GoodputFigures,
+    GpuFigures,
+    SequenceFigures,
+    StepFigures,
+    StreamFigures,
+)
 from profiler_app.measure_api import SearchLevelSerializer, SweepPointSerializer
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from profiler_app.search import confirm, defaults, objective, reading, report, scoring
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
+from triton_api.gpus import GpuSample
 
 ROOT = Path(__file__).resolve().parents[1]
-LEVEL_FIELDS = [f.name for f in fields(measure.Level)]
+LEVEL_FIELDS = list(measure.COLUMNS)
 
 
 def _builtin_window() -> WindowResult:
@@ -92,6 +99,85 @@ def test_both_engines_window_events_have_the_same_fields(engine: str, monkeypatc
     assert kind == "sweep.window" and data["closed_at"] == 1234.5
     assert set(data["point"]) == {*LEVEL_FIELDS, "window", "closed_at"}
     assert data["point"]["closed_at"] == 1234.5 and data["point"]["extra"]["round"] == 1
+
+
+def full_level() -> measure.Level:
+    """A level with every sub-record, and two free-form entries."""
+    return measure.Level(
+        2, 3.0, requests=3, p95_us=1100.0, stable=True,
+        extra={"windows": 3, "client_cpu_us": 40.0},
+        gpu=GpuFigures(0.5, 2.0**30),
+        stream=StreamFigures(response_throughput=6.0, first_response_p95_us=300.0),
+        sequence=SequenceFigures(first_requests=3, sequences_completed=1, sequences_failed=0),
+        goodput=GoodputFigures(2.0, 2 / 3),
+        steps=(StepFigures("add_sub", "1", 3, 3, 2, 1.5, 800.0, 50.0, 10.0, 700.0, 20.0, 1.0),),
+        interval=measure.LevelInterval(2.9, 3.1, (1000.0, 1200.0), 9, 0.95, "interval"),
+    )  # fmt: skip
+
+
+def test_a_levels_sub_records_are_stored_flat_under_the_keys_rows_always_had() -> None:
+    level = full_level()
+    extra = level.to_json()["extra"]
+    assert set(extra) == {
+        "windows", "client_cpu_us", "gpu_utilization", "gpu_memory_bytes", "steps", "interval",
+        *measure.STREAM_FIELDS, *measure.SEQUENCE_FIELDS, *measure.GOODPUT_FIELDS,
+    }  # fmt: skip
+    assert extra["response_throughput"] == 6.0 and extra["first_response_p99_us"] is None
+    assert extra["first_requests"] == 3 and extra["goodput"] == 2.0
+    assert extra["gpu_memory_bytes"] == 2**30
+    assert list(extra["steps"][0]) == list(measure.STEP_FIELDS)
+    assert extra["steps"][0]["compute_infer_us"] == 700.0
+    assert extra["interval"] == {"throughput": [2.9, 3.1], "latency": [1000.0, 1200.0],
+                                 "windows": 9, "confidence": 0.95, "settled_by": "interval"}  # fmt: skip
+    # Read back (a search's level, a stored row): the same typed level, free-form apart.
+    for back in (
+        measure.Level.from_json(level.to_json()),
+        measure.Level.from_point(SweepPoint(level=2, window=-1, **level.columns())),
+    ):
+        assert back == level and back.extra == {"windows": 3, "client_cpu_us": 40.0}
+        assert back.stream is not None and back.stream.first_response_p95_us == 300.0
+        assert back.figure("first_response_p95_us") == 300.0 and back.figure("goodput") == 2.0
+        assert measure.interval_of(back) == level.interval
+        assert back.to_json() == level.to_json()
+
+
+def test_rows_stored_with_some_entries_keep_exactly_those() -> None:
+    # perf_analyzer's streaming level (its response throughput only), a built-in streaming
+    # level stored before tokens were counted, steps without compute shares, and entries
+    # no record reads (left free-form as they were).
+    rows = [
+        {"response_throughput": 20.0, "windows": 3, "engine": "perf_analyzer"},
+        {name: 1.0 for name in measure.STREAM_FIELDS if name not in measure.TOKEN_FIELDS},
+        {"steps": [{"model": "a", "version": "1", "queue_us": 5.0}]},
+        {"steps": "x", "interval": {"throughput": "x"}, "goodput": 1.5},
+    ]
+    for extra in rows:
+        level = measure.Level.from_json({"level": 1, "throughput": 10.0, "extra": extra})
+        assert level.to_json()["extra"] == extra
+        assert level.figure("output_token_throughput") is None
+    pa, before_tokens, steps, odd = (
+        measure.Level.from_json({"level": 1, "extra": e}) for e in rows
+    )
+    assert pa.stream == StreamFigures(response_throughput=20.0)
+    assert pa.extra == {"windows": 3, "engine": "perf_analyzer"}
+    assert before_tokens.figure("inter_response_p95_us") == 1.0
+    assert steps.steps == (StepFigures("a", "1", queue_us=5.0),) and steps.extra == {}
+    assert odd.steps == () and odd.interval is None and odd.extra["steps"] == "x"
+    assert odd.goodput == GoodputFigures(1.5) and odd.figure("goodput") == 1.5
+
+
+def test_both_engines_build_the_typed_sub_records() -> None:
+    window = _builtin_window()
+    window.gpu, window.good = GpuSample(0.25, 1024.0), 3
+    ours = window.measured()
+    assert ours.gpu == GpuFigures(0.25, 1024.0) and ours.goodput == GoodputFigures(3.0, 1.0)
+    assert not set(ours.extra) & {*GpuFigures.names(), *GoodputFigures.names()}
+    theirs = pa_output.PaLevel(2, throughput=3.0, request_count=3, response_throughput=6.0)
+    measured = theirs.measured("p95_us")
+    assert measured.stream == StreamFigures(response_throughput=6.0)
+    assert "response_throughput" not in measured.extra
+    stream_keys = set(measured.to_json()["extra"]) & set(measure.STREAM_FIELDS)
+    assert stream_keys == {"response_throughput"}  # perf_analyzer measures no other
 
 
 def test_old_search_rows_that_say_concurrency_still_read() -> None:

@@ -45,7 +45,7 @@ def test_a_noisy_level_reports_the_median_of_its_windows_with_its_interval() -> 
     assert level.latency is not None and level.latency.count == sum(NOISY[1:])  # pooled
     stored = level.measured()
     assert stored.stable is True and stored.extra["windows"] == 10
-    assert stored.extra[measure.INTERVAL] == {
+    assert stored.to_json()["extra"][measure.INTERVAL] == {
         "throughput": [990.0, 1015.0],
         "latency": [1000.0, 1000.0],
         "windows": 9,

@@ -35,7 +35,7 @@ from triton_api import statistics
 from triton_api.aio import AioClient
 from triton_api.client import TritonError
 
-from .. import measure
+from ..level_figures import StepFigures, with_compute_shares
 from ..model_kind import CALLS_PARAMETER, ENSEMBLE, kind_of_served
 
 BLS = "bls"
@@ -225,8 +225,8 @@ def composed(plan: Plan, own: Any, steps: Sequence[StepServer]) -> Any:
     )
 
 
-def rows(steps: Sequence[StepServer]) -> list[dict[str, Any]]:
-    """The `extra["steps"]` entries (`measure.STEP_FIELDS`)."""
-    return measure.with_compute_shares(
-        [measure.step_fields(s.step.model, s.step.version, s.server) for s in steps]
+def rows(steps: Sequence[StepServer]) -> tuple[StepFigures, ...]:
+    """A level's or a window's `steps`, in step order."""
+    return with_compute_shares(
+        [StepFigures.of(s.step.model, s.step.version, s.server) for s in steps]
     )

@@ -37,8 +37,8 @@ CSV_COLUMNS = [
 ]
 
 
-# Added after those for a streaming sweep (µs, but responses/s): `extra` keys of
-# `measure.STREAM_FIELDS`; a figure an engine did not measure is an empty cell
+# Added after those for a streaming sweep (µs, but responses/s): a level's `stream`
+# figures (`level_figures.StreamFigures`); a figure an engine did not measure is an empty cell
 # (perf_analyzer 2.48 reports only the response throughput).
 STREAM_CSV_COLUMNS = {
     "Response Throughput": "response_throughput",
@@ -59,7 +59,7 @@ _RATES = ("response_throughput", "output_token_throughput", "output_token_throug
 
 
 # Added after those, per step, for a sweep of an ensemble or a BLS model ("add_sub Server
-# Queue", ...): `measure.STEP_FIELDS` of its `extra["steps"]`, µs like the other columns.
+# Queue", ...): its `steps` (`level_figures.StepFigures`), µs like the other columns.
 STEP_CSV_COLUMNS = {
     "Server Queue": "queue_us",
     "Server Compute Input": "compute_input_us",
@@ -158,11 +158,11 @@ def levels_csv(
                 0,
                 us(avg),
                 *(
-                    _stream_cell(k, level.extra.get(k))
+                    _stream_cell(k, level.figure(k))
                     for k in STREAM_CSV_COLUMNS.values()
                     if streaming
                 ),
-                *([_stream_cell("goodput", level.extra.get("goodput"))] if goodput else []),
+                *([_stream_cell("goodput", level.figure("goodput"))] if goodput else []),
                 *_step_cells(level, steps),
             ]
         )
@@ -176,7 +176,7 @@ def step_columns(levels: Sequence[Any]) -> list[tuple[str, tuple[str, str]]]:
     seen: list[tuple[str, str]] = []
     for level in levels:
         for step in measure.steps_of(level):
-            key = (str(step.get("model", "")), str(step.get("version", "")))
+            key = (str(step.model), str(step.version))
             if key not in seen:
                 seen.append(key)
     names = [m for m, _ in seen]
@@ -186,14 +186,12 @@ def step_columns(levels: Sequence[Any]) -> list[tuple[str, tuple[str, str]]]:
 def _step_cells(
     level: measure.Level, steps: Sequence[tuple[str, tuple[str, str]]]
 ) -> list[int | str]:
-    mine = {
-        (str(s.get("model", "")), str(s.get("version", ""))): s for s in measure.steps_of(level)
-    }
+    mine = {(str(s.model), str(s.version)): s for s in measure.steps_of(level)}
     cells: list[int | str] = []
     for _, key in steps:
-        step = mine.get(key, {})
+        step = mine.get(key)
         for name in STEP_CSV_COLUMNS.values():
-            value = step.get(name)
+            value = None if step is None else getattr(step, name)
             if value is None or not math.isfinite(value):
                 cells.append("")
             elif name == "avg_batch_size":

@@ -12,7 +12,7 @@ Checked against real 2.48 runs (see tests/data/perf_analyzer/):
   gives queue and compute as the sums over its composing models ("(overhead O usec + queue
   Q usec + compute C usec)"), then a "Composing models:" block lists each one (sorted by
   name, nested ensembles indented further) with its own counts and breakdown: the steps
-  (`composing`) of `extra["steps"]`. A BLS model's own breakdown is in the CSV only
+  (`composing`) of a level's `steps`. A BLS model's own breakdown is in the CSV only
   (`perf_analyzer_csv.csv_server`).
 """
 
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import measure
+from ..level_figures import StepFigures, StreamFigures, with_compute_shares
 from . import composing, stats
 from .results import ServerBreakdown
 
@@ -93,14 +93,14 @@ class PaLevel:
     steps: list[PaStep] = field(default_factory=list)  # its "Composing models:" block
     plan: composing.Plan = composing.NONE  # what the model is composed of (step order)
 
-    def step_rows(self) -> list[dict[str, Any]]:
-        """`extra["steps"]`: the composing models that are not ensembles themselves, in
+    def step_rows(self) -> tuple[StepFigures, ...]:
+        """A level's `steps`: the composing models that are not ensembles themselves, in
         the plan's step order (perf_analyzer prints them sorted by name)."""
         order = [s.model for s in self.plan.steps]
         leaves = [s for s in self.steps if not s.nested]
         leaves.sort(key=lambda s: order.index(s.model) if s.model in order else len(order))
-        return measure.with_compute_shares(
-            [measure.step_fields(s.model, s.version, s.breakdown()) for s in leaves]
+        return with_compute_shares(
+            [StepFigures.of(s.model, s.version, s.breakdown()) for s in leaves]
         )
 
     def measured(self, chosen_key: str) -> measure.Level:
@@ -132,9 +132,9 @@ class PaLevel:
             },
         )
         if self.response_throughput is not None:
-            level.extra["response_throughput"] = self.response_throughput
+            level.stream = StreamFigures.only(response_throughput=self.response_throughput)
         if steps := self.step_rows():
-            level.extra["steps"] = steps
+            level.steps = steps
             _composed_breakdown(level, steps, bls=self.plan.kind == composing.BLS)
         from_windows = (
             not self.request_count
@@ -156,7 +156,7 @@ class PaLevel:
         return level
 
 
-def _composed_breakdown(level: measure.Level, steps: list[dict[str, Any]], *, bls: bool) -> None:
+def _composed_breakdown(level: measure.Level, steps: Sequence[StepFigures], *, bls: bool) -> None:
     """The breakdown of a level with steps. An ensemble's is perf_analyzer's own rule (queue
     and compute summed over the steps), split into compute input/infer/output by its steps'
     figures so that they add up to it. A BLS model's printed queue and compute are its
@@ -165,9 +165,9 @@ def _composed_breakdown(level: measure.Level, steps: list[dict[str, Any]], *, bl
     if bls:
         level.queue_us = None
         return
-    level.queue_us = sum(s["queue_us"] or 0.0 for s in steps)
+    level.queue_us = sum(s.queue_us or 0.0 for s in steps)
     for key in measure.COMPUTE_FIELDS:
-        setattr(level, key, sum(s[key] or 0.0 for s in steps))
+        setattr(level, key, sum(getattr(s, key) or 0.0 for s in steps))
 
 
 _LEVEL = re.compile(r"^Request (?:concurrency: (\d+)|Rate: ([\d.]+) inference requests)")

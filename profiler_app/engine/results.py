@@ -15,6 +15,7 @@ import numpy as np
 from triton_api.gpus import GpuSample
 
 from .. import measure
+from ..level_figures import GoodputFigures, GpuFigures, SequenceFigures, StreamFigures
 from ..params import SweepParams
 from . import composing, host_load, stats
 from .composing import StepServer
@@ -88,15 +89,6 @@ class WindowResult:
                 "avg_batch": self.server.avg_batch_size if self.server else None,
                 # Triton's own count over the same statistics reads as the steps'.
                 "server_requests": self.server.request_count if self.server else None,
-                **measure.gpu_fields(self.gpu),
-                **measure.stream_fields(
-                    self.stream.summary(self.duration_s) if self.stream else None
-                ),
-                **({"steps": composing.rows(self.steps)} if self.steps else {}),
-                **measure.sequence_fields(
-                    self.sequence.summary(self.duration_s) if self.sequence else None
-                ),
-                **measure.goodput_fields(self.good, self.requests, self.duration_s),
                 **(
                     {measure.INTER_RESPONSE_HISTOGRAM: self.stream.histogram()}
                     if self.stream
@@ -104,6 +96,13 @@ class WindowResult:
                 ),
                 **({"load_hosts": self.hosts, **(self.load_cost or {})} if self.hosts else {}),
             },
+            gpu=GpuFigures.of(self.gpu),
+            stream=StreamFigures.of(self.stream.summary(self.duration_s) if self.stream else None),
+            sequence=SequenceFigures.of(
+                self.sequence.summary(self.duration_s) if self.sequence else None
+            ),
+            goodput=GoodputFigures.of(self.good, self.requests, self.duration_s),
+            steps=composing.rows(self.steps),
             window=self.index,
             closed_at=self.closed_at,
         )
@@ -164,21 +163,21 @@ class LevelResult:
                 "server_requests": self.server.request_count if self.server else None,
                 "send_rate": self.send_rate,
                 "behind_schedule": self.behind_schedule,
-                **measure.gpu_fields(self.gpu),
-                **measure.stream_fields(
-                    self.stream.summary(self.stream_duration_s) if self.stream else None
-                ),
-                **({"steps": composing.rows(self.steps)} if self.steps else {}),
-                **measure.sequence_fields(
-                    self.sequence.summary(self.stream_duration_s) if self.sequence else None
-                ),
-                **measure.goodput_fields(
-                    self.good, self.latency.count if self.latency else 0, self.stream_duration_s
-                ),
                 **({"load_hosts": self.hosts} if self.hosts else {}),
-                **measure.interval_fields(self.settling),
                 **({measure.HOST: self.host.to_json()} if self.host else {}),
             },
+            gpu=GpuFigures.of(self.gpu),
+            stream=StreamFigures.of(
+                self.stream.summary(self.stream_duration_s) if self.stream else None
+            ),
+            sequence=SequenceFigures.of(
+                self.sequence.summary(self.stream_duration_s) if self.sequence else None
+            ),
+            goodput=GoodputFigures.of(
+                self.good, self.latency.count if self.latency else 0, self.stream_duration_s
+            ),
+            steps=composing.rows(self.steps),
+            interval=measure.LevelInterval.of(self.settling),
         )
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import measure, repeats
+from ..level_figures import Figures, GoodputFigures, StreamFigures
 from .objective import Score
 
+F = TypeVar("F", bound=Figures)
 DEFAULT_TOP = 3
 DEFAULT_ROUNDS = 3
 MAX_TOP = 10
@@ -31,9 +33,6 @@ MAX_ROUNDS = 10
 # The figures of a level (`scoring.level_json`) taken as medians over rounds: a sweep's
 # round fields, and the search's batch size.
 MEDIAN_FIELDS = (*repeats.MEDIAN_FIELDS, "avg_batch")
-# `extra` figures a search may be judged on (`objective.metrics_for`): a streaming sweep's
-# and goodput's, medians over the rounds that measured them.
-EXTRA_MEDIANS = (*measure.STREAM_FIELDS, *measure.GOODPUT_FIELDS)
 
 
 def order(keys: Sequence[str], rounds: int) -> list[tuple[int, str]]:
@@ -65,11 +64,6 @@ def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             values = [v for v in (r.figure(name) for r in rows) if v is not None]
             medians[name] = statistics.median(values) if values else None
         avg_batch = medians.pop("avg_batch")
-        streamed = {}
-        for name in EXTRA_MEDIANS:
-            values = [v for v in (r.figure(name) for r in rows) if v is not None]
-            if values:
-                streamed[name] = statistics.median(values)
         level = measure.Level(
             level=c,
             **{**medians, "throughput": medians["throughput"] or 0.0},
@@ -81,11 +75,23 @@ def median_levels(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "windows": sum(int(r.extra.get("windows") or 0) for r in rows),
                 "avg_batch": avg_batch,
                 "over_threshold": any(r.extra.get("over_threshold") for r in rows),
-                **streamed,
             },
+            stream=_median_record(StreamFigures, rows),
+            goodput=_median_record(GoodputFigures, rows),
         )
         out.append({**measure.search_json(level), "rounds": len(rows)})
     return out
+
+
+def _median_record(kind: type[F], rows: Sequence[measure.Level]) -> F | None:
+    """Sub-record figures a search may be judged on (`objective.metrics_for`: a streaming
+    sweep's, goodput's): medians over the rounds that measured them."""
+    found = {}
+    for name in kind.names():
+        values = [v for v in (r.figure(name) for r in rows) if v is not None]
+        if values:
+            found[name] = statistics.median(values)
+    return kind.only(**found) if found else None
 
 
 def objective_spread(

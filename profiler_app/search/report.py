@@ -19,6 +19,7 @@ from typing import Any
 
 from triton_api import gpus as triton_gpus
 
+from .. import measure
 from ..models import Search
 from ..report_html import LEGEND, cells, fact_rows, fmt, page
 from . import applying, reading
@@ -33,9 +34,9 @@ def _metrics(search: dict[str, Any]) -> Metrics:
 
 
 def _figure(lv: dict[str, Any], key: str) -> float | None:
-    """A stored level's figure: a field, or an `extra` entry (a streaming level's)."""
+    """A stored level's figure: a field, or a sub-record's (a streaming level's)."""
     value = lv.get(key)
-    return value if value is not None else (lv.get("extra") or {}).get(key)
+    return value if value is not None else measure.Level.from_json(lv).figure(key)
 
 
 def figures(snapshot: dict[str, Any]) -> dict[str, Any]:
