@@ -28,7 +28,8 @@ request carries its sequence's id, START first and END last, and is recorded wit
 position in its sequence.
 
 What a worker sends and when is `worker_requests` (its `WorkerSpec`, the requests built
-once, a request rate's `Schedule`); what it records, `worker_records`.
+once, a request rate's `Schedule`); what it records, `worker_records`; every connection it
+opens, and how one request is sent on it, `transports`.
 
 Protocol with the coordinator (a multiprocessing Pipe, pickled tuples):
   -> ("level", "concurrency"|"request_rate", value, arrival, seed, first_send_ns)
@@ -45,30 +46,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.client
 import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-import hpack
-
 from . import grpc_h2
 from .sequence_slots import SequenceSlots
 from .stream_slots import StreamSlots
+from .transports import CONNECT_PAUSE_S, AioSend, Sender, Transports, http_error
 from .worker_records import Recorder
-from .worker_requests import (
-    GRPC_METHOD,
-    Schedule,
-    WorkerSpec,
-    http_connection,
-    http_error,
-    http_path,
-    serialize_grpc,
-    serialize_http,
-    unary_call,
-)
+from .worker_requests import Schedule, WorkerSpec, serialize_grpc, serialize_http
 
 SEQUENCE_END_TIMEOUT_S = 5.0  # ending the live sequences when the worker stops
 now_ns = time.monotonic_ns
@@ -88,20 +77,25 @@ class Worker:
         self.stopped = asyncio.Event()
         self.next_payload = 0
         self.use_h2 = False  # threads mode, gRPC, every request fits: grpc_h2 instead of grpcio
-        if spec.protocol == "grpc":
-            self.grpc_requests = serialize_grpc(spec)
-        else:
-            self.http_requests = serialize_http(spec)
-            self.http_path = http_path(spec)
+        self.transports = Transports(spec)
+        # What the slots share, opened in `open`: gRPC's aio channel and its call ("aio"),
+        # the threads' grpcio channel (on first use), HTTP's aiohttp session.
+        self.aio_channel: Any = None
+        self.aio_call: Any = None
+        self.sync_channel: Any = None
+        self.session: Any = None
+        self.requests: list[Any] = (
+            serialize_grpc(spec) if spec.protocol == "grpc" else serialize_http(spec)
+        )
         self.sequences: SequenceSlots | None = None
         if spec.sequence is not None:
-            self.sequences = SequenceSlots(self, spec.sequence, GRPC_METHOD, http_error)
+            self.sequences = SequenceSlots(self, spec.sequence)
 
     def _checked_request(self) -> Any:
         """The request of the checked call in `open` (a sequence model's is a sequence)."""
         if self.sequences is not None:
             return self.sequences.check_request()
-        return self.grpc_requests[0] if self.spec.protocol == "grpc" else self.http_requests[0]
+        return self.requests[0]
 
     # --- connections -------------------------------------------------------------------------
 
@@ -110,26 +104,14 @@ class Worker:
         if spec.protocol == "grpc":
             import grpc
 
-            options = [
-                ("grpc.max_send_message_length", -1),
-                ("grpc.max_receive_message_length", -1),
-            ]
-            self.sync_options = options
             if spec.streaming:
-                self.aio_channel = None
                 self.streams = StreamSlots(
-                    spec.url,
-                    options,
-                    self.grpc_requests,
-                    self.rec,
-                    spec.token_output,
-                    headers=spec.headers,
+                    self.transports, self.requests, self.rec, spec.token_output
                 )
                 return await self.streams.open(spec.timeout_s, spec.stream_timeout_s)
             if spec.client == "threads":
                 # No aio channel at all: its poller thread would cost CPU on every call.
-                self.aio_channel = None
-                self.use_h2 = all(grpc_h2.fits(r) for r in self.grpc_requests)
+                self.use_h2 = all(grpc_h2.fits(r) for r in self.requests)
                 try:
                     raw = await asyncio.to_thread(self._first_call_threads)
                 except grpc.RpcError as exc:
@@ -137,8 +119,8 @@ class Worker:
                 except (grpc_h2.GrpcCallError, OSError) as exc:
                     raise RuntimeError(str(exc)) from None
             else:
-                self.aio_channel = grpc.aio.insecure_channel(spec.url, options=options)
-                self.aio_call = unary_call(self.aio_channel, GRPC_METHOD, spec.headers)
+                self.aio_channel = self.transports.aio_channel()
+                self.aio_call = self.transports.unary(self.aio_channel)
                 # One checked call: it fails loudly on a bad model/input before any window.
                 try:
                     raw = await self.aio_call(self._checked_request(), timeout=spec.timeout_s)
@@ -148,31 +130,24 @@ class Worker:
 
             response = service_pb2.ModelInferResponse.FromString(raw)
             return {"outputs": [o.name for o in response.outputs]}
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(limit=0, force_close=False)
-        self.session = aiohttp.ClientSession(
-            f"http://{spec.url}",
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=spec.timeout_s),
-        )
+        self.session = self.transports.session()
         body, headers = self._checked_request()
-        async with self.session.post(self.http_path, data=body, headers=headers) as response:
+        path = self.transports.path
+        async with self.session.post(path, data=body, headers=headers) as response:
             content = await response.read()
             if response.status != 200:
                 raise RuntimeError(http_error(response.status, content))
         return {"outputs": "ok"}
 
     def _first_call_threads(self) -> bytes:
-        spec = self.spec
         if self.use_h2:
-            conn = grpc_h2.UnaryConnection(spec.url, GRPC_METHOD, spec.timeout_s, spec.headers)
+            conn = self.transports.h2()
             try:
                 return conn.call(self._checked_request(), reply=True)
             finally:
                 conn.close()
-        call = unary_call(self._sync_channel(), GRPC_METHOD, spec.headers)
-        return call(self._checked_request(), timeout=spec.timeout_s)
+        call = self.transports.unary(self._sync_channel())
+        return call(self._checked_request(), timeout=self.spec.timeout_s)
 
     async def close(self) -> None:
         if self.sequences is not None:  # END the live sequences: Triton would keep them
@@ -190,12 +165,11 @@ class Worker:
         await asyncio.to_thread(join_threads)
         if self.streams is not None:
             await self.streams.close()
-        if self.spec.protocol == "grpc":
-            if self.aio_channel is not None:
-                await self.aio_channel.close()
-            if hasattr(self, "sync_channel"):
-                self.sync_channel.close()
-        else:
+        if self.aio_channel is not None:
+            await self.aio_channel.close()
+        if self.sync_channel is not None:
+            self.sync_channel.close()
+        if self.session is not None:
             await self.session.close()
 
     def _payload_index(self) -> int:
@@ -205,46 +179,31 @@ class Worker:
 
     # --- aio slots -------------------------------------------------------------------------------
 
-    async def _grpc_once(self) -> None:
-        import grpc
+    def aio_sender(self) -> AioSend:
+        """Sends on the event loop, over the worker's aio call or session."""
+        if self.spec.protocol == "grpc":
+            return self.transports.aio_grpc_sender(self.aio_call)
+        return self.transports.aio_http_sender(self.session)
 
-        raw = self.grpc_requests[self._payload_index()]
+    async def _once(self, send: AioSend) -> None:
+        request = self.requests[self._payload_index()]
         rec = self.rec
         rec.sent += 1
         t0 = now_ns()
-        try:
-            await self.aio_call(raw, timeout=self.spec.timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            rec.error(now_ns(), exc.details() or str(exc.code()))
-        else:
-            t1 = now_ns()
-            rec.records.append((t1, t1 - t0))
-
-    async def _http_once(self) -> None:
-        body, headers = self.http_requests[self._payload_index()]
-        rec = self.rec
-        rec.sent += 1
-        t0 = now_ns()
-        try:
-            async with self.session.post(self.http_path, data=body, headers=headers) as response:
-                content = await response.read()
-                status = response.status
-        except Exception as exc:  # noqa: BLE001 - any transport failure counts as an error
-            rec.error(now_ns(), f"{type(exc).__name__}: {exc}")
-            return
+        error = await send(request)
         t1 = now_ns()
-        if status == 200:
+        if error is None:
             rec.records.append((t1, t1 - t0))
         else:
-            rec.error(t1, http_error(status, content))
+            rec.error(t1, error)
 
     async def _aio_slot(self, generation: int) -> None:
-        once = self._grpc_once if self.spec.protocol == "grpc" else self._http_once
+        send = self.aio_sender()
         while self.generation == generation:
-            await once()
+            await self._once(send)
 
     async def _rate_loop(self, generation: int, schedule: Schedule) -> None:
-        once = self._grpc_once if self.spec.protocol == "grpc" else self._http_once
+        send = self.aio_sender()
         inflight: set[asyncio.Task] = set()
         while self.generation == generation:
             delay = schedule.take() - now_ns()
@@ -252,7 +211,7 @@ class Worker:
                 await asyncio.sleep(delay / 1e9)
             if self.generation != generation:
                 break
-            task = self.loop.create_task(once())
+            task = self.loop.create_task(self._once(send))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         await asyncio.gather(*inflight, return_exceptions=True)
@@ -274,99 +233,47 @@ class Worker:
         return True
 
     def _thread_slot(self, generation: int, index: int, schedule: Schedule | None) -> None:
-        spec = self.spec
+        """One outstanding request at a time (perf_analyzer's model), on a connection of
+        this thread's own (grpc_h2, http.client) or on the worker's grpcio channel."""
         rec = self.rec
-        payloads = len(spec.payloads)
-        i = index % payloads
-        if spec.protocol == "grpc" and self.use_h2:
-            self._h2_slot(generation, index, i, schedule)
-            return
-        if spec.protocol == "grpc":
-            import grpc
-
-            channel = self._sync_channel()
-            call = unary_call(channel, GRPC_METHOD, spec.headers)
-            requests = self.grpc_requests
-            while self._turn(generation, index, schedule):
-                raw = requests[i]
-                i = (i + 1) % payloads
-                rec.sent += 1
-                t0 = now_ns()
-                try:
-                    call(raw, timeout=spec.timeout_s)
-                except grpc.RpcError as exc:
-                    rec.error(now_ns(), exc.details() or str(exc.code()))  # type: ignore[attr-defined]
-                else:
-                    t1 = now_ns()
-                    rec.records.append((t1, t1 - t0))
-            return
-        conn = http_connection(spec.url, spec.timeout_s)
-        try:
-            while self._turn(generation, index, schedule):
-                body, headers = self.http_requests[i]
-                i = (i + 1) % payloads
-                rec.sent += 1
-                t0 = now_ns()
-                try:
-                    conn.request("POST", self.http_path, body=body, headers=headers)
-                    response = conn.getresponse()
-                    content = response.read()
-                except (OSError, http.client.HTTPException) as exc:
-                    rec.error(now_ns(), f"{type(exc).__name__}: {exc}")
-                    conn.close()
-                    continue
-                t1 = now_ns()
-                if response.status == 200:
-                    rec.records.append((t1, t1 - t0))
-                else:
-                    rec.error(t1, http_error(response.status, content))
-        finally:
-            conn.close()
-
-    def _h2_slot(self, generation: int, index: int, i: int, schedule: Schedule | None) -> None:
-        """One outstanding gRPC request at a time on a connection of this thread's own
-        (perf_analyzer's model), through the lean HTTP/2 client."""
-        spec = self.spec
-        rec = self.rec
-        requests = self.grpc_requests
+        requests = self.requests
         payloads = len(requests)
-        conn: grpc_h2.UnaryConnection | None = None
+        i = index % payloads
+        sender = self.blocking_sender(self.use_h2)
         try:
             while self._turn(generation, index, schedule):
-                if conn is None:
-                    try:
-                        conn = grpc_h2.UnaryConnection(
-                            spec.url, GRPC_METHOD, spec.timeout_s, spec.headers
-                        )
-                    except OSError as exc:
-                        rec.error(now_ns(), f"cannot connect to {spec.url}: {exc}")
-                        time.sleep(0.05)  # Triton is gone: do not spin
-                        continue
-                raw = requests[i]
+                why = sender.connect()
+                if why is not None:  # not sent: Triton is gone
+                    rec.error(now_ns(), why)
+                    time.sleep(CONNECT_PAUSE_S)
+                    continue
+                request = requests[i]
                 i = (i + 1) % payloads
                 rec.sent += 1
                 t0 = now_ns()
-                try:
-                    conn.call(raw)
-                except grpc_h2.GrpcCallError as exc:
-                    rec.error(now_ns(), str(exc))
-                except (OSError, hpack.HPACKError) as exc:
-                    rec.error(now_ns(), f"{type(exc).__name__}: {exc}")
-                    conn.close()
-                    conn = None
-                else:
-                    t1 = now_ns()
+                error = sender.send(request)
+                t1 = now_ns()
+                if error is None:
                     rec.records.append((t1, t1 - t0))
+                else:
+                    rec.error(t1, error)
         finally:
-            if conn is not None:
-                conn.close()
+            sender.close()
+
+    def blocking_sender(self, lean: bool) -> Sender:
+        """A sender for the calling thread: on a grpc_h2 connection of its own when ``lean``
+        (gRPC, every request fits), else on the worker's grpcio channel; over HTTP, on an
+        http.client connection of its own."""
+        if self.spec.protocol != "grpc":
+            return self.transports.http_sender()
+        if lean:
+            return self.transports.lean_sender()
+        return self.transports.grpc_sender(self._sync_channel())
 
     def _sync_channel(self) -> Any:
         # One sync channel shared by the threads of this worker (like the aio one).
-        if not hasattr(self, "sync_channel"):
-            import grpc
-
-            self.sync_channel = grpc.insecure_channel(self.spec.url, options=self.sync_options)
+        if self.sync_channel is None:
+            self.sync_channel = self.transports.grpc_channel()
         return self.sync_channel
 
     # --- commands --------------------------------------------------------------------------------

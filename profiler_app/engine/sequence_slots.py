@@ -7,7 +7,8 @@ and runs its sequences back to back; at a request rate, the worker's share of
 status that has waited longest, so the arrivals are spread over the live sequences and a
 sequence never has two requests outstanding (perf_analyzer's --serial-sequences; with
 the paced threads never more than the statuses, one is always free). Both clients
-("threads", "aio") and both protocols are driven, over the worker's own transports.
+("threads", "aio") and both protocols are driven, over the worker's own transports
+(`Worker.blocking_sender`, `Worker.aio_sender`: the stateless slots' senders).
 
 Each completed request is recorded with its position (`records`), and merged into the
 worker's swap reply (`swap`); a failed request ends its sequence. Before the next level
@@ -20,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import http.client
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-import hpack
 import numpy as np
 
 from . import grpc_h2
@@ -41,36 +40,26 @@ from .sequences import (
     slot_rng,
 )
 from .worker_records import WindowRecords
-from .worker_requests import Schedule, http_connection, unary_call
+from .worker_requests import Schedule
 
 if TYPE_CHECKING:
     from .load_workers import Worker
+    from .transports import AioSend, Sender
 
 now_ns = time.monotonic_ns
 H2_MARGIN = 64  # bytes the sequence parameters add to a request (id, START, END)
-CONNECT_PAUSE_S = 0.05  # Triton is gone: do not spin
 LEVEL_POLL_S = 0.1  # a slot waiting for its send time sees a level change this soon
-
-Send = Callable[[Any], "str | None"]  # a request -> None, or why it failed
 
 
 class SequenceSlots(WindowRecords):
     """The sequences of one worker process (`Worker.sequences`)."""
 
-    def __init__(
-        self,
-        worker: Worker,
-        spec: SequenceSpec,
-        method: str,
-        http_error: Callable[[int, bytes], str],
-    ) -> None:
+    def __init__(self, worker: Worker, spec: SequenceSpec) -> None:
         self.worker = worker
         self.spec = spec
-        self.method = method  # gRPC's ModelInfer path
-        self.http_error = http_error
         self.requests: GrpcSequenceRequests | HttpSequenceRequests
         if worker.spec.protocol == "grpc":
-            self.requests = GrpcSequenceRequests(worker.grpc_requests)
+            self.requests = GrpcSequenceRequests(worker.requests)
             self.h2_fits = all(grpc_h2.fits(r + bytes(H2_MARGIN)) for r in self.requests.requests)
         else:
             self.requests = http_sequence_requests(worker.spec.payloads, worker.spec.headers)
@@ -154,16 +143,16 @@ class SequenceSlots(WindowRecords):
         if w.spec.client == "threads":
             await asyncio.to_thread(self._close_blocking, closing)
         else:
-            send = self._aio_sender()
+            send = w.aio_sender()
             await asyncio.gather(*(send(request) for request in closing))
 
     def _close_blocking(self, closing: list[Any]) -> None:
-        send, close = self._blocking_sender()
+        sender = self._blocking_sender()
         try:
             for request in closing:
-                send(request)
+                sender.send(request)
         finally:
-            close()
+            sender.close()
 
     # --- one request -----------------------------------------------------------------------------
 
@@ -177,14 +166,14 @@ class SequenceSlots(WindowRecords):
             self.worker.rec.error(t1, f"{status.failed()}: {error}")
             self.failures.append(t1)
 
-    def _once(self, status: Status, send: Send) -> None:
+    def _once(self, status: Status, sender: Sender) -> None:
         request, position, ended = status.next_request(self.requests)
         self.worker.rec.sent += 1
         t0 = now_ns()
-        error = send(request)
+        error = sender.send(request)
         self._answered(status, position, ended, t0, now_ns(), error)
 
-    async def _once_aio(self, status: Status, send: Callable[[Any], Any]) -> None:
+    async def _once_aio(self, status: Status, send: AioSend) -> None:
         request, position, ended = status.next_request(self.requests)
         self.worker.rec.sent += 1
         t0 = now_ns()
@@ -195,23 +184,23 @@ class SequenceSlots(WindowRecords):
 
     def _thread_slot(self, generation: int, index: int, schedule: Schedule | None) -> None:
         w = self.worker
-        send, close = self._blocking_sender()
+        sender = self._blocking_sender()
         try:
             while w._turn(generation, index, schedule):
                 if schedule is None:  # concurrency: the slot's own status
-                    self._once(self.statuses[index], send)
+                    self._once(self.statuses[index], sender)
                     continue
                 status = self._take(generation)
                 if status is None:
                     break
                 try:
-                    self._once(status, send)
+                    self._once(status, sender)
                 finally:
                     with self.freed:
                         self.idle.append(status)
                         self.freed.notify()
         finally:
-            close()
+            sender.close()
 
     def _take(self, generation: int) -> Status | None:
         """The status that waited longest (None once the level changed)."""
@@ -222,103 +211,21 @@ class SequenceSlots(WindowRecords):
                 self.freed.wait(LEVEL_POLL_S)
             return self.idle.popleft()
 
-    def _blocking_sender(self) -> tuple[Send, Callable[[], None]]:
-        """(send, close) over a connection of the calling thread's own, as the stateless
-        thread slots have: grpc_h2 where every request fits, else grpcio; http.client."""
-        w = self.worker
-        url, timeout = w.spec.url, w.spec.timeout_s
-        if w.spec.protocol == "grpc" and w.use_h2 and self.h2_fits:
-            conn: list[grpc_h2.UnaryConnection] = []
-
-            def send_h2(raw: bytes) -> str | None:
-                if not conn:
-                    try:
-                        conn.append(
-                            grpc_h2.UnaryConnection(url, self.method, timeout, w.spec.headers)
-                        )
-                    except OSError as exc:
-                        time.sleep(CONNECT_PAUSE_S)
-                        return f"cannot connect to {url}: {exc}"
-                try:
-                    conn[0].call(raw)
-                except grpc_h2.GrpcCallError as exc:
-                    return str(exc)
-                except (OSError, hpack.HPACKError) as exc:
-                    conn.pop().close()
-                    return f"{type(exc).__name__}: {exc}"
-                return None
-
-            def close_h2() -> None:
-                for c in conn:
-                    c.close()
-
-            return send_h2, close_h2
-        if w.spec.protocol == "grpc":
-            import grpc
-
-            call = unary_call(w._sync_channel(), self.method, w.spec.headers)
-
-            def send_grpc(raw: bytes) -> str | None:
-                try:
-                    call(raw, timeout=timeout)
-                except grpc.RpcError as exc:
-                    return exc.details() or str(exc.code())  # type: ignore[attr-defined]
-                return None
-
-            return send_grpc, lambda: None
-        http_conn = http_connection(url, timeout)
-        path = w.http_path
-
-        def send_http(request: tuple[bytes, dict[str, str]]) -> str | None:
-            body, headers = request
-            try:
-                http_conn.request("POST", path, body=body, headers=headers)
-                response = http_conn.getresponse()
-                content = response.read()
-            except (OSError, http.client.HTTPException) as exc:
-                http_conn.close()
-                return f"{type(exc).__name__}: {exc}"
-            return None if response.status == 200 else self.http_error(response.status, content)
-
-        return send_http, http_conn.close
+    def _blocking_sender(self) -> Sender:
+        """A sender of the calling thread's own, as the stateless thread slots have: grpc_h2
+        where every request fits (with its sequence parameters), else grpcio; http.client."""
+        return self.worker.blocking_sender(self.worker.use_h2 and self.h2_fits)
 
     # --- aio -------------------------------------------------------------------------------------
 
-    def _aio_sender(self) -> Callable[[Any], Any]:
-        w = self.worker
-        timeout = w.spec.timeout_s
-        if w.spec.protocol == "grpc":
-            import grpc
-
-            async def send_grpc(raw: bytes) -> str | None:
-                try:
-                    await w.aio_call(raw, timeout=timeout)
-                except grpc.aio.AioRpcError as exc:
-                    return exc.details() or str(exc.code())
-                return None
-
-            return send_grpc
-
-        async def send_http(request: tuple[bytes, dict[str, str]]) -> str | None:
-            body, headers = request
-            try:
-                async with w.session.post(w.http_path, data=body, headers=headers) as response:
-                    content = await response.read()
-                    status = response.status
-            except Exception as exc:  # noqa: BLE001 - any transport failure is an error
-                return f"{type(exc).__name__}: {exc}"
-            return None if status == 200 else self.http_error(status, content)
-
-        return send_http
-
     async def _aio_slot(self, generation: int, status: Status) -> None:
-        send = self._aio_sender()
+        send = self.worker.aio_sender()
         while self.worker.generation == generation:
             await self._once_aio(status, send)
 
     async def _aio_rate(self, generation: int, schedule: Schedule) -> None:
         w = self.worker
-        send = self._aio_sender()
+        send = w.aio_sender()
         freed = asyncio.Event()
         inflight: set[asyncio.Task] = set()
 

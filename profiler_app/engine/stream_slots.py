@@ -26,7 +26,8 @@ carries on; at a rate the stream carries other requests too, so it is only forgo
 A stream that breaks (Triton went away) fails every request outstanding on it.
 
 Responses are decoded here (their id and final flag are needed), so this path costs
-more client CPU per response than the stateless one, which stays as it is.
+more client CPU per response than the stateless one, which stays as it is. The channel,
+and every stream on it with the server's key, come from the worker's `Transports`.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+if TYPE_CHECKING:
+    from .transports import Streams, Transports
+
 FINAL_FLAG = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 REOPEN_PAUSE_S = 0.05  # after a broken stream: Triton may be gone, do not spin
@@ -132,25 +135,17 @@ class StreamSlots:
     """The streams of one worker process, on its event loop."""
 
     def __init__(
-        self,
-        url: str,
-        options: list,
-        requests: Sequence[bytes],
-        rec: Any,
-        token_output: str = "",
-        *,
-        headers: Sequence[tuple[str, str]] = (),  # the server's key: sent as a stream opens
+        self, transports: Transports, requests: Sequence[bytes], rec: Any, token_output: str = ""
     ) -> None:
-        self.url = url
-        self.metadata = tuple(headers) or None
-        self.options = options
+        self.transports = transports
+        self.url = transports.url
         self.requests = serialize_streaming(requests)
         self.rec = rec  # the worker's Recorder
         self.token_output = token_output
         self.timeout_s = 30.0
         self.next_id = 0
         self.next_payload = 0
-        self.channel: Any = None
+        self.streams: Streams | None = None  # opened in `open`, on the event loop
         import grpc  # here, not at import: the web process imports this module's users
         from tritonclient.grpc import service_pb2
 
@@ -161,11 +156,8 @@ class StreamSlots:
         before any window (its first response is enough: the final one may never come)."""
         grpc, service_pb2 = self.grpc, self.pb
         self.timeout_s = stream_timeout_s
-        self.channel = grpc.aio.insecure_channel(self.url, options=self.options)
-        self.method = self.channel.stream_stream(
-            STREAM_METHOD, request_serializer=None, response_deserializer=None
-        )
-        call = self.method(metadata=self.metadata)
+        self.streams = self.transports.streams()
+        call = self.streams.open()
         try:
             await call.write(with_id(self.requests[0], "check"))
             raw = await asyncio.wait_for(call.read(), timeout_s)
@@ -183,8 +175,13 @@ class StreamSlots:
         return {"outputs": [o.name for o in response.infer_response.outputs]}
 
     async def close(self) -> None:
-        if self.channel is not None:
-            await self.channel.close()
+        if self.streams is not None:
+            await self.streams.close()
+
+    def open_stream(self) -> Any:
+        """A new stream on the channel of `open`, the server's key in its metadata."""
+        assert self.streams is not None
+        return self.streams.open()
 
     def stream_error(self, exc: Any) -> str:
         """A broken stream's error in words that say what happened."""
@@ -209,7 +206,7 @@ class StreamSlots:
     async def slot(self, still: Callable[[], bool]) -> None:
         """One outstanding request at a time on a stream of its own, while `still()`."""
         while still():
-            call = self.method(metadata=self.metadata)
+            call = self.open_stream()
             try:
                 while still() and await self._once(call):
                     pass
@@ -292,7 +289,7 @@ class _RateStream:
     def __init__(self, slots: StreamSlots) -> None:
         self.slots = slots
         self.rec = slots.rec
-        self.call = slots.method()
+        self.call = slots.open_stream()
         self.pending: dict[str, _Request] = {}  # by send time: deadlines in order
         self.broken = False
         self.freed = asyncio.Event()

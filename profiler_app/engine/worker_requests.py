@@ -3,24 +3,18 @@ requests serialised once up front (gRPC's ModelInferRequest bytes, or Triton's
 binary-data HTTP bodies), and the send times of a request-rate level (`Schedule`).
 
 Kept apart from the worker process (`load_workers`) so that the coordinator builds a
-spec without importing the worker's transports, and the sequence and stream slots share
-the same serialisation and error text.
+spec without importing the worker's transports (`transports`), and the sequence and
+stream slots share the same serialisation.
 """
 
 from __future__ import annotations
 
-import functools
-import http.client
-import json
 import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-
-from triton_api.address import split_host_port
 
 from .http_body import request_body
 from .sequences import SequenceSpec
@@ -81,25 +75,6 @@ def serialize_http(spec: WorkerSpec) -> list[tuple[bytes, dict[str, str]]]:
 def http_path(spec: WorkerSpec) -> str:
     version = f"/versions/{spec.version}" if spec.version else ""
     return f"/v2/models/{spec.model}{version}/infer"
-
-
-def http_error(status: int, body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error", body[:200]))
-    except (ValueError, AttributeError):
-        return f"HTTP {status}: {body[:200]!r}"
-
-
-def http_connection(url: str, timeout_s: float) -> http.client.HTTPConnection:
-    """A blocking HTTP connection to Triton at `url` (host:port)."""
-    return http.client.HTTPConnection(*split_host_port(url), timeout=timeout_s)
-
-
-def unary_call(channel: Any, method: str, headers: Sequence[tuple[str, str]]) -> Any:
-    """A unary gRPC call of raw bytes on a grpcio channel (sync or aio), with the server's key
-    bound to it here once: a request adds no work."""
-    call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
-    return functools.partial(call, metadata=tuple(headers)) if headers else call
 
 
 class Schedule:
