@@ -151,10 +151,11 @@ class TritonPythonModel:
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_two_web_processes_and_the_cli_exclude_each_other_on_one_model(
-    triton, redis_db, django_user_model, service_env, tmp_path
+    triton, redis_db, django_user_model, service_env, tmp_path, celery_worker
 ):
-    """Real processes: the web front with two Daphnes and `manage.py triton`. A load whose
-    model waits on a gate is in flight; until the gate opens, every other door refuses."""
+    """Real processes: the web front with two Daphnes, a Celery worker and `manage.py
+    triton`. A load whose model waits on a gate is in flight (a job the worker runs); until
+    the gate opens, every other door refuses."""
     import subprocess
     import sys
     import urllib.error
@@ -227,6 +228,13 @@ def test_two_web_processes_and_the_cli_exclude_each_other_on_one_model(
             SERVICE_START_S, "the load to end and release its claim",
         )  # fmt: skip
         assert any(s.state == "READY" for s in client.model_states(name))
+        from repository_app.models import ControlAction
+
+        job = wait_for(
+            lambda: ControlAction.objects.filter(model=name, state="succeeded").first(),
+            SERVICE_START_S, "the load's job to end",
+        )  # fmt: skip
+        assert job.worker.startswith("test-"), job.worker  # the worker's, not a web thread's
         done = cli("unload")
         assert done.returncode == 0, done
     finally:

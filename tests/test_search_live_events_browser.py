@@ -7,7 +7,6 @@ sequence or an event type it does not know."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 from django.utils import timezone
@@ -20,7 +19,7 @@ from profiler_app.search.space import Knobs, Space
 from repository_app import events, servers
 
 from .conftest import login, wait_for, wait_js
-from .test_sweep_live_events_browser import COUNT_FETCHES
+from .test_sweep_live_events_browser import counting_data_fetches
 
 ONE = Knobs(1, "KIND_CPU", 0, False)  # the current config
 TWO = Knobs(2, "KIND_CPU", 0, False)
@@ -95,26 +94,7 @@ def test_candidates_ranking_and_changes_reach_the_page_by_event_and_only_a_gap_o
 ):
     search = _running_search()
     run = _run(search)
-    context = browser.new_context()
-    context.add_init_script(COUNT_FETCHES)
-    page = context.new_page()
-    page.clock.install()  # time flows, and run_for fires whatever timer a page has set
-    requested: list[str] = []
-    page.on(
-        "request",
-        lambda r: requested.append(r.url) if urlparse(r.url).path.endswith("/data.json") else None,
-    )
-
-    def fetches() -> int:
-        """data.json requests, once the browser's request events agree with the page's own
-        count (page.evaluate also lets Playwright deliver those events)."""
-        page.clock.run_for(60_000)  # e.g. a re-fetch scheduled 300 ms after an event
-        wait_for(
-            lambda: page.evaluate("window.__dataFetches") == len(requested),
-            120,
-            "the browser's data.json requests",
-        )
-        return len(requested)
+    context, page, fetches = counting_data_fetches(browser)
 
     try:
         login(page, web_server.url, *admin_credentials)

@@ -31,6 +31,33 @@ window.fetch = function (url, options) {
 POINTS = "document.getElementById('chart-throughput').data[0].x.length"
 
 
+def counting_data_fetches(browser):  # type: ignore[no-untyped-def]
+    """A browser context and page (a clock installed: time flows, and run_for fires
+    whatever timer a page has set) that count the page's data.json fetches, and
+    ``fetches()``: their number once every scheduled re-fetch has had its chance and the
+    browser's request events agree with the page's own count."""
+    context = browser.new_context()
+    context.add_init_script(COUNT_FETCHES)
+    page = context.new_page()
+    page.clock.install()
+    requested: list[str] = []
+    page.on(
+        "request",
+        lambda r: requested.append(r.url) if urlparse(r.url).path.endswith("/data.json") else None,
+    )
+
+    def fetches() -> int:
+        page.clock.run_for(60_000)  # e.g. a re-fetch scheduled 300 ms after an event
+        wait_for(
+            lambda: page.evaluate("window.__dataFetches") == len(requested),
+            120,
+            "the browser's data.json requests",
+        )
+        return len(requested)
+
+    return context, page, fetches
+
+
 def _level(level: int) -> pa_output.PaLevel:
     return pa_output.PaLevel(
         level, throughput=1000.0 * level, request_count=300,
@@ -75,26 +102,7 @@ def test_levels_reach_the_chart_by_event_and_a_gap_alone_refetches_the_snapshot(
     params = SweepParams(model="add_batched", start=1, end=4, max_windows=10)
     sweep = _running_sweep(params)
     recorder = sweep_recorder.Recorder(sweep, params)
-    context = browser.new_context()
-    context.add_init_script(COUNT_FETCHES)
-    page = context.new_page()
-    page.clock.install()  # time flows, and run_for fires whatever timer a page has set
-    requested: list[str] = []
-    page.on(
-        "request",
-        lambda r: requested.append(r.url) if urlparse(r.url).path.endswith("/data.json") else None,
-    )
-
-    def fetches() -> int:
-        """data.json requests, once the browser's request events agree with the page's own
-        count (page.evaluate also lets Playwright deliver those events)."""
-        page.clock.run_for(60_000)  # e.g. a re-fetch scheduled 300 ms after a level
-        wait_for(
-            lambda: page.evaluate("window.__dataFetches") == len(requested),
-            120,
-            "the browser's data.json requests",
-        )
-        return len(requested)
+    context, page, fetches = counting_data_fetches(browser)
 
     try:
         login(page, web_server.url, *admin_credentials)
