@@ -15,6 +15,7 @@ class RepositoryAppConfig(AppConfig):
             servers,
         )
         from .rollouts import target_job  # noqa: F401 - a rollout's target is a kind of job
+        from .uploads import publish_job  # noqa: F401 - an upload's publish is a kind of job
 
         # Every audit event goes to the overview's activity feed (best effort).
         audit.recorded.connect(events.announce_activity, dispatch_uid="repository_app.activity")

@@ -263,6 +263,25 @@ class Upload(models.Model):
 # charts is then integer division, the same SQL on SQLite and PostgreSQL.
 
 
+class PublishJob(JobRow):
+    """The verification and publish of a fully received upload, started without ``?wait``
+    (the upload page): a job of the one lifecycle (`jobs.lifecycle`, run by
+    `uploads.publish_job` on a worker of the upload's server's queue, which sees the
+    staging folder beside the repository)."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="publishes")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"publish of upload {self.upload_id}: {self.state}"
+
+
 class ModelMetricPoint(models.Model):
     """One model's figures over ``resolution_s`` seconds from ``ts`` (10 s, 1, 5 or 30 min)."""
 

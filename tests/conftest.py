@@ -361,29 +361,39 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.2):  # type:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture()
-def actions_here(monkeypatch):  # type: ignore[no-untyped-def]
-    """Load/unload/reload jobs are not sent to Celery (a session worker would run them
-    against the suite's Triton): the test runs them here with the function returned."""
+def _jobs_here(monkeypatch, kind_name: str):  # type: ignore[no-untyped-def]
+    """Jobs of ``kind_name`` are not sent to Celery (a session worker would run them against
+    the suite's Triton and repository): the test runs them here with the function returned."""
     from jobs import lifecycle
 
     send = lifecycle.dispatch
     monkeypatch.setattr(
-        lifecycle, "dispatch", lambda kind, pk: kind.name != "control" and send(kind, pk)
+        lifecycle, "dispatch", lambda kind, pk: kind.name != kind_name and send(kind, pk)
     )
-    return run_queued_actions
+    return lambda: run_queued_jobs(kind_name)
 
 
-def run_queued_actions() -> list[str]:
-    """Run every queued load/unload/reload job in this process, through the one lifecycle,
-    as a worker would: for tests whose Triton (or spies) only this process knows."""
+@pytest.fixture()
+def actions_here(monkeypatch):  # type: ignore[no-untyped-def]
+    """Loads, unloads and reloads a page starts run in this process (`_jobs_here`)."""
+    return _jobs_here(monkeypatch, "control")
+
+
+@pytest.fixture()
+def publishes_here(monkeypatch):  # type: ignore[no-untyped-def]
+    """Upload publishes started without ?wait run in this process (`_jobs_here`)."""
+    return _jobs_here(monkeypatch, "publish")
+
+
+def run_queued_jobs(kind_name: str) -> list[str]:
+    """Run every queued job of a kind in this process, through the one lifecycle, as a
+    worker would: for tests whose Triton, repository or spies only this process knows."""
     from django.db import connections
 
     from jobs import lifecycle
-    from repository_app.models import ControlAction
 
-    kind = lifecycle.KINDS["control"]
-    queued = ControlAction.objects.filter(state="queued").order_by("pk")
+    kind = lifecycle.KINDS[kind_name]
+    queued = kind.rows().filter(state="queued").order_by("pk")
     try:
         return [
             lifecycle.run(kind, pk, {"worker": "this test"})

@@ -139,7 +139,8 @@ def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():
 
 
 # The thread pools the application may hold, and why none runs user work in a web process
-# (a load, an unload, a rollout's server: those are jobs, `jobs.lifecycle`, on Celery).
+# (a load, an unload, a rollout's server, an upload's publish: those are jobs,
+# `jobs.lifecycle`, on Celery).
 _POOLS = {
     "dashboard/health.py": "asks the components at once, for /healthz",
     "repository_app/events.py": "sends events off the request's thread",
@@ -148,9 +149,6 @@ _POOLS = {
     "repository_app/rollouts/offer.py": "asks each server whether it serves the model",
     "repository_app/rollouts/runner.py": "run_here: the CLI's own process runs its rollout",
     "profiler_app/sweep_recorder.py": "stores a sweep's levels, in the worker that runs it",
-    # Not a job yet: an upload's publish (verify, place, reload) runs in a pool of the web
-    # process, beside the staged files it reads.
-    "repository_app/uploads/publish.py": "KNOWN GAP: publishes an upload",
 }
 
 

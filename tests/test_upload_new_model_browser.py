@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_d
 
 
 def test_a_new_model_under_any_name_is_stored_as_model_onnx_and_offered_a_trial_load(
-    browser, web_server, triton, tmp_path
+    browser, web_server, celery_worker, triton, tmp_path
 ):
     name = "resnet_trial"
     folder = triton.repository / name

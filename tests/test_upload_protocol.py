@@ -15,13 +15,11 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from repository_app import servers
-from repository_app.models import Upload
+from repository_app.models import PublishJob, Upload
 from repository_app.uploads import publish, sharing, staging
 from repository_app.uploads.reconcile import reconcile
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
-
-from .conftest import wait_for
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 MODEL_PY = (DEMO / "add_sub" / "1" / "model.py").read_bytes()
@@ -450,24 +448,54 @@ def test_publishing_waits_for_no_model_loading_in_triton(repo, operator, monkeyp
 
 
 @pytest.mark.django_db(transaction=True)
-def test_completion_without_wait_publishes_in_the_background(repo, operator):
+def test_completion_without_wait_publishes_in_the_background(repo, operator, publishes_here):
     data = tiny_onnx()
     created = create(operator, model="plain", filename="model.onnx", size=len(data))
     upload_id = created.json()["id"]
     send(operator, upload_id, data, 0)
     response = operator.post(f"/api/v1/uploads/{upload_id}/complete")
     assert response.status_code == 202 and response.json()["state"] == "processing"
-    # A generous bound on the background publish (it only keeps a broken run from hanging).
-    state = wait_for(
-        lambda: (
-            (s := operator.get(f"/api/v1/uploads/{upload_id}/").json())["state"] != "processing"
-            and s
-        ),
-        120,
-        "the background publish to finish",
-        every=0.05,
-    )
+    # A job of the one lifecycle, queued: run here as a worker would (this repository is
+    # this process's own).
+    job = PublishJob.objects.get(upload_id=upload_id)
+    assert job.state == "queued"
+    assert publishes_here() == ["succeeded"]
+    state = operator.get(f"/api/v1/uploads/{upload_id}/").json()
     assert state["state"] == "published" and state["version"] == 2
+    job.refresh_from_db()
+    assert (job.worker, job.attempts) == ("this test", 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_publish_whose_worker_died_is_interrupted_and_its_upload_settled(
+    repo, operator, publishes_here
+):
+    """Any worker's watchdog ends it, wherever it ran: nothing reached the repository, so
+    the upload fails and its staging folder goes."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs import lifecycle
+    from profiler_app import watchdog
+
+    data = tiny_onnx()
+    created = create(operator, model="plain", filename="model.onnx", size=len(data))
+    upload_id = created.json()["id"]
+    send(operator, upload_id, data, 0)
+    assert operator.post(f"/api/v1/uploads/{upload_id}/complete").status_code == 202
+    job = PublishJob.objects.get(upload_id=upload_id)
+    assert lifecycle.claim(lifecycle.KINDS["publish"], job.pk, {"worker": "w1@gpu-host-2"})
+    stale = timezone.now() - timedelta(seconds=lifecycle.STALE_AFTER_S + 5)
+    PublishJob.objects.filter(pk=job.pk).update(heartbeat_at=stale)
+    assert operator.get(f"/api/v1/uploads/{upload_id}/").json()["state"] == "processing"
+    watchdog.check()
+    job.refresh_from_db()
+    assert job.state == "interrupted" and "stopped sending heartbeats" in job.error
+    upload = Upload.objects.get(pk=upload_id)
+    assert upload.state == "failed" and "nothing was published" in upload.message
+    assert not staging.upload_dir(upload).exists()
+    assert not (repo / "plain" / "2").exists()
 
 
 @pytest.mark.django_db(transaction=True)

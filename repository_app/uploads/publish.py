@@ -28,18 +28,17 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import transaction
 from django.utils import timezone
 
 from team.roles import who_can
 
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
-from ..models import Upload
+from ..models import PublishJob, Upload
 from ..repository import CONFIG_FILE
 from ..servers import Server
 from . import archives, generate, names, staging
@@ -47,7 +46,6 @@ from .sharing import announce, check_not_busy
 from .staging import UploadError
 
 log = logging.getLogger(__name__)
-_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="upload-publish")
 
 
 @dataclass
@@ -59,29 +57,21 @@ class Published:
     findings: list[Any] = field(default_factory=list)
 
 
-def start_complete(upload: Upload, user: Any) -> None:
-    """Run ``complete`` in a background thread (large uploads take a while to hash)."""
+def start_complete(upload: Upload, user: Any) -> PublishJob:
+    """Queue ``complete`` as a job (large uploads take a while to hash): a worker of the
+    upload's server's queue runs it (`publish_job`)."""
+    from jobs import lifecycle
+
     staging.check_may_continue(user, upload)
     _mark_processing(upload)
-    _executor.submit(_complete_in_thread, upload.pk, getattr(user, "pk", None))
-
-
-def _complete_in_thread(upload_id: Any, user_id: int | None) -> None:
-    try:
-        upload = Upload.objects.get(pk=upload_id)
-        complete(upload, _user(user_id), already_marked=True)
-    except UploadError:
-        pass  # recorded on the upload row and in the audit trail
-    except Exception:  # never let a thread die silently
-        log.exception("publishing upload %s failed unexpectedly", upload_id)
-    finally:
-        close_old_connections()
-
-
-def _user(user_id: int | None) -> Any:
-    from django.contrib.auth import get_user_model
-
-    return get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    with transaction.atomic():
+        job = PublishJob.objects.create(
+            upload=upload,
+            user=user if getattr(user, "pk", None) else None,
+            queued_at=timezone.now(),
+        )
+        lifecycle.enqueue_on_commit(lifecycle.KINDS["publish"], job.pk)
+    return job
 
 
 def _mark_processing(upload: Upload) -> None:

@@ -72,14 +72,7 @@ def reconcile(*, startup: bool = False) -> list[Removal]:
     removed: list[Removal] = []
 
     def remove(path, reason: str, upload: Upload | None = None) -> None:  # type: ignore[no-untyped-def]
-        size = _size(path) if path.exists() else 0
-        shutil.rmtree(path, ignore_errors=True)
-        if upload is not None:
-            with contextlib.suppress(UploadError):
-                staging.remove_staging(upload)
-        removed.append(Removal(str(path), reason, size))
-        log.warning("upload reconciler removed %s (%s, %d bytes)", path, reason, size)
-        _audit(upload, f"stale staging removed: {path} ({reason}, {size} bytes)")
+        removed.append(_remove(path, reason, upload))
 
     uploads = {str(u.id): u for u in Upload.objects.exclude(state__in=ENDED)}
     for root in sorted(roots):
@@ -111,25 +104,7 @@ def reconcile(*, startup: bool = False) -> list[Removal]:
         if upload.state == Upload.State.PROCESSING and (
             startup or upload.updated_at < stale_before
         ):
-            target = server.repository / upload.model
-            if upload.version and not upload.new_model:
-                target = target / str(upload.version)
-            prepared = folder / ("model" if upload.new_model else "version")
-            if upload.version and target.is_dir() and not prepared.exists():
-                Upload.objects.filter(pk=upload.pk).update(
-                    state=Upload.State.PUBLISHED,
-                    message=f"published as version {upload.version} (found by the reconciler)",
-                    finished_at=timezone.now(),
-                )
-                remove(folder, "published before the process stopped", upload)
-                continue
-            Upload.objects.filter(pk=upload.pk).update(
-                state=Upload.State.FAILED,
-                message="the server stopped while publishing; nothing was published: upload again",
-                version=None,
-                finished_at=timezone.now(),
-            )
-            remove(folder, "interrupted while publishing", upload)
+            removed.append(settle_processing(upload, server, folder))
         elif upload.state == Upload.State.RECEIVING and upload.updated_at < stale_before:
             Upload.objects.filter(pk=upload.pk).update(
                 state=Upload.State.EXPIRED,
@@ -138,6 +113,45 @@ def reconcile(*, startup: bool = False) -> list[Removal]:
             )
             remove(folder, "idle for too long", upload)
     return removed
+
+
+def _remove(path: Path, reason: str, upload: Upload | None) -> Removal:
+    size = _size(path) if path.exists() else 0
+    shutil.rmtree(path, ignore_errors=True)
+    if upload is not None:
+        with contextlib.suppress(UploadError):
+            staging.remove_staging(upload)
+    log.warning("upload reconciler removed %s (%s, %d bytes)", path, reason, size)
+    _audit(upload, f"stale staging removed: {path} ({reason}, {size} bytes)")
+    return Removal(str(path), reason, size)
+
+
+def settle_processing(
+    upload: Upload, server: servers.Server | None = None, folder: Path | None = None
+) -> Removal:
+    """An upload left PROCESSING by a process (or a publish job's worker) that stopped: if
+    its version folder is in the repository, the rename happened and it is published;
+    otherwise it failed, nothing was published. Its staging folder is removed."""
+    server = server or staging.server_of_upload(upload)
+    folder = folder or staging.upload_dir(upload)
+    target = server.repository / upload.model
+    if upload.version and not upload.new_model:
+        target = target / str(upload.version)
+    prepared = folder / ("model" if upload.new_model else "version")
+    if upload.version and target.is_dir() and not prepared.exists():
+        Upload.objects.filter(pk=upload.pk).update(
+            state=Upload.State.PUBLISHED,
+            message=f"published as version {upload.version} (found by the reconciler)",
+            finished_at=timezone.now(),
+        )
+        return _remove(folder, "published before the process stopped", upload)
+    Upload.objects.filter(pk=upload.pk).update(
+        state=Upload.State.FAILED,
+        message="the server stopped while publishing; nothing was published: upload again",
+        version=None,
+        finished_at=timezone.now(),
+    )
+    return _remove(folder, "interrupted while publishing", upload)
 
 
 def _audit(upload: Upload | None, detail: str) -> None:
