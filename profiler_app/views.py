@@ -65,6 +65,14 @@ def _wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
+def snapshot_or_404(data: dict[str, Any] | None, missing: str) -> JsonResponse:
+    """A sweep's or a search's snapshot, what its page resyncs from; 404 (``missing``) when
+    it went between the visibility check and the read."""
+    if data is None:
+        raise Http404(missing)
+    return JsonResponse(data)
+
+
 @login_required
 @require_GET
 def sweep_list(request: HttpRequest) -> HttpResponse:
@@ -217,10 +225,7 @@ def _level_rows(data: dict[str, Any] | None) -> list[dict[str, Any]]:
 def sweep_data(request: HttpRequest, pk: int) -> JsonResponse:
     """All points so far, the sweep and the group's seq: what a client resyncs from."""
     _sweep_or_404(request, pk)
-    data = sweep_read.snapshot(pk)
-    if data is None:
-        raise Http404("no such sweep")
-    return JsonResponse(data)
+    return snapshot_or_404(sweep_read.snapshot(pk), "no such sweep")
 
 
 def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpResponse:  # type: ignore[no-untyped-def]

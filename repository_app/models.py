@@ -282,12 +282,21 @@ class PublishJob(JobRow):
         return f"publish of upload {self.upload_id}: {self.state}"
 
 
-class ModelMetricPoint(models.Model):
-    """One model's figures over ``resolution_s`` seconds from ``ts`` (10 s, 1, 5 or 30 min)."""
+class MetricPoint(models.Model):
+    """What every metrics-history row has: its server and its interval, ``resolution_s``
+    seconds from ``ts`` (10 s, 1, 5 or 30 min)."""
 
     server = models.CharField(max_length=40, default=DEFAULT_SERVER)
     ts = models.BigIntegerField()
     resolution_s = models.PositiveSmallIntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class ModelMetricPoint(MetricPoint):
+    """One model's figures over one interval."""
+
     model = models.CharField(max_length=255)
     requests_per_s = models.FloatField(null=True)
     failures_per_s = models.FloatField(null=True)
@@ -316,12 +325,9 @@ class ModelMetricPoint(models.Model):
         return f"{self.server}/{self.model} @{self.ts} ({self.resolution_s} s)"
 
 
-class ServerMetricPoint(models.Model):
+class ServerMetricPoint(MetricPoint):
     """Server-wide CPU figures (Triton's nv_cpu_* metrics, Linux only) over one interval."""
 
-    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
-    ts = models.BigIntegerField()
-    resolution_s = models.PositiveSmallIntegerField()
     cpu_utilization = models.FloatField(null=True)  # 0..1
     cpu_memory_used_bytes = models.FloatField(null=True)
     cpu_memory_total_bytes = models.FloatField(null=True)
@@ -337,12 +343,9 @@ class ServerMetricPoint(models.Model):
         return f"{self.server} @{self.ts} ({self.resolution_s} s)"
 
 
-class GpuMetricPoint(models.Model):
+class GpuMetricPoint(MetricPoint):
     """One GPU's figures (Triton's DCGM GPU metrics, see triton/gpus.py; absent on CPU-only servers)."""
 
-    server = models.CharField(max_length=40, default=DEFAULT_SERVER)
-    ts = models.BigIntegerField()
-    resolution_s = models.PositiveSmallIntegerField()
     gpu = models.CharField(max_length=128)  # Triton's gpu_uuid label
     utilization = models.FloatField(null=True)  # 0..1
     memory_used_bytes = models.FloatField(null=True)

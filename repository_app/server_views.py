@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -61,6 +63,13 @@ def _check(request: HttpRequest, action: str, name: str, server: Server | None =
         raise PermissionDenied(exc.message) from None
 
 
+def _managed_server(request: HttpRequest, action: str, name: str) -> Server:
+    """The server an Admin edits or removes: 404 first when it is hidden, then `_check`."""
+    server = _server(request, name)
+    _check(request, action, name, server)
+    return server
+
+
 def _form_page(request: HttpRequest, form: ServerForm, editing: Server | None) -> HttpResponse:
     """The add/edit form again: 400 after a refused POST, 200 on GET."""
     return render(
@@ -71,56 +80,63 @@ def _form_page(request: HttpRequest, form: ServerForm, editing: Server | None) -
     )
 
 
-@login_required
-@require_http_methods(["GET", "POST"])
-def server_new(request: HttpRequest) -> HttpResponse:
-    _check(request, "server.add", str(request.POST.get("name", "")))
-    form = ServerForm(request.POST or None)
+def _form_round(
+    request: HttpRequest, form: ServerForm, editing: Server | None, save: Callable[[], str]
+) -> HttpResponse:
+    """The add/edit round: a valid POST is saved (``save``, its message shown on the list);
+    a refused field goes back onto the form, a refused server to the list with why."""
     if request.method == "POST" and form.is_valid():
         try:
-            server = server_admin.create(request.user, form.fields_for_admin())
-        except InvalidServer as exc:
-            form.refused(exc)
-        else:
-            messages.info(
-                request,
-                f"Server {server.name} added. Its health shows once its poller has asked it "
-                "(a few seconds while a Celery worker runs).",
-            )
-            return redirect("server_list")
-    return _form_page(request, form, None)
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def server_edit(request: HttpRequest, name: str) -> HttpResponse:
-    server = _server(request, name)
-    _check(request, "server.change", name, server)
-    if server.from_env:
-        messages.error(request, server_admin.FROM_ENV)
-        return redirect("server_list")
-    form = ServerForm(request.POST or None, editing=server)
-    if request.method == "POST" and form.is_valid():
-        try:
-            _, changed = server_admin.update(request.user, name, form.fields_for_admin())
+            done = save()
         except InvalidServer as exc:
             form.refused(exc)
         except (Refused, UnknownServer) as exc:
             messages.error(request, str(exc))
             return redirect("server_list")
         else:
-            done = f"{', '.join(changed)} changed" if changed else "nothing changed"
-            messages.info(request, f"Server {name}: {done}.")
+            messages.info(request, done)
             return redirect("server_list")
-    return _form_page(request, form, server)
+    return _form_page(request, form, editing)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def server_new(request: HttpRequest) -> HttpResponse:
+    _check(request, "server.add", str(request.POST.get("name", "")))
+    form = ServerForm(request.POST or None)
+
+    def save() -> str:
+        server = server_admin.create(request.user, form.fields_for_admin())
+        return (
+            f"Server {server.name} added. Its health shows once its poller has asked it "
+            "(a few seconds while a Celery worker runs)."
+        )
+
+    return _form_round(request, form, None, save)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def server_edit(request: HttpRequest, name: str) -> HttpResponse:
+    server = _managed_server(request, "server.change", name)
+    if server.from_env:
+        messages.error(request, server_admin.FROM_ENV)
+        return redirect("server_list")
+    form = ServerForm(request.POST or None, editing=server)
+
+    def save() -> str:
+        _, changed = server_admin.update(request.user, name, form.fields_for_admin())
+        done = f"{', '.join(changed)} changed" if changed else "nothing changed"
+        return f"Server {name}: {done}."
+
+    return _form_round(request, form, server, save)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def server_remove(request: HttpRequest, name: str) -> HttpResponse:
     """GET: the confirmation (what goes, what stays, what blocks it); POST: remove."""
-    server = _server(request, name)
-    _check(request, "server.remove", name, server)
+    server = _managed_server(request, "server.remove", name)
     if request.method == "POST":
         try:
             removed = server_admin.remove(request.user, name)

@@ -30,7 +30,7 @@ from ..permissions import (
     sweep_server,
     visible_or_404,
 )
-from ..views import download
+from ..views import download, snapshot_or_404
 from . import applying, creating, defaults, reading, report, runner, target
 from .errors import SearchError
 from .forms import SearchForm
@@ -132,10 +132,7 @@ def search_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def search_data(request: HttpRequest, pk: int) -> JsonResponse:
     _search_or_404(request, pk)
-    data = reading.snapshot(pk)
-    if data is None:
-        raise Http404("no such search")
-    return JsonResponse(data)
+    return snapshot_or_404(reading.snapshot(pk), "no such search")
 
 
 def _action(

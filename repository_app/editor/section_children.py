@@ -9,7 +9,7 @@ its line alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,29 +26,40 @@ class ChildSpec:
     prefix: str
     parents: Callable[[pb.ModelConfig], list[Any]]
     clear: Callable[[Any], None]
-    # (parent element, the row's values) -> the child's identity (key or position), or an
-    # error message for the row
-    add: Callable[[Any, dict[str, Any]], tuple[Any, str]]
+    # (parent element, the row's values) -> the child's identity (key or position); raises
+    # RowRefused with the row's error
+    add: Callable[[Any, dict[str, Any]], Any]
 
 
-def _add_step_map(step: Any, values: dict[str, Any]) -> tuple[Any, str]:
+class RowRefused(Exception):
+    """A child row that cannot be applied; its message goes onto the row."""
+
+
+def _map_key(values: dict[str, Any], entries: Container[str], unnamed: str, twice: str) -> str:
+    """The key of a row of a map-valued child table: refused when it is empty (``unnamed``)
+    or already in ``entries`` (``twice``, a template naming it ``{key}``)."""
     key = values.get("key") or ""
     if not key:
-        return None, "name the step model's tensor"
+        raise RowRefused(unnamed)
+    if key in entries:
+        raise RowRefused(twice.format(key=key))
+    return key
+
+
+def _add_step_map(step: Any, values: dict[str, Any]) -> Any:
     field = step.input_map if values.get("direction") != "output" else step.output_map
     which = "input_map" if field is step.input_map else "output_map"
-    if key in field:
-        return None, f"'{key}' is in this step's {which} twice"
+    key = _map_key(
+        values, field, "name the step model's tensor", f"'{{key}}' is in this step's {which} twice"
+    )
     field[key] = values.get("value") or ""
-    return (which, key), ""
+    return (which, key)
 
 
-def _add_warmup_input(w: Any, values: dict[str, Any]) -> tuple[Any, str]:
-    key = values.get("key") or ""
-    if not key:
-        return None, "name the input"
-    if key in w.inputs:
-        return None, f"input '{key}' is in this warmup sample twice"
+def _add_warmup_input(w: Any, values: dict[str, Any]) -> Any:
+    key = _map_key(
+        values, w.inputs, "name the input", "input '{key}' is in this warmup sample twice"
+    )
     entry = w.inputs[key]
     entry.data_type = enum_number(pb.DataType, values.get("data_type") or "")
     entry.dims.extend(values.get("dims") or [])
@@ -59,15 +70,15 @@ def _add_warmup_input(w: Any, values: dict[str, Any]) -> tuple[Any, str]:
         entry.random_data = True
     elif data == "input_data_file":
         entry.input_data_file = values.get("input_data_file") or ""
-    return key, ""
+    return key
 
 
-def _add_resource(group: Any, values: dict[str, Any]) -> tuple[Any, str]:
+def _add_resource(group: Any, values: dict[str, Any]) -> Any:
     resource = group.rate_limiter.resources.add()
     resource.name = values.get("name") or ""
     setattr(resource, "global", bool(values.get("global_")))
     resource.count = values.get("count") or 0
-    return len(group.rate_limiter.resources) - 1, ""
+    return len(group.rate_limiter.resources) - 1
 
 
 def _clear_resources(group: Any) -> None:
@@ -75,14 +86,15 @@ def _clear_resources(group: Any) -> None:
         del group.rate_limiter.resources[:]
 
 
-def _add_accelerator_param(accelerator: Any, values: dict[str, Any]) -> tuple[Any, str]:
-    key = values.get("key") or ""
-    if not key:
-        return None, "a parameter needs a key"
-    if key in accelerator.parameters:
-        return None, f"parameter '{key}' is given twice for this accelerator"
+def _add_accelerator_param(accelerator: Any, values: dict[str, Any]) -> Any:
+    key = _map_key(
+        values,
+        accelerator.parameters,
+        "a parameter needs a key",
+        "parameter '{key}' is given twice for this accelerator",
+    )
     accelerator.parameters[key] = values.get("value") or ""
-    return key, ""
+    return key
 
 
 def _clear_maps(step: Any) -> None:
@@ -158,9 +170,11 @@ def apply_children(
     for parent, values, j in entries:
         if parent not in affected:
             continue
-        ident, error = spec.add(parents[parent], values)
-        if error:
-            formset.forms[j].add_error("key" if "key" in formset.forms[j].fields else None, error)
+        try:
+            ident = spec.add(parents[parent], values)
+        except RowRefused as exc:
+            form = formset.forms[j]
+            form.add_error("key" if "key" in form.fields else None, str(exc))
             ok = False
             continue
         placed[(parent, ident)] = j

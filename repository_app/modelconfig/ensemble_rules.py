@@ -8,8 +8,9 @@ output must become ready and every intermediate tensor must be consumed.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .context import RuleContext
 from .findings import ERROR, Finding
@@ -119,20 +120,12 @@ def _check_graph(ctx: RuleContext) -> Iterator[Finding]:
     if broken:
         return  # Triton stops building the graph here; flow results would mislead
 
+    yield from _unused(ctx, "input", c.input, tensors, "map it in a step's input_map")
     queue: deque[_Tensor] = deque()
-    for i, io in enumerate(c.input):
-        tensor = tensors.get(io.name)
-        if tensor is None:
-            yield ctx.finding(
-                ERROR,
-                "ensemble.input-unused",
-                f"ensemble input '{io.name}' for ensemble {name}' is not used: map it in a "
-                "step's input_map or remove the input",
-                f"input[{i}]",
-            )
-            continue
-        tensor.ready = True
-        queue.append(tensor)
+    for io in c.input:
+        if (tensor := tensors.get(io.name)) is not None:
+            tensor.ready = True
+            queue.append(tensor)
     while queue:
         node = queue.popleft()
         for nxt in node.next:
@@ -140,17 +133,11 @@ def _check_graph(ctx: RuleContext) -> Iterator[Finding]:
                 nxt.ready = True
                 queue.append(nxt)
 
+    yield from _unused(ctx, "output", c.output, tensors, "write it from a step's output_map")
     outputs: set[str] = set()
     for i, io in enumerate(c.output):
         tensor = tensors.get(io.name)
         if tensor is None:
-            yield ctx.finding(
-                ERROR,
-                "ensemble.output-unused",
-                f"ensemble output '{io.name}' for ensemble {name}' is not used: write it "
-                "from a step's output_map or remove the output",
-                f"output[{i}]",
-            )
             continue
         if not tensor.ready:
             source = _first_unready_source(tensor)
@@ -178,6 +165,21 @@ def _check_graph(ctx: RuleContext) -> Iterator[Finding]:
                 f"ensemble tensor '{tname}' is unused in ensemble '{name}': feed it to a step, "
                 "declare it as an ensemble output, or remove the mapping",
                 _tensor_path(ctx, tname),
+            )
+
+
+def _unused(
+    ctx: RuleContext, side: str, ios: Iterable[Any], tensors: dict[str, _Tensor], fix: str
+) -> Iterator[Finding]:
+    """The ensemble's inputs or outputs (``side``) that no step maps."""
+    for i, io in enumerate(ios):
+        if io.name not in tensors:
+            yield ctx.finding(
+                ERROR,
+                f"ensemble.{side}-unused",
+                f"ensemble {side} '{io.name}' for ensemble {ctx.name}' is not used: {fix} or "
+                f"remove the {side}",
+                f"{side}[{i}]",
             )
 
 

@@ -8,7 +8,7 @@ checks are ``folder_rules``'.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +123,24 @@ def _check_ensemble_models(ens: ModelEntry, models: dict[str, ModelEntry]) -> It
     yield from _check_tensor_flow(ens, models)
 
 
+def _unknown_map_keys(
+    name: str, sname: str, spath: str, side: str, mapping: Mapping[str, str], known: Collection[str]
+) -> list[Finding]:
+    """The keys of a step's ``{side}_map`` that name no {side} of its model (``known``)."""
+    verb = "is mapping to" if side == "input" else "is mapped from"
+    return [
+        Finding(
+            ERROR,
+            f"ensemble.map-unknown-{side}",
+            f"in ensemble {name}, ensemble tensor {tname} {verb} non-existing {side} {key} in "
+            f"model {sname}: use one of {', '.join(sorted(known)) or f'no {side}s'}",
+            f'{spath}.{side}_map["{key}"]',
+        )
+        for key, tname in mapping.items()
+        if key not in known
+    ]
+
+
 def _check_tensor_flow(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterator[Finding]:
     """ValidateEnsembleConfig: mapping, consistency, batch size, decoupled branching."""
     config = ens.config
@@ -162,17 +180,9 @@ def _check_tensor_flow(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterat
         step_batching = mc.max_batch_size > 0
         inputs = {io.name: io for io in mc.input}
         outputs = {io.name: io for io in mc.output}
-        ok = True
-        for key, tname in step.input_map.items():
-            if key not in inputs:
-                ok = False
-                yield Finding(
-                    ERROR,
-                    "ensemble.map-unknown-input",
-                    f"in ensemble {name}, ensemble tensor {tname} is mapping to non-existing input "
-                    f"{key} in model {sname}: use one of {', '.join(sorted(inputs)) or 'no inputs'}",
-                    f'{spath}.input_map["{key}"]',
-                )
+        unknown = _unknown_map_keys(name, sname, spath, "input", step.input_map, inputs)
+        yield from unknown
+        ok = not unknown
         for io in mc.input:
             mapped = [t for k, t in step.input_map.items() if k == io.name]
             if not mapped:
@@ -197,18 +207,9 @@ def _check_tensor_flow(ens: ModelEntry, models: dict[str, ModelEntry]) -> Iterat
                 yield Finding(
                     ERROR, "ensemble.tensor-mismatch", msg, f'{spath}.input_map["{io.name}"]'
                 )
-        for key, tname in step.output_map.items():
-            if key not in outputs:
-                ok = False
-                yield Finding(
-                    ERROR,
-                    "ensemble.map-unknown-output",
-                    f"in ensemble {name}, ensemble tensor {tname} is mapped from non-existing "
-                    f"output {key} in model {sname}: use one of "
-                    f"{', '.join(sorted(outputs)) or 'no outputs'}",
-                    f'{spath}.output_map["{key}"]',
-                )
-        if not ok:
+        unknown = _unknown_map_keys(name, sname, spath, "output", step.output_map, outputs)
+        yield from unknown
+        if unknown or not ok:
             complete = False
             continue
         sibling = _Node(sname)

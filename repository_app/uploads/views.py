@@ -80,14 +80,19 @@ def _may_upload(request: HttpRequest, server: Server) -> dict[str, object]:
     }
 
 
+def _model_or_404(server: Server, name: str) -> repository.ModelFolder:
+    """The model's folder on the server's repository; 404 with why when there is none."""
+    try:
+        return repository.get_model(server.repository, name)
+    except repository.RepositoryError as exc:
+        raise Http404(str(exc)) from exc
+
+
 @login_required
 @require_GET
 def new_version(request: HttpRequest, name: str) -> HttpResponse:
     server = server_of(request)
-    try:
-        folder = repository.get_model(server.repository, name)
-    except repository.RepositoryError as exc:
-        raise Http404(str(exc)) from exc
+    folder = _model_or_404(server, name)
     backend_error = ""
     files = None
     try:
@@ -132,10 +137,7 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
             return redirect(reverse("version_delete", args=[name, number]))
         messages.info(request, deleted.message)
         return redirect(reverse("model_detail", args=[name]))
-    try:
-        folder = repository.get_model(server.repository, name)
-    except repository.RepositoryError as exc:
-        raise Http404(str(exc)) from exc
+    folder = _model_or_404(server, name)
     if number not in folder.versions:
         raise Http404(f"model '{name}' has no version {number}")
     version_folder = next(v for v in repository.version_folders(folder) if v.number == number)
