@@ -242,13 +242,7 @@ def queue_for(server: Server) -> Route:
 
 
 def route_of(job: Sweep) -> Route:
-    try:
-        server = servers.get(job.server)
-    except servers.UnknownServer as exc:
-        # The task fails it ("removed since it was queued"): any worker can say so.
-        fallback = queues.default_queue()
-        return Route(job.server, fallback, f"{exc.message}: sent to {fallback} to be failed")
-    return queue_for(server)
+    return servers.job_route(job.server)
 
 
 def dispatch(job_id: int) -> bool:

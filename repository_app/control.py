@@ -58,6 +58,13 @@ return 0
 """
 
 
+def action_time_limits() -> tuple[int, int]:
+    """(soft, hard) seconds for a job that runs one action: a load is bounded by
+    TRITON_LOAD_TIMEOUT_S, the rest is a few Triton questions."""
+    soft = int(settings.TRITON_LOAD_TIMEOUT_S) + CLAIM_MARGIN_S
+    return soft, soft + 30
+
+
 def _claim_key(server: str, name: str) -> str:
     return f"dashboard:control:inflight:{server}:{name}"
 

@@ -11,10 +11,9 @@ pages hear that it failed.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db.models import QuerySet
 
-from jobs import lifecycle, queues
+from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
@@ -36,15 +35,10 @@ class ControlJob:
         return ControlAction.objects.all()
 
     def route(self, job: ControlAction) -> Route:
-        try:
-            return queues.queue_for(servers.get(job.server))
-        except UnknownServer as exc:
-            fallback = queues.default_queue()
-            return Route(job.server, fallback, f"{exc.message}: sent to {fallback} to be failed")
+        return servers.job_route(job.server)
 
     def time_limits(self, job: ControlAction) -> tuple[int, int]:
-        soft = int(settings.TRITON_LOAD_TIMEOUT_S) + control.CLAIM_MARGIN_S
-        return soft, soft + 30
+        return control.action_time_limits()
 
     def take(self, job: ControlAction) -> bool:
         return True  # the model's claim was taken when the action was asked for

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from common.request_memo import remembered
+from jobs import queues
+from jobs.queues import Route
 
 from .server_rules import DEFAULT, NAME_RULE
 
@@ -123,6 +125,17 @@ def get(name: object) -> Server:
     if row is None:
         raise UnknownServer(name)
     return Server.from_row(row)
+
+
+def job_route(name: str) -> Route:
+    """Where a job on the server ``name`` goes now (`jobs.queues.queue_for`). A server
+    removed since the job was queued sends it to the default queue: any worker fails it
+    ("removed since it was queued")."""
+    try:
+        return queues.queue_for(get(name))
+    except UnknownServer as exc:
+        fallback = queues.default_queue()
+        return Route(name, fallback, f"{exc.message}: sent to {fallback} to be failed")
 
 
 def labels_of(name: str) -> dict[str, str]:

@@ -18,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from jobs import lifecycle, queues
+from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
@@ -50,17 +49,10 @@ class TargetJob:
         return RolloutTarget.objects.all()
 
     def route(self, job: RolloutTarget) -> Route:
-        try:
-            return queues.queue_for(servers.get(job.server))
-        except UnknownServer as exc:
-            # The target fails it ("removed since the rollout started"): any worker can.
-            fallback = queues.default_queue()
-            return Route(job.server, fallback, f"{exc.message}: sent to {fallback} to be failed")
+        return servers.job_route(job.server)
 
     def time_limits(self, job: RolloutTarget) -> tuple[int, int]:
-        # A load is bounded by TRITON_LOAD_TIMEOUT_S; the rest is a few Triton questions.
-        soft = int(settings.TRITON_LOAD_TIMEOUT_S) + control.CLAIM_MARGIN_S
-        return soft, soft + 30
+        return control.action_time_limits()
 
     def take(self, job: RolloutTarget) -> bool:
         return True  # the model's claim is taken by the action itself (`control.claim`)

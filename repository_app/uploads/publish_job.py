@@ -16,14 +16,13 @@ import contextlib
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from jobs import lifecycle, queues
+from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
 
 from .. import servers
 from ..models import PublishJob, Upload
-from ..servers import UnknownServer
 from . import publish, reconcile
 from .staging import UploadError
 
@@ -40,13 +39,7 @@ class PublishKind:
         return PublishJob.objects.select_related("upload")
 
     def route(self, job: PublishJob) -> Route:
-        try:
-            return queues.queue_for(servers.get(job.upload.server))
-        except UnknownServer as exc:
-            fallback = queues.default_queue()
-            return Route(
-                job.upload.server, fallback, f"{exc.message}: sent to {fallback} to be failed"
-            )
+        return servers.job_route(job.upload.server)
 
     def time_limits(self, job: PublishJob) -> tuple[int, int]:
         # Hashing and extracting scale with the size: a minute per GiB, and a floor.
