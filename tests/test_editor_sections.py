@@ -446,6 +446,29 @@ def test_a_map_key_written_twice_for_a_step_is_a_form_error():
     )
 
 
+@pytest.mark.parametrize(
+    ("prefix", "key", "message"),
+    [
+        ("warmup_input", "IN", "input 'IN' is in this warmup sample twice"),
+        ("warmup_input", "", "name the input"),
+        ("accelerator_param", "precision_mode",
+         "parameter 'precision_mode' is given twice for this accelerator"),
+        ("accelerator_param", "", "a parameter needs a key"),
+    ],
+)  # fmt: skip
+def test_a_keyed_child_row_needs_a_key_of_its_own(prefix, key, message):
+    # A second row under the first one's parent, a copy of it but for its key.
+    data = unchanged(FULL)
+    data.update({
+        k.replace(f"{prefix}-0-", f"{prefix}-1-"): v
+        for k, v in data.items() if k.startswith(f"{prefix}-0-")
+    })  # fmt: skip
+    data.update({f"{prefix}-TOTAL_FORMS": "2", f"{prefix}-1-key": key})
+    result = form_mapping.read_form(NAME, FULL, data)
+    assert not result.ok
+    assert form_mapping.field_errors(result.editor)[f"{prefix}-1-key"] == [message]
+
+
 def test_a_second_scheduler_is_refused_on_its_field_not_silently_swapped():
     plain = 'name: "full"\nbackend: "python"\nmax_batch_size: 4\ndynamic_batching { }\n'
     data = unchanged(plain)
