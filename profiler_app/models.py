@@ -7,32 +7,27 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from jobs.models import FINISHED, RESUMABLE, JobRow, JobState
 from repository_app import events
 
 
-class Sweep(models.Model):
-    """One job of the benchmark queue (`profiler_app.jobs`) on one Triton server: a perf
-    sweep (kind "sweep"), or the queue's side of a config search (kind "search", whose
-    `Search` row holds the rest)."""
+class Sweep(JobRow):
+    """One job of the benchmark queue (`profiler_app.jobs`, on the one lifecycle's fields,
+    `jobs.models.JobRow`) on one Triton server: a perf sweep (kind "sweep"), or the queue's
+    side of a config search (kind "search", whose `Search` row holds the rest)."""
 
     class Kind(models.TextChoices):
         SWEEP = "sweep", "perf sweep"
         SEARCH = "search", "config search"
 
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-        INTERRUPTED = "interrupted"
+    State = JobState
 
     class Engine(models.TextChoices):
         BUILTIN = "builtin", "built-in"
         PERF_ANALYZER = "perf_analyzer", "perf_analyzer"
 
-    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.INTERRUPTED)
-    RESUMABLE = (State.FAILED, State.CANCELLED, State.INTERRUPTED)
+    FINISHED = FINISHED
+    RESUMABLE = RESUMABLE
 
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SWEEP, db_index=True)
     model = models.CharField(max_length=255, db_index=True)
@@ -43,14 +38,6 @@ class Sweep(models.Model):
     # What the server was when the job last started (repository_app.server_facts.
     # describe: Triton version, GPU count and uuids), so sweeps can be compared later.
     server_facts = models.JSONField(default=dict, blank=True)
-    # Where its task went and why (profiler_app.queues): the Celery queue ("" while it waits
-    # for its server's own worker), the reason in words, and whether it is held waiting.
-    queue = models.CharField(max_length=255, blank=True)
-    routing = models.TextField(blank=True)
-    waiting_for_worker = models.BooleanField(default=False)
-    # Who claimed it: the Celery worker's name and its host (socket.gethostname()).
-    worker = models.CharField(max_length=255, blank=True)
-    worker_host = models.CharField(max_length=255, blank=True)
     config_sha256 = models.CharField(max_length=64, blank=True)
     config_text = models.TextField(blank=True)
     params = models.JSONField(default=dict)
@@ -58,18 +45,7 @@ class Sweep(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
-    state = models.CharField(
-        max_length=12, choices=State.choices, default=State.QUEUED, db_index=True
-    )
-    cancel_requested = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
-    queued_at = models.DateTimeField(null=True, blank=True)
-    dispatched_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     command = models.TextField(blank=True)  # perf_analyzer's exact command line
     levels_total = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
