@@ -107,6 +107,29 @@ class Kind(Protocol):
         """The watchdog's pass over what dead workers of this kind left behind."""
 
 
+class BaseKind:
+    """A kind's defaults: it holds nothing beyond its row, tidies nothing, announces only
+    through its work, and every queued row of it may be sent again."""
+
+    def rows(self) -> Any:
+        raise NotImplementedError
+
+    def take(self, job: Any) -> bool:
+        return True
+
+    def give_back(self, job: Any) -> None:
+        return None
+
+    def publish(self, job: Any) -> None:
+        return None
+
+    def waiting(self) -> Any:
+        return self.rows().filter(state=State.QUEUED)
+
+    def tidy(self) -> None:
+        return None
+
+
 KINDS: dict[str, Kind] = {}
 
 

@@ -23,8 +23,9 @@ from .models import ControlAction
 from .servers import UnknownServer
 
 
-class ControlJob:
-    """The lifecycle's view of a `ControlAction`."""
+class ControlJob(lifecycle.BaseKind):
+    """The lifecycle's view of a `ControlAction` (the model's claim was taken when the action
+    was asked for; "started" was published then, and `run_action` publishes the outcome)."""
 
     name = "control"
     noun = "model action"
@@ -39,9 +40,6 @@ class ControlJob:
 
     def time_limits(self, job: ControlAction) -> tuple[int, int]:
         return control.action_time_limits()
-
-    def take(self, job: ControlAction) -> bool:
-        return True  # the model's claim was taken when the action was asked for
 
     def give_back(self, job: ControlAction) -> None:
         if job.claim_token:
@@ -75,12 +73,6 @@ class ControlJob:
              "states": {}, "previous_serving": False, "unreachable": False,
              "phase": "failed", "by": job.username},
         )  # fmt: skip
-
-    def waiting(self) -> QuerySet[ControlAction]:
-        return ControlAction.objects.filter(state=JobState.QUEUED)
-
-    def tidy(self) -> None:
-        """Nothing beyond the row (an interrupted action gave its claim back)."""
 
 
 KIND = lifecycle.register(ControlJob())

@@ -37,8 +37,9 @@ from . import runner
 before_target: Callable[[RolloutTarget], None] | None = None
 
 
-class TargetJob:
-    """The lifecycle's view of a `RolloutTarget`."""
+class TargetJob(lifecycle.BaseKind):
+    """The lifecycle's view of a `RolloutTarget` (the model's claim is taken and released
+    by its action, `control.claim`)."""
 
     name = "rollout"
     noun = "rollout target"
@@ -54,12 +55,6 @@ class TargetJob:
     def time_limits(self, job: RolloutTarget) -> tuple[int, int]:
         return control.action_time_limits()
 
-    def take(self, job: RolloutTarget) -> bool:
-        return True  # the model's claim is taken by the action itself (`control.claim`)
-
-    def give_back(self, job: RolloutTarget) -> None:
-        """Nothing is held past `run` (it releases the model's claim itself)."""
-
     def run(self, job: RolloutTarget, heartbeat: Heartbeat) -> Outcome:
         return run_target(job, heartbeat)
 
@@ -74,9 +69,6 @@ class TargetJob:
             job.reason, job.message = reason, message
             runner.publish_target(job)
         runner.finish_if_done(job.rollout_id)
-
-    def waiting(self) -> QuerySet[RolloutTarget]:
-        return RolloutTarget.objects.filter(state=JobState.QUEUED)
 
     def tidy(self) -> None:
         runner.finish_unfinished()

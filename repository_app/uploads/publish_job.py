@@ -27,8 +27,9 @@ from . import publish, reconcile
 from .staging import UploadError
 
 
-class PublishKind:
-    """The lifecycle's view of a `PublishJob`."""
+class PublishKind(lifecycle.BaseKind):
+    """The lifecycle's view of a `PublishJob` (the upload's own lock is taken by the
+    publish; the upload's page follows the upload row, which `publish.complete` keeps)."""
 
     name = "publish"
     noun = "upload publish"
@@ -46,12 +47,6 @@ class PublishKind:
         soft = 300 + int(job.upload.size / 1024**3 * 60)
         return soft, soft + 60
 
-    def take(self, job: PublishJob) -> bool:
-        return True  # the upload's own lock is taken by the publish
-
-    def give_back(self, job: PublishJob) -> None:
-        """Nothing is held past `run`."""
-
     def run(self, job: PublishJob, heartbeat: Heartbeat) -> Outcome:
         user = get_user_model().objects.filter(pk=job.user_id).first() if job.user_id else None
         try:
@@ -60,9 +55,6 @@ class PublishKind:
             return Outcome(JobState.FAILED, exc.message)
         return Outcome(JobState.SUCCEEDED)
 
-    def publish(self, job: PublishJob) -> None:
-        """The upload's page follows the upload row, which `publish.complete` keeps."""
-
     def ended(self, job: PublishJob, *, by_worker: bool) -> None:
         if by_worker:
             return
@@ -70,12 +62,6 @@ class PublishKind:
         if upload is not None:
             with contextlib.suppress(UploadError, OSError):
                 reconcile.settle_processing(upload)
-
-    def waiting(self) -> QuerySet[PublishJob]:
-        return PublishJob.objects.filter(state=JobState.QUEUED)
-
-    def tidy(self) -> None:
-        """Nothing beyond the row (an interrupted publish settled its upload)."""
 
 
 KIND = lifecycle.register(PublishKind())
