@@ -55,7 +55,7 @@ class Server:
     api_key: str = field(default="", repr=False)
     api_key_header: str = "dashboard-key"
     labels: dict[str, str] = field(default_factory=dict, hash=False)
-    # Its jobs run only on a worker consuming its own queue (profiler_app.queues).
+    # Its jobs run only on a worker consuming its own queue (jobs.queues).
     require_local_worker: bool = False
     # True for `default`: defined by the TRITON_* environment variables, not editable here.
     from_env: bool = False
