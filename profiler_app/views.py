@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from common.negotiation import wants_json
 from jobs import queues
 from repository_app.naming import is_safe_model_name, unsafe_name_message
 from repository_app.server_context import server_of
@@ -59,10 +60,6 @@ def download(content: str, content_type: str, filename: str) -> HttpResponse:
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
-
-
-def _wants_json(request: HttpRequest) -> bool:
-    return "application/json" in request.headers.get("Accept", "")
 
 
 def snapshot_or_404(data: dict[str, Any] | None, missing: str) -> JsonResponse:
@@ -249,11 +246,11 @@ def _action(request: HttpRequest, pk: int, run, action: str = "") -> HttpRespons
                 target=f"sweep #{pk}",
             )
     except (SweepError, jobs.JobError) as exc:
-        if _wants_json(request):
+        if wants_json(request):
             return JsonResponse({"message": str(exc)}, status=409)
         messages.error(request, str(exc))
         return redirect("sweep_detail", pk=pk)
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"message": message, "sweep": target})
     messages.success(request, message)
     return redirect("sweep_detail", pk=target)
@@ -299,12 +296,12 @@ def sweep_label(request: HttpRequest, pk: int) -> HttpResponse:
     form = SweepLabelForm(request.POST)
     if not form.is_valid():
         text = "; ".join(m for errors in form.errors.values() for m in errors)
-        if _wants_json(request):
+        if wants_json(request):
             return JsonResponse({"message": text}, status=400)
         messages.error(request, text)
         return redirect("sweep_detail", pk=pk)
     sweeps.set_label(pk, form.cleaned_data["name"], form.cleaned_data["note"])
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"message": "Name and note saved.", "sweep": pk})
     messages.success(request, "Name and note saved.")
     return redirect("sweep_detail", pk=pk)

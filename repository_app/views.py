@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from common.negotiation import wants_json
 from triton_api.client import ModelState, ServerInfo, TritonError
 from triton_api.statistics import derive_server_metrics, summarize_all
 
@@ -189,10 +190,6 @@ def model_stats_json(request: HttpRequest, name: str) -> JsonResponse:
     return JsonResponse({"model": name, "stats": stats})
 
 
-def _wants_json(request: HttpRequest) -> bool:
-    return "application/json" in request.headers.get("Accept", "")
-
-
 @login_required
 @require_POST
 def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
@@ -211,7 +208,7 @@ def model_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
             message, status = f"{action} of {name} started", 202
         except (control.ActionRefused, repository.RepositoryError) as exc:
             message, status = str(exc), 409
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"message": message, "ok": status == 202}, status=status)
     # Started: the model page says so while it runs, and its outcome replaces that (a
     # message here would stay beside the outcome).

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from common.negotiation import wants_json
 from repository_app import server_access
 from repository_app.server_context import server_of
 from repository_app.servers import Server
@@ -56,10 +57,6 @@ def _search_or_404(request: HttpRequest, pk: int, rows: Any = None) -> Search:
 
 def _run_refusal(request: HttpRequest, server: Server) -> str:
     return run_refusal(request.user, server, "your role cannot run or cancel searches")
-
-
-def _wants_json(request: HttpRequest) -> bool:
-    return "application/json" in request.headers.get("Accept", "")
 
 
 @login_required
@@ -155,7 +152,7 @@ def _action(
     try:
         message = run(search)
     except SearchError as exc:
-        if _wants_json(request):
+        if wants_json(request):
             return JsonResponse({"message": str(exc)}, status=409)
         messages.error(request, str(exc))
         return redirect("search_detail", pk=pk)
@@ -167,7 +164,7 @@ def _action(
             server=search.sweep.server,
             target=f"search #{pk}",
         )
-    if _wants_json(request):
+    if wants_json(request):
         return JsonResponse({"message": message})
     messages.success(request, message)
     return redirect("search_detail", pk=pk)

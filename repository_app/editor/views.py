@@ -23,6 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from common.negotiation import wants_json
 from team.roles import who_can
 
 from .. import server_access
@@ -49,12 +50,8 @@ def edit_refusal(request: HttpRequest, server: Server, action: str = "save") -> 
     return check(request.user, CONTROL_PERMISSION, server, CANNOT_EDIT)
 
 
-def _wants_json(request: HttpRequest) -> bool:
-    return "application/json" in request.headers.get("Accept", "")
-
-
 def refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
-    if _wants_json(request) or request.path.endswith(("/validate", "/raw")):
+    if wants_json(request) or request.path.endswith(("/validate", "/raw")):
         return JsonResponse({"ok": False, "message": message}, status=status)
     return render(
         request,
@@ -346,7 +343,7 @@ def _form_post(
     # form mode shows, the live check's too.
     facts = saving.server_facts_now(server)
     result = form_mapping.read_form(name, base_text, data, server=facts)
-    if action == "check" and _wants_json(request):
+    if action == "check" and wants_json(request):
         return _form_check(result)
 
     def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
