@@ -413,8 +413,8 @@ def cancel(kind: Kind, job_id: int) -> bool:
 
 
 def requeue(kind: Kind, job_id: int) -> bool:
-    """FAILED/CANCELLED/INTERRUPTED -> QUEUED, its task sent on commit (the caller's
-    transaction); False when the job is not in one of those states."""
+    """FAILED/CANCELLED/INTERRUPTED -> QUEUED; False when the job is not in one of those
+    states. The caller sends its task (`enqueue_on_commit`, or its own dispatch)."""
     updated = (
         _rows(kind)
         .filter(pk=job_id, state__in=RESUMABLE)
@@ -429,8 +429,6 @@ def requeue(kind: Kind, job_id: int) -> bool:
             worker_host="",
         )
     )
-    if updated:
-        enqueue_on_commit(kind, job_id)
     return bool(updated)
 
 

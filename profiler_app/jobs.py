@@ -360,6 +360,7 @@ def resume(job_id: int) -> Sweep:
     with transaction.atomic():
         if not lifecycle.requeue(kind, job_id):
             raise JobError(f"only a failed, cancelled or interrupted {kind.noun} can be resumed")
+        transaction.on_commit(lambda: dispatch(job_id))
     job = Sweep.objects.get(pk=job_id)
     publish_state(job)
     return job

@@ -256,6 +256,8 @@ def resume(rollout: Rollout) -> int:
             .values_list("pk", flat=True)
             if lifecycle.requeue(kind, pk)
         ]
+        for pk in again:
+            lifecycle.enqueue_on_commit(kind, pk)
         if not again:
             raise RolloutRefused("only a rollout with failed servers can be resumed")
         RolloutTarget.objects.filter(pk__in=again).update(reason="", message="")
