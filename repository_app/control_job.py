@@ -11,16 +11,20 @@ pages hear that it failed.
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
+from team import audit
 
 from . import control, events, servers
 from .models import ControlAction
 from .servers import UnknownServer
+
+CONTROL_PERMISSION = "repository_app.control_models"
 
 
 class ControlJob(lifecycle.BaseKind):
@@ -50,6 +54,9 @@ class ControlJob(lifecycle.BaseKind):
             server = servers.get(job.server)
         except UnknownServer as exc:
             return Outcome(JobState.FAILED, f"{exc.message} (removed since it was asked for)")
+        refused = _role_refusal(job, server)
+        if refused:  # ended() tells the pages, as for any action that never reached Triton
+            return Outcome(JobState.FAILED, refused)
         outcome = control.run_action(
             server, job.action, job.model, job.username, user_id=job.user_id
         )
@@ -73,6 +80,22 @@ class ControlJob(lifecycle.BaseKind):
              "states": {}, "previous_serving": False, "unreachable": False,
              "phase": "failed", "by": job.username},
         )  # fmt: skip
+
+
+def _role_refusal(job: ControlAction, server: servers.Server) -> str:
+    """Roles are checked on every step of a long action: a queued action whose user lost
+    the role on the server meanwhile (or was deactivated) does not run; "" when it may."""
+    if job.user_id is None:  # asked for by the system, not by a user
+        return ""
+    user = get_user_model().objects.filter(pk=job.user_id, is_active=True).first()
+    if user is not None and user.has_perm(CONTROL_PERMISSION, server):
+        return ""
+    message = f"your role cannot load or unload models on {server.name}"
+    audit.record(
+        user or job.username, job.action, model_name=job.model, server=server.name,
+        outcome="denied", detail=f"{message} (checked again when the action ran)",
+    )  # fmt: skip
+    return message
 
 
 KIND = lifecycle.register(ControlJob())

@@ -244,3 +244,30 @@ def test_two_web_processes_and_the_cli_exclude_each_other_on_one_model(
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.django_db
+def test_a_queued_action_checks_the_role_again_when_it_runs(
+    django_user_model, redis_db, actions_here
+):
+    """Roles are checked on every step of a long action: a load queued by an Operator who
+    is a Viewer by the time a worker takes it does not reach Triton."""
+    from django.utils import timezone
+
+    from repository_app.models import ControlAction
+    from team.models import AuditEvent
+    from team.roles import OPERATOR, VIEWER, set_role
+
+    user = django_user_model.objects.create_user("olga-demoted")
+    set_role(user, OPERATOR)
+    ControlAction.objects.create(
+        server="default", model="add_sub", action="load", user=user, username=user.username,
+        queued_at=timezone.now(),
+    )  # fmt: skip
+    set_role(user, VIEWER)
+    assert actions_here() == ["failed"]
+    job = ControlAction.objects.get()
+    refused = "your role cannot load or unload models on default"
+    assert (job.ok, job.message, job.error) == (False, refused, refused)
+    denied = AuditEvent.objects.get(action="load")
+    assert denied.outcome == "denied" and "checked again when the action ran" in denied.detail
