@@ -89,8 +89,8 @@ def time_trials(env: dict[str, str], trials: int) -> None:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from repository_app import servers
-    from repository_app.triton_clients import get_client
+    from registry import servers
+    from registry.triton_clients import get_client
     from triton_api import client as triton_client
 
     calls: list[tuple[str, float]] = []

@@ -59,7 +59,7 @@ def run_sweep(params, user):  # type: ignore[no-untyped-def]
     """One sweep as a job through the workers; its level row and its windows."""
     from profiler_app import jobs, sweeps
     from profiler_app.models import Sweep, SweepPoint
-    from repository_app import servers
+    from registry import servers
 
     sweep = sweeps.create_sweep(servers.default(), params, user=user, enqueue=False)
     jobs.dispatch(sweep.pk)

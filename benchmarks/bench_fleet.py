@@ -117,8 +117,10 @@ def main() -> int:
     from django.contrib.sessions.backends.db import SessionStore
 
     from devstack import services as svc
-    from repository_app import events, poller, servers
-    from repository_app.models import TritonServer
+    from fleet import poller
+    from registry import servers
+    from registry.models import TritonServer
+    from repository_app import events
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     repositories = []

@@ -97,7 +97,7 @@ def main() -> int:
     from profiler_app import jobs, sweeps
     from profiler_app.models import Sweep
     from profiler_app.params import SweepParams
-    from repository_app import servers
+    from registry import servers
     from triton_api.client import TritonClient
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()

@@ -178,8 +178,8 @@ def _poll_until(stop, env: dict[str, str]) -> None:  # type: ignore[no-untyped-d
     import django
 
     django.setup()
-    from repository_app import servers
-    from repository_app.poller import Poller
+    from fleet.poller import Poller
+    from registry import servers
 
     # The production cadence: index every second, statistics and metrics every second tick.
     poller = Poller(servers.default(), interval_s=1.0, slow_every=2)

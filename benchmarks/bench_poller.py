@@ -40,7 +40,7 @@ def _poll_until(stop, env: dict[str, str]) -> None:  # type: ignore[no-untyped-d
     import django
 
     django.setup()
-    from repository_app.poller import PollerManager
+    from fleet.poller import PollerManager
 
     manager = PollerManager(interval_s=1.0)
     halt = threading.Event()
@@ -74,9 +74,9 @@ def main() -> int:
     from django.conf import settings
 
     from devstack import services as svc
+    from fleet import poller
     from profiler_app.params import SweepParams
-    from repository_app import poller
-    from repository_app.models import TritonServer
+    from registry.models import TritonServer
 
     redis_client = redis.Redis.from_url(settings.REDIS_URL)
     redis_client.flushdb()

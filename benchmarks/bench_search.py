@@ -62,7 +62,7 @@ def run_search(model: str, mode: str, args: argparse.Namespace):  # type: ignore
     from profiler_app.search import creating
     from profiler_app.search.objective import Constraints
     from profiler_app.search.space import Space
-    from repository_app import servers
+    from registry import servers
 
     request = creating.SearchRequest(
         model=model,
@@ -109,9 +109,9 @@ def confirm(grid_search, keys: tuple[str, str], rounds: int) -> tuple[float, flo
     from profiler_app.engine.loadgen import run_sweep
     from profiler_app.search import runner, scoring, target
     from profiler_app.search.space import Knobs, apply
-    from repository_app import servers
+    from registry import servers
+    from registry.triton_clients import connection, get_client
     from repository_app.editor.triton_actions import config_override
-    from repository_app.triton_clients import connection, get_client
 
     server = servers.default()
     base, _, _ = target.saved_config(server, grid_search.model)

@@ -206,7 +206,8 @@ def main() -> int:
         svc.stop(proc)
 
     # Publishing (rename under the model lock) for 1 MB vs 1 GB versions.
-    from repository_app import disk, servers
+    from registry import servers
+    from repository_app import disk
     from repository_app.models import Upload
     from repository_app.uploads import publish, sharing, staging
 

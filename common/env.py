@@ -101,7 +101,7 @@ HOST_RULE = re.compile(
 def parse_hostport(raw: str) -> str:
     """A Triton address: host:port, with an optional http:// prefix (dropped); ValueError
     when it is not one. The one rule for TRITON_URL / TRITON_HTTP_URL and for the servers
-    the dashboard manages (repository_app.server_rules)."""
+    the dashboard manages (registry.server_rules)."""
     scheme, found, rest = raw.partition("://")
     if found and scheme.lower() not in ("http", "https"):
         raise ValueError(f"must be host:port, got {raw!r}")

@@ -3,12 +3,12 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from fleet import server_api
+from fleet.rollouts import api as rollout_api
 from profiler_app import api as sweep_api
 from profiler_app.search import api as search_api
 from repository_app import api as repository_api
-from repository_app import server_api
 from repository_app.editor import api as config_api
-from repository_app.rollouts import api as rollout_api
 from repository_app.uploads import api as upload_api
 from team.api import AuditListView, OwnTokenView
 

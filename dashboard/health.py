@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import connection
 
 from common.redact import redact
-from repository_app.servers import Server
-from repository_app.triton_clients import get_client
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
 from .celery_app import app as celery_app

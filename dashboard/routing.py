@@ -4,6 +4,7 @@
 from channels.generic.websocket import WebsocketConsumer
 from django.urls import re_path
 
+from fleet.routing import websocket_urlpatterns as fleet_ws
 from profiler_app.routing import websocket_urlpatterns as profiler_ws
 from repository_app.routing import websocket_urlpatterns as repository_ws
 
@@ -13,4 +14,9 @@ class NoSuchSocket(WebsocketConsumer):
         self.close(code=4404)
 
 
-websocket_urlpatterns = [*repository_ws, *profiler_ws, re_path(r"", NoSuchSocket.as_asgi())]
+websocket_urlpatterns = [
+    *repository_ws,
+    *profiler_ws,
+    *fleet_ws,
+    re_path(r"", NoSuchSocket.as_asgi()),
+]

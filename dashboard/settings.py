@@ -64,8 +64,10 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "team",
     "jobs",
+    "registry",
     "repository_app",
     "profiler_app",
+    "fleet",
 ]
 
 MIDDLEWARE = [
@@ -82,7 +84,7 @@ MIDDLEWARE = [
     "common.request_limits.RequestSizeMiddleware",
     "team.middleware.AuditActorMiddleware",
     # ?server=NAME -> request.triton_server (an unknown name is a 404); redirects keep it.
-    "repository_app.server_context.ServerMiddleware",
+    "registry.server_context.ServerMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -101,7 +103,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "common.security.csp_nonce",
-                "repository_app.server_context.server_context",
+                "registry.server_context.server_context",
             ],
         },
     },
@@ -221,7 +223,7 @@ TRITON_POLL_INTERVAL_S = env_number("TRITON_POLL_INTERVAL_S", 1.0, minimum=0.1)
 MODEL_REPOSITORY = env_path("MODEL_REPOSITORY", VAR_DIR / "model_repository")
 # The folders a registered server's model repository must lie in (or be): absolute paths
 # separated by commas or os.pathsep. Empty: MODEL_REPOSITORY's parent folder, read when used
-# (repository_app.server_rules.repository_roots). MODEL_REPOSITORY itself is always allowed.
+# (registry.server_rules.repository_roots). MODEL_REPOSITORY itself is always allowed.
 _roots = [
     item.strip()
     for part in env_str("MODEL_REPOSITORY_ROOTS", "").split(os.pathsep)
@@ -285,7 +287,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         # ?server=NAME naming no server: 404, checked once the caller is authenticated.
-        "repository_app.server_context.KnownServer",
+        "registry.server_context.KnownServer",
     ],
     # Deep nesting and lone surrogates are a 400 (common/api_parsers.py), not a 500.
     "DEFAULT_PARSER_CLASSES": [
@@ -314,8 +316,8 @@ SPECTACULAR_SETTINGS = {
         "EngineEnum": "profiler_app.models.Sweep.Engine",
         "InstanceKindEnum": ["KIND_CPU", "KIND_GPU"],
         "StateEnum": "profiler_app.models.Sweep.State",  # its name before rollouts had states
-        "RolloutStateEnum": "repository_app.models.Rollout.State",
-        "RolloutTargetStateEnum": "repository_app.rollouts.runner.TARGET_STATES",
+        "RolloutStateEnum": "fleet.models.Rollout.State",
+        "RolloutTargetStateEnum": "fleet.rollouts.runner.TARGET_STATES",
     },
 }
 

@@ -27,4 +27,5 @@ urlpatterns = [
     path("api/v1/", include("dashboard.api_urls")),
     path("", include("repository_app.urls")),
     path("", include("profiler_app.urls")),
+    path("", include("fleet.urls")),
 ]

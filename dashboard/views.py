@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from repository_app import server_access, servers
-from repository_app.server_context import server_of
-from repository_app.triton_clients import get_client
+from registry import server_access, servers
+from registry.server_context import server_of
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
 from .health import as_json, system_health

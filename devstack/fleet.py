@@ -72,8 +72,8 @@ def prepare(count: int, var_dir: Path, source: Path) -> list[LocalTriton]:
     """local-2 ... local-`count`: each one's repository (copied from ``source`` when
     missing), ports and log. ServiceError, before anything starts, when a repository would
     lie outside MODEL_REPOSITORY_ROOTS or a server of that name is not make run's."""
-    from repository_app.models import TritonServer
-    from repository_app.server_rules import outside_roots, repository_roots
+    from registry.models import TritonServer
+    from registry.server_rules import outside_roots, repository_roots
 
     planned: list[LocalTriton] = []
     for name in names(count):
@@ -120,11 +120,11 @@ def register(user: Any, triton: LocalTriton) -> str:
     """Add ``triton`` to the registry as `manage.py servers add` does, or bring its row's
     addresses up to date as `servers change` does (labels and the rest are left as an admin
     may have changed them). A line for make run's output; ServiceError naming the refusal."""
-    from repository_app import server_admin
-    from repository_app.models import TritonServer
-    from repository_app.server_admin import NotAllowed, Refused
-    from repository_app.server_rules import InvalidServer, labels_text
-    from repository_app.servers import UnknownServer
+    from fleet import server_admin
+    from fleet.server_admin import NotAllowed, Refused
+    from registry.models import TritonServer
+    from registry.server_rules import InvalidServer, labels_text
+    from registry.servers import UnknownServer
 
     try:
         if not TritonServer.objects.filter(name=triton.name).exists():
@@ -154,7 +154,7 @@ def register(user: Any, triton: LocalTriton) -> str:
 def leftovers(count: int, var_dir: Path) -> list[str]:
     """Servers an earlier `make run TRITONS=M` (M > count) registered and this run does not
     start: they are shown down until removed."""
-    from repository_app.models import TritonServer
+    from registry.models import TritonServer
 
     folder = var_dir / FOLDER
     return [
@@ -183,7 +183,7 @@ def _registered_ports(*, besides: str) -> set[int]:
     port must not be a down server's address, which the registry would refuse."""
     from django.conf import settings
 
-    from repository_app.models import TritonServer
+    from registry.models import TritonServer
 
     addresses = [settings.TRITON_URL, settings.TRITON_HTTP_URL, settings.TRITON_METRICS_URL]
     for row in TritonServer.objects.exclude(name=besides).values_list(

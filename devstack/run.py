@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
 
         # --- Triton: the default server (the TRITON_* settings); the dashboard's other
         # servers run elsewhere and are only watched.
-        from repository_app import servers
+        from registry import servers
 
         triton = servers.default()
         http_host, http_port = split_host_port(triton.http_url)
@@ -309,7 +309,7 @@ def acting_admin() -> object:
     servers` checks its --as-user."""
     from django.core.management.base import CommandError
 
-    from repository_app.server_admin import MANAGE
+    from fleet.server_admin import MANAGE
     from team.cli import acting_user
 
     try:

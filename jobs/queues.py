@@ -33,7 +33,7 @@ from triton_api.address import split_host_port
 
 
 class Server(Protocol):
-    """What routing reads of a Triton server (`repository_app.servers.Server`)."""
+    """What routing reads of a Triton server (`registry.servers.Server`)."""
 
     @property
     def name(self) -> str: ...

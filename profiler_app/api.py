@@ -16,10 +16,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api_errors import errors_response
-from repository_app import server_access, servers
+from registry import server_access, servers
+from registry.server_context import server_of
+from registry.servers import Server
 from repository_app.naming import is_safe_model_name, unsafe_name_message
-from repository_app.server_context import server_of
-from repository_app.servers import Server
 from team import audit
 
 from . import export, jobs, kind_rules, sweep_read, sweeps

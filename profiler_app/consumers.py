@@ -7,8 +7,8 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
+from registry.relay import NotFound, RelayConsumer
 from repository_app import events
-from repository_app.relay import NotFound, RelayConsumer
 
 from . import sweep_read
 from .models import Sweep

@@ -38,8 +38,9 @@ from jobs.lifecycle import (
     heartbeat_stale,
 )
 from jobs.queues import Route
-from repository_app import events, servers
-from repository_app.servers import Server
+from registry import servers
+from registry.servers import Server
+from repository_app import events
 
 from .models import Sweep, SweepSlot
 

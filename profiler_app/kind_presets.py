@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from registry.servers import Server
+from registry.triton_clients import get_client
 from repository_app.naming import RepositoryError, is_safe_model_name, unsafe_name_message
 from repository_app.repository import CONFIG_FILE, model_folder, read_config
-from repository_app.servers import Server
-from repository_app.triton_clients import get_client
 from triton_api.client import TritonError
 
 from . import sweeps

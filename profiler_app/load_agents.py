@@ -29,7 +29,7 @@ from celery import current_task, shared_task
 from django.conf import settings
 from django.db import connections
 
-from repository_app.triton_clients import connection
+from registry.triton_clients import connection
 
 from . import jobs
 from .engine import agent, agent_link, remote

@@ -32,7 +32,7 @@ class Sweep(JobRow):
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SWEEP, db_index=True)
     model = models.CharField(max_length=255, db_index=True)
     version = models.CharField(max_length=32, blank=True)
-    # The Triton server's name (repository_app.servers): at most one job runs per server at
+    # The Triton server's name (registry.servers): at most one job runs per server at
     # a time.
     server = models.CharField(max_length=255)
     # What the server was when the job last started (repository_app.server_facts.

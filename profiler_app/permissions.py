@@ -15,8 +15,8 @@ from typing import Any
 
 from django.http import Http404
 
-from repository_app import server_access
-from repository_app.servers import Server
+from registry import server_access
+from registry.servers import Server
 from team import audit
 
 from .models import Sweep

@@ -20,9 +20,9 @@ import dataclasses
 import math
 from typing import Any, cast
 
+from registry.servers import Server
+from registry.triton_clients import connection
 from repository_app import events
-from repository_app.servers import Server
-from repository_app.triton_clients import connection
 from triton_api.client import engine_metrics_url
 
 from . import jobs, load_agents

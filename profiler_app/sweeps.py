@@ -14,9 +14,9 @@ from typing import Any, cast
 
 from django.db import transaction
 
+from registry.servers import Server
+from registry.triton_clients import get_client
 from repository_app.naming import InvalidModelName, check_model_name
-from repository_app.servers import Server
-from repository_app.triton_clients import get_client
 from triton_api.client import TritonError
 
 from . import jobs, kind_rules, llm

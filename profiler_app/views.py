@@ -15,9 +15,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from common.negotiation import wants_json
 from jobs import queues
+from registry.server_context import server_of
+from registry.servers import all as all_servers
 from repository_app.naming import is_safe_model_name, unsafe_name_message
-from repository_app.server_context import server_of
-from repository_app.servers import all as all_servers
 from team import audit
 
 from . import (

@@ -43,7 +43,7 @@ def check() -> list[int]:
 def record_outside_edits() -> int:
     """config.pbtxt edited outside the dashboard goes into the history here, once per
     repository (servers may share one), not when a page is opened: pages only read."""
-    from repository_app import servers
+    from registry import servers
     from repository_app.editor import saving
 
     seen: set[str] = set()

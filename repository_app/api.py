@@ -12,15 +12,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from registry import server_access
+from registry.server_context import SERVER_PARAMETER, server_of
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 from triton_api.statistics import summarize_all
 
-from . import control, repository, server_access
-from .server_context import SERVER_PARAMETER, server_of
-from .servers import Server
+from . import control, repository
+from .control import CANNOT_CONTROL, CONTROL_PERMISSION
 from .status import group_index, merge, state_json
-from .triton_clients import get_client
-from .views import CANNOT_CONTROL, CONTROL_PERMISSION
 
 
 class VersionStateSerializer(serializers.Serializer):

@@ -12,12 +12,8 @@ class RepositoryAppConfig(AppConfig):
         from . import (
             control_job,  # noqa: F401 - an action started by a page is a job
             events,
-            servers,
         )
-        from .rollouts import target_job  # noqa: F401 - a rollout's target is a kind of job
         from .uploads import publish_job  # noqa: F401 - an upload's publish is a kind of job
 
         # Every audit event goes to the overview's activity feed (best effort).
         audit.recorded.connect(events.announce_activity, dispatch_uid="repository_app.activity")
-        # An event's concerns carry its servers' labels (team knows no registry).
-        audit.labels_of = servers.labels_of

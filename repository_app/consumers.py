@@ -7,17 +7,16 @@ No Triton calls here: the poller and the control module publish; consumers only 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 
+from registry import server_access
+from registry.relay import NotFound, RelayConsumer
+from registry.servers import repository_key, with_server
 from team import audit
 
-from . import events, fleet, server_access
+from . import events
 from .naming import is_safe_model_name
-from .relay import NotFound, RelayConsumer
-from .servers import repository_key, with_server
 
 
 class LiveConsumer(RelayConsumer):
@@ -103,31 +102,3 @@ class LiveConsumer(RelayConsumer):
                 group, "presence", {"model": self.model_name, "users": users}
             )
         await super().disconnect(code)
-
-
-class FleetConsumer(RelayConsumer):
-    """`/ws/fleet/?label=NAME=VALUE...`: the fleet overview's socket. It joins the
-    repository and server groups of every server the page shows (those whose labels match),
-    and first sends the saved snapshot of each one a poller watches (an unwatched server's
-    snapshot may be old: the page asked it directly)."""
-
-    shown: list[str]
-
-    async def groups_for(self, user: Any) -> list[str]:
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-        try:
-            wanted = fleet.parse_filter(query.get("label", []))
-        except ValueError:
-            raise NotFound("label") from None
-        among = await database_sync_to_async(server_access.visible_servers)(user)
-        shown = fleet.visible(wanted, among)
-        self.shown = [s.name for s in shown]
-        return [
-            group
-            for name in self.shown
-            for group in (events.repository_group(name), events.server_group(name))
-        ]
-
-    async def joined(self, user: Any) -> None:
-        for snapshot in await sync_to_async(fleet.watched_snapshots)(self.shown):
-            await self.send_json({**snapshot, "snapshot": True})

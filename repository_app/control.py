@@ -25,6 +25,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 from triton_api.messages import explain_load_failure
 
@@ -32,13 +34,15 @@ from . import events
 from .models import ControlAction, ModelIntent
 from .naming import InvalidModelName, check_model_name, is_safe_model_name
 from .repository import OUTSIDE, leaves
-from .servers import Server
 from .status import state_json
-from .triton_clients import get_client
 
 log = logging.getLogger(__name__)
 
 ACTIONS = ("load", "unload", "reload")
+# The permission every change to what a server serves needs (team.roles: Operators, Admins).
+CONTROL_PERMISSION = "repository_app.control_models"
+CANNOT_CONTROL = "your role cannot load or unload models"
+NOT_PERMITTED = "your role cannot load or unload models on {server}"
 NOT_EXPLICIT = (
     "Triton runs in NONE or POLL model control mode: load and unload need "
     "tritonserver --model-control-mode=explicit"

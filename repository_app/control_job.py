@@ -18,13 +18,13 @@ from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
+from registry import servers
+from registry.servers import UnknownServer
 from team import audit
 
-from . import control, events, servers
+from . import control, events
+from .control import CONTROL_PERMISSION
 from .models import ControlAction
-from .servers import UnknownServer
-
-CONTROL_PERMISSION = "repository_app.control_models"
 
 
 class ControlJob(lifecycle.BaseKind):

@@ -22,13 +22,13 @@ pull the mean to 0), and the maximum for p99.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import connections, models
@@ -36,6 +36,7 @@ from django.db.models import Avg, F, Max, Min, Q
 from django.db.models.functions import Round
 from django.urls import reverse
 
+from registry.servers import Server, with_server
 from triton_api.prometheus import MetricSample
 from triton_api.statistics import (
     counters_before,
@@ -46,10 +47,6 @@ from triton_api.statistics import (
 )
 
 from .models import ConfigRevision, GpuMetricPoint, ModelMetricPoint, ServerMetricPoint
-from .servers import with_server
-
-if TYPE_CHECKING:
-    from .servers import Server
 
 log = logging.getLogger(__name__)
 
@@ -366,36 +363,24 @@ def _columns(
     return out
 
 
-def _epoch(moment: datetime | None) -> int | None:
+def epoch(moment: datetime | None) -> int | None:
     return int(moment.timestamp()) if moment is not None else None
 
 
-def markers(since: float, until: float, server: Server, limit: int = 200) -> list[dict[str, Any]]:
-    """The server's sweeps (start to end, or to now while running) and the config changes
-    of its repository in the range."""
-    from profiler_app.models import Sweep
+# What other apps add to a server's history (profiler_app: its sweeps, start to end); the
+# repository app knows none of them. A source gets the range, the server and a row limit.
+MarkerSource = Callable[[datetime, datetime, Server, int], list[dict[str, Any]]]
+marker_sources: list[MarkerSource] = []
 
-    from .servers import repository_key
+
+def markers(since: float, until: float, server: Server, limit: int = 200) -> list[dict[str, Any]]:
+    """The marks on the server's history in the range: the config changes of its
+    repository, and what ``marker_sources`` add (its sweeps)."""
+    from registry.servers import repository_key
 
     start = datetime.fromtimestamp(since, UTC)
     end = datetime.fromtimestamp(until, UTC)
-    out: list[dict[str, Any]] = []
-    sweeps = (
-        Sweep.objects.filter(server=server.name, created_at__lte=end)
-        .filter(Q(finished_at__gte=start) | Q(finished_at__isnull=True, created_at__gte=start))
-        .order_by("-created_at")[:limit]
-    )
-    for sweep in sweeps:
-        out.append(
-            {
-                "kind": "sweep",
-                "t": _epoch(sweep.started_at or sweep.created_at),
-                "end": _epoch(sweep.finished_at),
-                "model": sweep.model,
-                "label": f"sweep #{sweep.pk} {sweep.model} ({sweep.state})",
-                "url": reverse("sweep_detail", args=[sweep.pk]),
-            }
-        )
+    out = [mark for source in marker_sources for mark in source(start, end, server, limit)]
     # The file as first read (on opening the editor, or before the first save) is no
     # change: no marker (the save right after it has its own).
     revisions = ConfigRevision.objects.filter(
@@ -405,7 +390,7 @@ def markers(since: float, until: float, server: Server, limit: int = 200) -> lis
         out.append(
             {
                 "kind": "config",
-                "t": _epoch(rev.created_at),
+                "t": epoch(rev.created_at),
                 "end": None,
                 "model": rev.model,
                 "label": f"{rev.model} config #{rev.number} ({rev.source_label})",

@@ -1,5 +1,6 @@
-"""What the dashboard remembers: the Triton servers it manages, file digests, the desired load
-set per server, config history per repository, uploads and the metrics history."""
+"""What the repository app remembers: file digests, the desired load set per server, model
+actions, config history per repository, uploads and their publishes, and the metrics
+history. The servers themselves are the registry's (registry.models)."""
 
 from __future__ import annotations
 
@@ -7,80 +8,11 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
 
 from jobs.models import JobRow
 
-DEFAULT_SERVER = "default"  # the server the TRITON_* settings define (repository_app.servers)
-
-
-class TritonServer(models.Model):
-    """A Triton server besides the environment's ``default`` (repository_app.servers reads
-    these rows). The API key is stored to be sent, never shown: not in ``str``/``repr``,
-    not in any JSON (``servers.Server.as_json``)."""
-
-    name = models.CharField(max_length=40, unique=True)
-    grpc_url = models.CharField(max_length=255)
-    # grpc_url without case or surrounding space: one server per gRPC address.
-    grpc_key = models.CharField(max_length=255, unique=True, editable=False)
-    http_url = models.CharField(max_length=255)
-    metrics_url = models.CharField(max_length=1024)
-    api_key = models.CharField(max_length=256, blank=True)
-    api_key_header = models.CharField(max_length=64, default="dashboard-key")
-    labels = models.JSONField(default=dict, blank=True)
-    # The model repository as the dashboard host sees it (absolute path).
-    repository = models.CharField(max_length=1024)
-    # An admin's choice: this server's jobs run only on a worker consuming its own queue
-    # (triton.<name>, on its GPU host), never from the dashboard's host (profiler_app.queues).
-    require_local_worker = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.grpc_url})"
-
-    def __repr__(self) -> str:
-        return f"<TritonServer {self.name} {self.grpc_url}>"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        from .server_rules import grpc_key
-
-        self.grpc_key = grpc_key(self.grpc_url)
-        super().save(*args, **kwargs)
-
-    def clean_fields(self, exclude: Any = None) -> None:
-        # server_rules owns every field's checks (lengths included), with one message each.
-        owned = {"name", "grpc_url", "http_url", "metrics_url", "api_key", "api_key_header",
-                 "labels", "repository", "require_local_worker"}  # fmt: skip
-        super().clean_fields(exclude={*(exclude or ()), *owned})
-
-    def clean(self) -> None:
-        """The one set of checks (server_rules), each refusal on its field."""
-        from .server_rules import InvalidServer, check
-
-        try:
-            cleaned = check(
-                {
-                    "name": self.name,
-                    "grpc_url": self.grpc_url,
-                    "http_url": self.http_url,
-                    "metrics_url": self.metrics_url,
-                    "api_key": self.api_key,
-                    "api_key_header": self.api_key_header,
-                    "labels": self.labels,
-                    "repository": self.repository,
-                    "require_local_worker": self.require_local_worker,
-                },
-                exclude_pk=self.pk,
-            )
-        except InvalidServer as exc:
-            raise ValidationError(exc.errors) from None
-        for field, value in cleaned.items():
-            setattr(self, field, str(value) if field == "repository" else value)
+DEFAULT_SERVER = "default"  # the server the TRITON_* settings define (registry.servers)
 
 
 class FileDigest(models.Model):
@@ -364,64 +296,3 @@ class GpuMetricPoint(MetricPoint):
 
     def __str__(self) -> str:
         return f"{self.server}/{self.gpu} @{self.ts} ({self.resolution_s} s)"
-
-
-# --- Rollouts (repository_app/rollouts/) ----------------------------------------------------
-
-
-class Rollout(models.Model):
-    """One load, unload or reload of a model on a set of servers, chosen in one of three
-    ways (``chosen`` says which, in words); one RolloutTarget per server, run at once.
-    Ends "succeeded", "partial" or "failed" (``summary``: "partial: 3 loaded, 1 failed");
-    nothing is retried unless a user resumes it."""
-
-    class State(models.TextChoices):
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        PARTIAL = "partial", "partial"
-        FAILED = "failed", "failed"
-
-    action = models.CharField(max_length=10)  # control.ACTIONS
-    model = models.CharField(max_length=255)
-    # How the servers were chosen: "every server on repository /models", "label env=prod",
-    # "hand-picked: a, b".
-    chosen = models.CharField(max_length=500)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    username = models.CharField(max_length=150)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.RUNNING)
-    summary = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-id"]
-
-    def __str__(self) -> str:
-        return f"rollout #{self.pk} {self.action} {self.model}: {self.state}"
-
-
-class RolloutTarget(JobRow):
-    """One server of a rollout, a job of the one lifecycle (`jobs.lifecycle`, run by
-    `rollouts.target_job`): its state, and why it failed (``reason`` in a word:
-    "unreachable", "not permitted", "no model", "not explicit", "busy", "refused",
-    "failed", "cancelled", "interrupted"; ``message``: Triton's or the dashboard's text)."""
-
-    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="targets")
-    server = models.CharField(max_length=40)
-    # The server's labels when the rollout chose it, one "key=value" a line between newlines
-    # ("\nenv=prod\ngpu=h200\n"): a narrowing to none on a label keeps hiding the rollout
-    # once the server is removed (and its labels with it).
-    labels = models.TextField(blank=True, default="")
-    reason = models.CharField(max_length=40, blank=True)
-    message = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["rollout", "server"]
-        constraints = [
-            models.UniqueConstraint(fields=["rollout", "server"], name="rollouttarget_server")
-        ]
-
-    def __str__(self) -> str:
-        return f"rollout #{self.rollout_id} on {self.server}: {self.state}"

@@ -26,10 +26,11 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
+from registry.server_rules import outside_roots
+
 from .disk import version_numbers
 from .modelconfig.parsing import parse_config
 from .naming import RepositoryError, check_model_name, unsafe_name_reason
-from .server_rules import outside_roots
 
 __all__ = ["RepositoryError", "check_model_name", "check_root"]
 log = logging.getLogger(__name__)

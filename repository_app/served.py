@@ -100,9 +100,8 @@ def served_config(
     """What ``server`` serves for ``name`` and its drift from ``disk`` (the config.pbtxt of
     the model folder ``folder``); only for a model with a READY version (an unloaded model
     serves nothing, so nothing can drift)."""
+    from registry.triton_clients import get_client
     from triton_api.client import TritonError
-
-    from .triton_clients import get_client
 
     client = get_client(server)
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
+from registry.triton_clients import get_client
 from triton_api import gpus
 from triton_api.client import TritonClient, TritonError
 from triton_api.connection import Endpoint
@@ -20,7 +21,6 @@ from triton_api.connection import Endpoint
 from .modelconfig import ServerFacts
 from .modelconfig.context import TritonVersion
 from .modelconfig.versions import parse_triton_version
-from .triton_clients import get_client
 
 _TTL_S = 30.0
 _cache: dict[str, tuple[float, ServerFacts | None]] = {}

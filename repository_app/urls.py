@@ -1,6 +1,6 @@
 from django.urls import include, path, re_path
 
-from . import fleet_views, server_views, views
+from . import views
 
 urlpatterns = [
     path("models/", views.model_list, name="model_list"),
@@ -17,15 +17,6 @@ urlpatterns = [
         views.model_action,
         name="model_action",
     ),
-    # Load, unload or reload on several servers: repository_app/rollouts/.
-    path("", include("repository_app.rollouts.urls")),
     path("server/", views.server, name="server"),
     path("server/history.json", views.server_history_json, name="server_history_json"),
-    # The servers the dashboard manages (Admins change them) and the fleet overview.
-    path("servers/", server_views.server_list, name="server_list"),
-    path("servers/new/", server_views.server_new, name="server_new"),
-    path("servers/<str:name>/edit/", server_views.server_edit, name="server_edit"),
-    path("servers/<str:name>/remove/", server_views.server_remove, name="server_remove"),
-    path("fleet/", fleet_views.fleet_page, name="fleet"),
-    path("fleet/states.json", fleet_views.fleet_states_json, name="fleet_states_json"),
 ]

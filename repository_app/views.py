@@ -16,19 +16,19 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from common.negotiation import wants_json
+from registry import reachability, server_access
+from registry.server_context import server_of
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import ModelState, ServerInfo, TritonError
 from triton_api.statistics import derive_server_metrics, summarize_all
 
-from . import control, events, history, reachability, repository, server_access
+from . import control, events, history, repository
+from .control import CANNOT_CONTROL, CONTROL_PERMISSION
 from .served import served_config, version_notes
-from .server_context import server_of
-from .servers import Server
 from .status import STATE_CHOICES, filter_and_sort, group_index, merge, state_json, unknown_json
-from .triton_clients import get_client
 
-CONTROL_PERMISSION = "repository_app.control_models"
 RUN_PERMISSION = "profiler_app.run_sweeps"
-CANNOT_CONTROL = "your role cannot load or unload models"
 CANNOT_RUN = "your role cannot run sweeps or searches (Operators and Admins can)"
 
 

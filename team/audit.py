@@ -133,7 +133,7 @@ def concern_tokens(servers: Iterable[str], labels: Iterable[str] = ()) -> list[s
 
 def hidden_tokens(names: Iterable[str], labels: Iterable[str]) -> frozenset[str]:
     """The concerns that hide an event from a reader: the servers and labels narrowed to
-    none for them (repository_app.server_access.hidden_concerns)."""
+    none for them (registry.server_access.hidden_concerns)."""
     return frozenset({f"server:{n}" for n in names} | {f"label:{v}" for v in labels})
 
 

@@ -1,7 +1,7 @@
 """Permissions on one Triton server: `user.has_perm(PERMISSION, server)`.
 
 Django's ModelBackend answers no permission for an object (it has no object-level rules),
-so a check that names a `repository_app.servers.Server` comes here: the user's permission
+so a check that names a `registry.servers.Server` comes here: the user's permission
 as its role grants it, narrowed on that server (`narrowing.permissions_on`: a narrowing to
 Viewer or none on the server's name or one of its labels keeps only what that role grants).
 This is the one place where a role is narrowed per server or label; every check of an

@@ -101,7 +101,7 @@ class ServerRole(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="server_roles"
     )
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    # The server's name, or "key=value" of a label (checked by repository_app.server_rules).
+    # The server's name, or "key=value" of a label (checked by registry.server_rules).
     value = models.CharField(max_length=130)
     role = models.CharField(max_length=10, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -7,17 +7,18 @@ its labels): a narrowing never widens. Superusers are not narrowed. A narrowing 
 the actions on a server (``SERVER_PERMISSIONS``); managing users is not one of them.
 
 Like ``backends``, this module knows a server by its shape (``name`` and ``labels``), not by
-importing the registry; ``repository_app.server_access`` applies it to the registry.
+importing the registry; ``registry.server_access`` applies it to the registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from common.request_memo import remembered
 
+from . import audit
 from .models import ServerRole
 from .roles import ADMIN, OPERATOR, ROLE_PERMISSIONS, VIEWER, role_of
 
@@ -106,3 +107,63 @@ def permissions_on(user: Any, server: Any, granted: Iterable[str]) -> set[str]:
     if not found.narrowed:
         return set(granted)
     return set(granted) & ROLE_PERMISSIONS.get(found.role, set())
+
+
+# --- the registry's servers, seen through the narrowings --------------------------------------
+# team knows no registry: the registry hands its list of servers over when it starts
+# (registry.apps), as it hands over their labels (audit.labels_of).
+
+
+class NamedServer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+def _no_servers() -> Sequence[NamedServer]:
+    return []
+
+
+known_servers: Callable[[], Sequence[NamedServer]] = _no_servers
+
+
+def _hides(narrowing: ServerRole, server: Any) -> bool:
+    return narrowing.role == NONE and matches(narrowing, server)
+
+
+def visible(user: Any, server: Any, narrowings: list[ServerRole] | None = None) -> bool:
+    """False when a narrowing to none matches the server (none is the lowest role, so the
+    global role does not matter); superusers see every server."""
+    if getattr(user, "is_superuser", False):
+        return True
+    found = narrowings_of(user) if narrowings is None else narrowings
+    return not any(_hides(n, server) for n in found)
+
+
+def hidden_names(user: Any) -> set[str]:
+    """The names of the servers hidden from the user, removed ones named by a narrowing
+    included (their stored sweeps stay hidden too)."""
+    if getattr(user, "is_superuser", False):
+        return set()
+    found = narrowings_of(user)
+    if not any(n.role == NONE for n in found):
+        return set()
+    hidden = {s.name for s in known_servers() if not visible(user, s, found)}
+    return hidden | {n.value for n in found if n.role == NONE and n.kind == SERVER}
+
+
+def hidden_concerns(user: Any) -> frozenset[str]:
+    """What hides an audit event from the user (team.audit.visible_events / shown): the
+    servers and labels narrowed to none for them."""
+    return audit.hidden_tokens(hidden_names(user), hidden_labels(user))
+
+
+def hidden_labels(user: Any) -> list[str]:
+    """The "key=value" labels a narrowing to none hides from the user (none for superusers):
+    what a stored record of a server's labels (a rollout's targets) is checked against once
+    the server itself may be gone."""
+    if getattr(user, "is_superuser", False):
+        return []
+    return [n.value for n in narrowings_of(user) if n.role == NONE and n.kind == LABEL]

@@ -20,9 +20,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from common.csv_cells import csv_cell
-from repository_app import server_access, servers
 
-from . import accounts, audit, tokens
+from . import accounts, audit, narrowing_admin, tokens
 from .forms import (
     ActiveForm,
     AdminSetPasswordForm,
@@ -32,7 +31,7 @@ from .forms import (
     RoleForm,
 )
 from .models import AuditEvent, ServerRole
-from .narrowing import LABEL, NARROWED_ROLES
+from .narrowing import LABEL, NARROWED_ROLES, hidden_concerns, known_servers
 from .roles import ROLES, role_of
 
 MANAGE_USERS = "team.manage_users"
@@ -62,7 +61,7 @@ def manages_users(action: str | None = None) -> Callable[..., Any]:
 def filtered_events(params, reader) -> tuple[AuditFilterForm, QuerySet[AuditEvent]]:  # type: ignore[no-untyped-def]
     """The events ``params`` filter for, without those about servers hidden from ``reader``."""
     form = AuditFilterForm(params)
-    events = audit.visible_events(AuditEvent.objects.all(), server_access.hidden_concerns(reader))
+    events = audit.visible_events(AuditEvent.objects.all(), hidden_concerns(reader))
     if form.is_valid():
         if form.cleaned_data["user"]:
             events = events.filter(username=form.cleaned_data["user"])
@@ -161,14 +160,14 @@ def _narrowings_by_user() -> dict[int, list[tuple[ServerRole, list[str]]]]:
     """Each user's narrowings, with the servers each matches now."""
     found: dict[int, list[tuple[ServerRole, list[str]]]] = {}
     for row in ServerRole.objects.order_by("kind", "value"):
-        found.setdefault(row.user_id, []).append((row, server_access.matched(row)))
+        found.setdefault(row.user_id, []).append((row, narrowing_admin.matched(row)))
     return found
 
 
 def _selectors() -> list[str]:
     """What the selector field suggests: every server's name and label."""
     names, labels = [], set()
-    for server in servers.all():
+    for server in known_servers():
         names.append(server.name)
         labels |= {f"{k}={v}" for k, v in server.labels.items()}
     return [*names, *sorted(labels)]
@@ -185,13 +184,13 @@ def narrow_user(request: HttpRequest, user_id: int) -> HttpResponse:
         messages.error(request, f"{field}: {errors[0]}")
         return redirect("team_users")
     try:
-        row = server_access.narrow(
+        row = narrowing_admin.narrow(
             request.user, user, **form.selector_fields(), role=form.cleaned_data["role"]
         )
-    except server_access.NarrowingRefused as exc:
+    except narrowing_admin.NarrowingRefused as exc:
         messages.error(request, exc.message)
     else:
-        where = ", ".join(server_access.matched(row)) or "no server now"
+        where = ", ".join(narrowing_admin.matched(row)) or "no server now"
         messages.info(
             request,
             f"{user.username} is narrowed to {row.role.lower()} on {row.selector} (matches: "
@@ -208,8 +207,8 @@ def unnarrow_user(request: HttpRequest, user_id: int, narrowing_id: int) -> Http
     row = get_object_or_404(ServerRole, pk=narrowing_id, user=user)
     selector = {"label" if row.kind == LABEL else "server": row.value}
     try:
-        server_access.unnarrow(request.user, user, **selector)
-    except server_access.NarrowingRefused as exc:
+        narrowing_admin.unnarrow(request.user, user, **selector)
+    except narrowing_admin.NarrowingRefused as exc:
         messages.error(request, exc.message)
     else:
         messages.info(request, f"{user.username}: the narrowing on {row.selector} is removed.")

@@ -134,7 +134,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
     svc.stop(process)
 
 
-# --- more Triton servers (repository_app.servers), started only for the tests that ask ---------
+# --- more Triton servers (registry.servers), started only for the tests that ask ---------
 
 SOLO_ONLY = "solo_only"  # a model only the "solo" server's repository has
 
@@ -149,8 +149,8 @@ class ExtraTriton(TritonFixture):
 
     def register(self) -> Any:
         """Its TritonServer row (through the model's checks); returns servers.get(name)."""
-        from repository_app import servers
-        from repository_app.models import TritonServer
+        from registry import servers
+        from registry.models import TritonServer
 
         row = TritonServer(
             name=self.name,
@@ -243,7 +243,7 @@ def on_repository(root: Path):  # type: ignore[no-untyped-def]
     (saving, uploads) on a repository of their own."""
     import dataclasses
 
-    from repository_app import servers
+    from registry import servers
 
     return dataclasses.replace(servers.default(), repository=Path(root))
 

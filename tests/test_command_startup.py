@@ -11,9 +11,9 @@ from django.core.management import load_command_class
 from django.core.management.base import BaseCommand
 
 QUICK = [
-    ("repository_app", ["triton", "status"]),
-    ("repository_app", ["triton", "--server", "default", "reload", "add_sub"]),
-    ("repository_app", ["servers", "list"]),
+    ("fleet", ["triton", "status"]),
+    ("fleet", ["triton", "--server", "default", "reload", "add_sub"]),
+    ("fleet", ["servers", "list"]),
     ("repository_app", ["validate_config", "--no-server", "config.pbtxt"]),
 ]
 

@@ -10,7 +10,7 @@ import pytest
 from profiler_app import export, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from repository_app import servers
+from registry import servers
 
 pytestmark = pytest.mark.django_db
 

@@ -74,7 +74,7 @@ def test_the_cli_and_the_apis_wait_and_a_page_action_refuse_a_model_another_proc
 def test_the_editors_save_and_reload_and_its_trial_load_refuse_a_model_another_process_holds(
     triton, redis_db, django_user_model
 ):
-    from repository_app import servers
+    from registry import servers
     from repository_app.editor.triton_actions import reload_saved, try_config
     from repository_app.modelconfig import parse_config
     from team.roles import ADMIN, set_role

@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 
 from devstack import fleet, run
 from devstack import services as svc
-from repository_app.models import TritonServer
+from registry.models import TritonServer
 from team.models import AuditEvent
 
 pytestmark = pytest.mark.django_db

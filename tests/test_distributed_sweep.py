@@ -22,7 +22,7 @@ from profiler_app import sweep_plan, sweeps
 from profiler_app.jobs import run_job_task
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from repository_app import servers
+from registry import servers
 from triton_api.client import TritonClient
 
 from .conftest import SERVICE_START_S, start_celery_worker, wait_for, wait_for_job

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from onnx import TensorProto, helper
 
-from repository_app import servers
+from registry import servers
 from repository_app.editor import fill
 from repository_app.editor.fill import FillError
 from repository_app.server_facts import server_facts

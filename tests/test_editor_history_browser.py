@@ -8,7 +8,7 @@ import difflib
 
 import pytest
 
-from repository_app import servers
+from registry import servers
 from repository_app.editor import saving
 from repository_app.models import ConfigRevision
 

@@ -31,7 +31,7 @@ from profiler_app.search import applying, target
 from profiler_app.search.errors import SearchError
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
-from repository_app import servers
+from registry import servers
 from repository_app.editor import fill, form_building, saving
 from repository_app.modelconfig import parse_config, validate_text
 from repository_app.modelconfig.suggest import suggest

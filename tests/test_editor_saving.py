@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repository_app import disk, servers
+from registry import servers
+from repository_app import disk
 from repository_app.editor import diffing, saving
 from repository_app.models import ConfigRevision
 

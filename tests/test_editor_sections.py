@@ -19,7 +19,7 @@ import pytest
 from django.test import Client
 from tritonclient.grpc import model_config_pb2 as pb
 
-from repository_app import servers
+from registry import servers
 from repository_app.editor import ensemble_view, form_building, form_mapping, saving
 from repository_app.editor.coverage import unshown_fields
 from repository_app.modelconfig import ServerFacts, parse_config

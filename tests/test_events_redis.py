@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from repository_app import events, servers
+from registry import servers
+from repository_app import events
 
 
 @pytest.mark.usefixtures("redis_db")
@@ -43,7 +44,7 @@ class _OneModelTriton:
 @pytest.mark.usefixtures("redis_db")
 def test_the_saved_snapshot_is_never_older_than_an_event_already_sent(monkeypatch):
     """A page that saw READY and connects again must not get the LOADING before it."""
-    from repository_app import poller as poller_module
+    from fleet import poller as poller_module
 
     triton = _OneModelTriton("LOADING")
     monkeypatch.setattr(poller_module, "get_client", lambda *_: triton)

@@ -19,7 +19,8 @@ from devstack import services as svc
 from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from repository_app import control, events, servers
+from registry import servers
+from repository_app import control, events
 from repository_app.models import ControlAction
 from triton_api.client import TritonClient, TritonError
 

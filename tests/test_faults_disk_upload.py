@@ -22,7 +22,7 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app import servers
+from registry import servers
 from repository_app.models import Upload
 from repository_app.uploads import chunk_asgi, sharing, staging
 from team.roles import OPERATOR

@@ -24,7 +24,8 @@ import pytest
 from django.test import Client
 
 from devstack import services as svc
-from repository_app import control, events, servers
+from registry import servers
+from repository_app import control, events
 from repository_app.models import ControlAction, ModelIntent
 from team.models import AuditEvent
 from triton_api.client import TritonClient

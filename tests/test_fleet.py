@@ -11,8 +11,11 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from repository_app import events, fleet, poller, servers
-from repository_app.models import TritonServer
+from fleet import overview as fleet
+from fleet import poller
+from registry import servers
+from registry.models import TritonServer
+from repository_app import events
 from repository_app.status import state_json
 from triton_api.client import ModelState
 

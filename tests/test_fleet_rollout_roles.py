@@ -11,10 +11,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from dashboard.asgi import application
-from repository_app import servers
-from repository_app.models import Rollout, RolloutTarget, TritonServer
-from repository_app.rollouts import choose, runner
-from repository_app.server_access import narrow
+from fleet.models import Rollout, RolloutTarget
+from fleet.rollouts import choose, runner
+from registry import servers
+from registry.models import TritonServer
+from team.narrowing_admin import narrow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,7 +60,7 @@ async def test_the_fleet_socket_joins_no_group_of_a_hidden_server(hidden, redis_
     )
     communicator.scope["user"] = hidden
     consumer_groups: list[str] = []
-    from repository_app.consumers import FleetConsumer
+    from fleet.consumers import FleetConsumer
 
     original = FleetConsumer.groups_for
 
@@ -123,7 +124,7 @@ def test_a_rollout_that_touched_a_hidden_server_is_not_listed_or_shown(hidden):
 def test_a_rollout_on_a_removed_server_stays_hidden_by_the_label_it_had(far, django_user_model):
     """`far` is labelled env=prod when a rollout touches it; once it is removed, a user
     narrowed to none on env=prod still never sees that rollout."""
-    from repository_app import server_admin
+    from fleet import server_admin
 
     admin = django_user_model.objects.create_superuser("ada", password="pw-ada-secret-1")
     rollout = runner.create("load", "m", choose.hand_picked(["default", "far"]), admin)

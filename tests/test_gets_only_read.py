@@ -49,12 +49,13 @@ def _path(route: URLPattern, names: frozenset[str], sample: dict[str, str]) -> s
 @pytest.fixture
 def rows(triton, admin_user, django_user_model) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """One row of everything a page may show, as the path arguments that name it."""
+    from fleet.models import Rollout
     from profiler_app.models import Search, Sweep
     from profiler_app.search.objective import Constraints
     from profiler_app.search.space import Knobs, Space
+    from registry.servers import default
     from repository_app.editor import saving
-    from repository_app.models import ConfigRevision, Rollout, Upload
-    from repository_app.servers import default
+    from repository_app.models import ConfigRevision, Upload
 
     sweep = Sweep.objects.create(
         model="add_sub", server="default", state="succeeded", queued_at=timezone.now(),

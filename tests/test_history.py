@@ -8,15 +8,16 @@ from datetime import UTC, datetime
 import pytest
 from django.test import Client
 
+from fleet.poller import Poller
 from profiler_app.models import Sweep
-from repository_app import history, servers
+from registry import servers
+from repository_app import history
 from repository_app.models import (
     ConfigRevision,
     GpuMetricPoint,
     ModelMetricPoint,
     ServerMetricPoint,
 )
-from repository_app.poller import Poller
 from triton_api.prometheus import parse_prometheus
 
 T0 = 1_800_000_000  # a multiple of 60: minute and 10 s boundaries line up with it

@@ -13,9 +13,9 @@ from jobs import queues
 from profiler_app import jobs, sweep_read, sweeps, watchdog
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
-from repository_app import servers
-from repository_app.models import TritonServer
-from repository_app.server_rules import InvalidServer, check
+from registry import servers
+from registry.models import TritonServer
+from registry.server_rules import InvalidServer, check
 
 pytestmark = pytest.mark.django_db
 

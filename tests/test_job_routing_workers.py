@@ -14,8 +14,8 @@ from jobs import queues
 from profiler_app import jobs, sweeps
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
-from repository_app import servers
-from repository_app.models import TritonServer
+from registry import servers
+from registry.models import TritonServer
 from triton_api.client import TritonClient
 
 from .conftest import start_celery_worker, wait_for_job

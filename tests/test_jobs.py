@@ -16,7 +16,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import creating, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
-from repository_app import servers
+from registry import servers
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,10 @@ APPS = (
     "dashboard",
     "common",
     "jobs",
+    "registry",
     "repository_app",
     "profiler_app",
+    "fleet",
     "team",
     "devstack",
     "triton_api",
@@ -126,6 +128,57 @@ def test_no_arrow_climbs_from_the_apps_or_the_ground_floor_into_the_wiring():
     assert allowed_seen == _ARROWS_UP_ALLOWED, "the allow-list names an arrow that is gone"
 
 
+# The floors, lowest first: a package imports only from its own floor's package itself and
+# from the floors below (at module or function level). The Triton client package and the
+# shared library are the ground; jobs and team know no server; the registry knows which
+# servers there are; the repository pages take a server; sweeps measure models; the fleet
+# acts on many servers and models at once; the wiring and the dev stack hold it together.
+FLOORS = (
+    ("triton_api",),
+    ("common",),
+    ("jobs", "team"),
+    ("registry",),
+    ("repository_app",),
+    ("profiler_app",),
+    ("fleet",),
+    ("dashboard", "devstack"),
+)
+
+
+def _app_imports(path: Path, tree: ast.Module) -> set[str]:
+    """The application packages a module imports (relative imports stay in its own)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        found |= {n.split(".")[0] for n in names if n.split(".")[0] in APPS}
+    return found
+
+
+def test_every_arrow_points_down_the_floors():
+    floor = {app: level for level, apps in enumerate(FLOORS) for app in apps}
+    assert set(floor) == set(APPS)
+    up = {}
+    for path, text in _sources().items():
+        rel = path.relative_to(ROOT).as_posix()
+        app = rel.split("/")[0]
+        for other in _app_imports(path, ast.parse(text)) - {app}:
+            if floor[other] >= floor[app] and f"{other}.celery_app" not in _ARROWS_UP_ALLOWED.get(
+                rel, set()
+            ):
+                up.setdefault(rel, set()).add(other)
+    assert up == {}, up
+
+
+def test_the_floor_rule_sees_an_arrow_up():
+    code = "def f():\n    from fleet.rollouts import runner\nimport team.audit\n"
+    assert _app_imports(ROOT / "registry" / "x.py", ast.parse(code)) == {"fleet", "team"}
+
+
 def test_the_climbing_rule_sees_function_level_imports():
     code = "import os\ndef f():\n    from dashboard.settings import X\n    import dashboard\n"
     assert _dashboard_imports(ast.parse(code)) == {"dashboard.settings", "dashboard"}
@@ -144,10 +197,10 @@ def test_pages_and_api_reads_never_run_the_watchdog_or_restore_a_search():
 _POOLS = {
     "dashboard/health.py": "asks the components at once, for /healthz",
     "repository_app/events.py": "sends events off the request's thread",
-    "repository_app/fleet.py": "asks each server at once, for the fleet page",
-    "repository_app/server_rules.py": "resolves a new server's address, with a deadline",
-    "repository_app/rollouts/offer.py": "asks each server whether it serves the model",
-    "repository_app/rollouts/runner.py": "run_here: the CLI's own process runs its rollout",
+    "fleet/overview.py": "asks each server at once, for the fleet page",
+    "registry/server_rules.py": "resolves a new server's address, with a deadline",
+    "repository_app/editor/reload_offer.py": "asks each server whether it serves the model",
+    "fleet/rollouts/runner.py": "run_here: the CLI's own process runs its rollout",
     "profiler_app/sweep_recorder.py": "stores a sweep's levels, in the worker that runs it",
 }
 
@@ -166,7 +219,7 @@ def test_a_rollout_snapshot_only_reads():
     the workers' watchdog does (jobs.lifecycle.check)."""
     import ast
 
-    from repository_app.rollouts import runner
+    from fleet.rollouts import runner
 
     tree = ast.parse(Path(runner.__file__).read_text())
     snapshot = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "snapshot")

@@ -10,7 +10,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from dashboard.routing import websocket_urlpatterns
-from repository_app import control, events, servers
+from registry import servers
+from repository_app import control, events
 from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

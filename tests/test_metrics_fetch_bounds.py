@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from common.env import parse_hostport
-from repository_app.server_rules import check_hostport
+from registry.server_rules import check_hostport
 from triton_api import client as triton_client
 from triton_api.client import TritonError, fetch_metrics
 

@@ -12,7 +12,7 @@ from profiler_app.engine.perf_analyzer_command import build_command
 from profiler_app.model_kind import kind_of, kind_of_served
 from profiler_app.params import ParamsError, SweepParams, from_flags
 from profiler_app.sweeps import params_of
-from repository_app import servers
+from registry import servers
 from repository_app.modelconfig import parse_config
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

@@ -11,7 +11,8 @@ import pytest
 from django.test import Client
 from tritonclient.grpc import model_config_pb2
 
-from repository_app import control, served, servers
+from registry import servers
+from repository_app import control, served
 from repository_app.modelconfig import FolderFacts, parse_config
 from repository_app.modelconfig.autocomplete import as_triton_completes
 from repository_app.status import display, state_json

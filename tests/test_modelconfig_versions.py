@@ -15,8 +15,8 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 
+from registry import servers
 from repository_app import server_facts as server_facts_module
-from repository_app import servers
 from repository_app.modelconfig.validate import ServerFacts, validate_model_dir, validate_text
 from repository_app.modelconfig.versions import parse_triton_version
 from triton_api.client import TritonClient, TritonError

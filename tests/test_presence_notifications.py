@@ -8,7 +8,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from dashboard.routing import websocket_urlpatterns
-from repository_app import events, servers
+from registry import servers
+from repository_app import events
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 APP = URLRouter(websocket_urlpatterns)

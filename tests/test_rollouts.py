@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from fleet.models import Rollout, RolloutTarget
+from fleet.rollouts import runner, target_job
+from fleet.rollouts.choose import ChoiceError, choose, hand_picked
 from jobs import lifecycle
+from registry.models import TritonServer
 from repository_app import control
-from repository_app.models import Rollout, RolloutTarget, TritonServer
-from repository_app.rollouts import runner, target_job
-from repository_app.rollouts.choose import ChoiceError, choose, hand_picked
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
 

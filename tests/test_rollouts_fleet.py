@@ -13,10 +13,11 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from fleet.models import Rollout
+from fleet.rollouts import runner, target_job
+from fleet.rollouts.choose import hand_picked
 from repository_app import control
-from repository_app.models import ModelIntent, Rollout
-from repository_app.rollouts import runner, target_job
-from repository_app.rollouts.choose import hand_picked
+from repository_app.models import ModelIntent
 from team.models import AuditEvent
 from team.roles import OPERATOR, VIEWER, set_role
 from triton_api.client import TritonClient

@@ -142,7 +142,7 @@ def test_a_leftover_of_an_earlier_run_is_named_and_stopped(tmp_path: Path) -> No
 @pytest.mark.django_db
 def test_a_job_no_worker_takes_fails_fast_naming_its_queue_and_consumers(redis_db) -> None:
     from profiler_app.models import Sweep
-    from repository_app import servers
+    from registry import servers
 
     job = Sweep.objects.create(
         model="add_sub", server=servers.default().name, params={}, queue="triton.nobody"

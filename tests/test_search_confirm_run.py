@@ -15,7 +15,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import confirm, creating, report
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Space
-from repository_app import servers
+from registry import servers
 from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

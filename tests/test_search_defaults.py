@@ -12,7 +12,7 @@ from profiler_app.search import defaults, strategies
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints, Level, score
 from profiler_app.search.space import Knobs, Space
-from repository_app import servers
+from registry import servers
 
 CURRENT = Knobs(1, "KIND_CPU", 32, True, 200, ())
 

@@ -31,7 +31,7 @@ from profiler_app.search import (
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints, metrics_for, score
 from profiler_app.search.space import Knobs, Space, SpaceError, apply, check_scheduler, knobs_of
-from repository_app import servers
+from registry import servers
 from repository_app.modelconfig import parse_config
 from team.roles import OPERATOR, set_role
 from triton_api.client import TritonError

@@ -16,7 +16,8 @@ from profiler_app.models import Search, SearchCandidate, Sweep
 from profiler_app.search import reading, runner
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
-from repository_app import events, servers
+from registry import servers
+from repository_app import events
 
 from .conftest import login, wait_for, wait_js
 from .test_sweep_live_events_browser import counting_data_fetches

@@ -19,7 +19,8 @@ import pytest
 from django.test import Client
 
 from devstack import run as devstack
-from repository_app import control, repository, servers
+from registry import servers
+from repository_app import control, repository
 from repository_app.editor import saving
 from repository_app.modelconfig import validate_text
 from repository_app.modelconfig.code_loading import code_changes

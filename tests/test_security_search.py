@@ -26,7 +26,7 @@ from profiler_app.search import runner, target
 from profiler_app.search.forms import SearchForm
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Dimensions, Knobs, Space, SpaceError
-from repository_app import servers
+from registry import servers
 from team.models import AuditEvent
 from team.roles import ADMIN, OPERATOR, set_role
 

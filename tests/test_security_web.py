@@ -24,7 +24,7 @@ from common.redact import redact
 from dashboard import health
 from dashboard.asgi import websocket_app
 from dashboard.routing import websocket_urlpatterns
-from repository_app import servers
+from registry import servers
 from repository_app.editor import form_building, saving
 from repository_app.modelconfig import parse_config
 from repository_app.uploads.chunk_asgi import handle_chunk

@@ -17,9 +17,12 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from fleet import poller
 from profiler_app.models import Sweep, SweepSlot
-from repository_app import events, poller, servers
-from repository_app.models import ModelIntent, ModelMetricPoint, TritonServer
+from registry import servers
+from registry.models import TritonServer
+from repository_app import events
+from repository_app.models import ModelIntent, ModelMetricPoint
 from team.models import AuditEvent, ServerRole
 from team.roles import ADMIN, OPERATOR, set_role
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from repository_app import servers
+from registry import servers
 from team.roles import OPERATOR, VIEWER, ensure_roles, set_role
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Roles narrowed per Triton server or label (team.narrowing, repository_app.server_access),
+"""Roles narrowed per Triton server or label (team.narrowing, registry.server_access),
 without a Triton: the effective-role rule, `has_perm` on a server, managing narrowings (the
 Users page, `manage.py team`, the audit), and a server narrowed to none being as unknown on
 pages, the API, the switcher, the audit trail, sweep lists and sweep sockets."""
@@ -17,10 +17,10 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from profiler_app.models import Sweep
-from repository_app import server_access, servers
-from repository_app.models import TritonServer
-from repository_app.servers import Server
-from team import audit
+from registry import server_access, servers
+from registry.models import TritonServer
+from registry.servers import Server
+from team import audit, narrowing_admin
 from team.models import AuditEvent, ServerRole
 from team.narrowing import NONE, effective
 from team.roles import ADMIN, OPERATOR, VIEWER, ensure_roles, set_role
@@ -147,27 +147,27 @@ def test_narrowings_are_checked_and_every_change_is_audited(admin_client):
         ({}, "server"),
     ]
     for selector, field in bad:
-        with pytest.raises(server_access.NarrowingRefused) as refused:
-            server_access.narrow(ada, olga, **selector, role="viewer")
+        with pytest.raises(narrowing_admin.NarrowingRefused) as refused:
+            narrowing_admin.narrow(ada, olga, **selector, role="viewer")
         assert refused.value.field == field, selector
-    with pytest.raises(server_access.NarrowingRefused, match="viewer or none"):
-        server_access.narrow(ada, olga, server="prod-1", role="Operator")  # never widens
-    with pytest.raises(server_access.NarrowingRefused, match="superusers are not narrowed"):
-        server_access.narrow(ada, root, server="prod-1", role="none")
-    with pytest.raises(server_access.NarrowingRefused, match="your own account"):
-        server_access.narrow(ada, ada, server="prod-1", role="none")
+    with pytest.raises(narrowing_admin.NarrowingRefused, match="viewer or none"):
+        narrowing_admin.narrow(ada, olga, server="prod-1", role="Operator")  # never widens
+    with pytest.raises(narrowing_admin.NarrowingRefused, match="superusers are not narrowed"):
+        narrowing_admin.narrow(ada, root, server="prod-1", role="none")
+    with pytest.raises(narrowing_admin.NarrowingRefused, match="your own account"):
+        narrowing_admin.narrow(ada, ada, server="prod-1", role="none")
     assert not ServerRole.objects.exists()
-    server_access.narrow(ada, olga, label="env=prod", role="viewer")
-    server_access.narrow(ada, olga, label="env=prod", role="none")  # replaces it
+    narrowing_admin.narrow(ada, olga, label="env=prod", role="viewer")
+    narrowing_admin.narrow(ada, olga, label="env=prod", role="none")  # replaces it
     [row] = ServerRole.objects.all()
     assert (row.kind, row.value, row.role) == ("label", "env=prod", NONE)
     odile = _user("odile", ADMIN)
-    server_access.narrow(odile, ada, label="env=prod", role="none")
-    with pytest.raises(server_access.NarrowingRefused, match="your own account"):
-        server_access.unnarrow(ada, ada, label="env=prod")  # an Admin never lifts her own
+    narrowing_admin.narrow(odile, ada, label="env=prod", role="none")
+    with pytest.raises(narrowing_admin.NarrowingRefused, match="your own account"):
+        narrowing_admin.unnarrow(ada, ada, label="env=prod")  # an Admin never lifts her own
     assert ServerRole.objects.filter(user=ada).exists()
-    server_access.unnarrow(odile, ada, label="env=prod")
-    server_access.unnarrow(ada, olga, label="env=prod")
+    narrowing_admin.unnarrow(odile, ada, label="env=prod")
+    narrowing_admin.unnarrow(ada, olga, label="env=prod")
     assert not ServerRole.objects.exists()
     rows = AuditEvent.objects.filter(action__in=("user.narrow", "user.unnarrow")).order_by("id")
     assert [(e.action, e.outcome, e.target) for e in rows if e.outcome == "ok"] == [
@@ -386,12 +386,12 @@ def test_audit_rows_that_name_a_hidden_server_in_their_text_are_left_out_everywh
     """Rows with no server column whose text names `far` (a rollout of two servers, a label
     narrowing that matches it): the page, its CSV, the API and the overview leave them out
     for vera, and keep them once the server is removed (by the labels stored with them)."""
-    from repository_app.rollouts import choose, runner
+    from fleet.rollouts import choose, runner
 
     vera, _ = hidden
     ada = _user("ada", ADMIN)
     runner.create("reload", "secret_model", choose.hand_picked(["default", "far"], ada), ada)
-    server_access.narrow(ada, _user("olga", OPERATOR), label="env=prod", role="viewer")
+    narrowing_admin.narrow(ada, _user("olga", OPERATOR), label="env=prod", role="viewer")
     rows = AuditEvent.objects.filter(action__in=("rollout", "user.narrow"))
     assert [r.server for r in rows] == ["", ""] and all("far" in r.detail for r in rows)
     page = Client()
@@ -426,9 +426,12 @@ def test_rows_stored_before_concerns_get_them_from_their_column_and_text(hidden)
     whole word, with that server's labels; a name inside another word is not one."""
     from importlib import import_module
 
-    from django.apps import apps
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
 
     backfill = import_module("team.migrations.0005_audit_concerns").concerns_of_stored_rows
+    # The models as that migration saw them (TritonServer was repository_app's then).
+    apps = MigrationLoader(connection).project_state(("team", "0005_audit_concerns")).apps
     AuditConcern = apps.get_model("team", "AuditConcern")
     AuditConcern.objects.all().delete()
     old = AuditEvent.objects.create(username="ada", action="rollout", outcome="ok",

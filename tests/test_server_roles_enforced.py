@@ -14,8 +14,8 @@ from django.core.management.base import CommandError
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app import server_access
 from repository_app.models import ModelIntent, Upload
+from team import narrowing_admin
 from team.models import AuditEvent, ServerRole
 from team.roles import ADMIN, OPERATOR, ensure_roles, set_role
 from triton_api.client import TritonClient
@@ -50,7 +50,7 @@ def test_an_operator_narrowed_to_viewer_on_solo_is_refused_there_and_allowed_on_
     triton, triton_solo, solo_server
 ):
     ada, olga = _people()
-    server_access.narrow(ada, olga, label="role=solo", role="viewer")
+    narrowing_admin.narrow(ada, olga, label="role=solo", role="viewer")
     page, api = _clients(olga)
     solo_before = _states(triton_solo)
 
@@ -96,7 +96,7 @@ async def test_a_none_narrowing_refuses_solos_websockets_at_the_handshake_not_de
     from dashboard.asgi import application
 
     ada, olga = await sync_to_async(_people)()
-    await sync_to_async(server_access.narrow)(ada, olga, label="role=solo", role="none")
+    await sync_to_async(narrowing_admin.narrow)(ada, olga, label="role=solo", role="none")
 
     async def handshake(path: str) -> tuple[bool, int | None]:
         headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
@@ -138,7 +138,7 @@ def test_an_upload_to_solo_is_refused_at_its_next_chunk_once_the_narrowing_is_ad
                          HTTP_UPLOAD_OFFSET=str(offset))  # fmt: skip
 
     assert send(0, 1000).status_code == 200
-    server_access.narrow(ada, olga, label="role=solo", role="viewer")
+    narrowing_admin.narrow(ada, olga, label="role=solo", role="viewer")
     refused = send(1000, len(data))
     assert refused.status_code == 403, refused.content
     assert refused.json()["message"] == (
@@ -151,7 +151,7 @@ def test_an_upload_to_solo_is_refused_at_its_next_chunk_once_the_narrowing_is_ad
     # Completing is refused too; narrowed to none, the upload is not there at all; without
     # the narrowing the same upload goes on.
     assert api.post(f"/api/v1/uploads/{upload_id}/complete").status_code == 403
-    server_access.narrow(ada, olga, label="role=solo", role="none")
+    narrowing_admin.narrow(ada, olga, label="role=solo", role="none")
     assert send(1000, len(data)).status_code == 404
     assert api.get(f"/api/v1/uploads/{upload_id}/").status_code == 404
     assert upload_id not in {u["id"] for u in api.get("/api/v1/uploads/").json()}

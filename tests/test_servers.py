@@ -14,8 +14,11 @@ from channels.testing import WebsocketCommunicator
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from repository_app import events, history, poller, server_rules, servers
-from repository_app.models import ConfigRevision, ModelIntent, TritonServer
+from fleet import poller
+from registry import server_rules, servers
+from registry.models import TritonServer
+from repository_app import events, history
+from repository_app.models import ConfigRevision, ModelIntent
 from team.models import AuditEvent
 
 SECRET = "s3cr3t-key-never-shown"
@@ -519,6 +522,64 @@ def test_migrations_name_the_default_server_on_existing_rows_and_go_back(setting
         old = MigrationExecutor(connection).loader.project_state(before).apps
         assert old.get_model("profiler_app", "Sweep").objects.get().server == settings.TRITON_URL
         assert old.get_model("repository_app", "ModelIntent").objects.count() == 1
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_servers_and_rollouts_move_to_their_apps_with_their_rows_and_content_types():
+    """registry and fleet take TritonServer and the rollouts' models without touching their
+    tables; the content types (and the permissions hung on them) follow, and back again."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    back = [("registry", None), ("fleet", None)]  # unapplies repository_app 0014 with them
+    before = [
+        ("repository_app", "0013_publishjob"),
+        ("contenttypes", "0002_remove_content_type_name"),
+    ]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(back)
+    try:
+        old = MigrationExecutor(connection).loader.project_state(before).apps
+        old.get_model("repository_app", "TritonServer").objects.create(
+            name="far", grpc_url="far:8001", grpc_key="far:8001", http_url="far:8000",
+            metrics_url="http://far:8002/metrics", repository="/models",
+        )  # fmt: skip
+        rollout = old.get_model("repository_app", "Rollout").objects.create(
+            action="load", model="m", chosen="hand-picked: far", username="a"
+        )
+        old.get_model("repository_app", "RolloutTarget").objects.create(
+            rollout=rollout, server="far", state="succeeded"
+        )
+        content_type = old.get_model("contenttypes", "ContentType")
+        for model in ("tritonserver", "rollout", "rollouttarget"):
+            content_type.objects.get_or_create(app_label="repository_app", model=model)
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+        new = executor.loader.project_state(latest).apps
+        assert new.get_model("registry", "TritonServer").objects.get().name == "far"
+        target = new.get_model("fleet", "RolloutTarget").objects.select_related("rollout").get()
+        assert (target.server, target.rollout.model) == ("far", "m")
+        moved = new.get_model("contenttypes", "ContentType").objects
+        assert set(
+            moved.filter(model__in=("tritonserver", "rollout", "rollouttarget")).values_list(
+                "app_label", "model"
+            )
+        ) == {  # fmt: skip
+            ("registry", "tritonserver"),
+            ("fleet", "rollout"),
+            ("fleet", "rollouttarget"),
+        }
+        executor = MigrationExecutor(connection)
+        executor.migrate(back)
+        old = MigrationExecutor(connection).loader.project_state(before).apps
+        assert old.get_model("repository_app", "TritonServer").objects.get().name == "far"
+        assert old.get_model("repository_app", "RolloutTarget").objects.get().server == "far"
+        back = old.get_model("contenttypes", "ContentType").objects
+        assert set(back.filter(model__in=("tritonserver", "rollout", "rollouttarget"))
+                   .values_list("app_label", flat=True)) == {"repository_app"}  # fmt: skip
     finally:
         MigrationExecutor(connection).migrate(latest)
 

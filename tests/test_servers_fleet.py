@@ -11,7 +11,9 @@ import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app import events, poller, servers
+from fleet import poller
+from registry import servers
+from repository_app import events
 from repository_app.models import ModelIntent
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from repository_app import servers
+from registry import servers
 from triton_api.client import TritonClient
 
 from .conftest import login, wait_js

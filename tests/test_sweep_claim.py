@@ -11,7 +11,7 @@ from jobs import lifecycle
 from profiler_app import jobs, sweep_plan, sweep_read, sweep_recorder, sweeps, watchdog
 from profiler_app.models import Sweep, SweepPoint, SweepSlot
 from profiler_app.params import SweepParams
-from repository_app import servers
+from registry import servers
 
 pytestmark = pytest.mark.django_db
 

@@ -251,7 +251,7 @@ def _finished_busy_sweep() -> Sweep:
     """Levels 1 and 3 settled by the rule, 2 within its interval, 4 did not settle; the
     machine was busy during 3 and 4."""
     from profiler_app import jobs, sweeps
-    from repository_app import servers
+    from registry import servers
 
     params = SweepParams(model="add_batched", start=1, end=4, max_windows=10)
     sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)

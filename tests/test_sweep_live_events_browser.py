@@ -14,7 +14,8 @@ from profiler_app import jobs, sweep_read, sweep_recorder, sweeps
 from profiler_app.engine import perf_analyzer_output as pa_output
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
-from repository_app import events, servers
+from registry import servers
+from repository_app import events
 
 from .conftest import login, wait_for, wait_js
 

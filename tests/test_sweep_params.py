@@ -17,7 +17,7 @@ from profiler_app.forms import SweepForm
 from profiler_app.models import Sweep
 from profiler_app.params import ParamsError, SweepError, SweepParams, from_flags
 from profiler_app.search.forms import SearchForm
-from repository_app import servers
+from registry import servers
 from team.roles import OPERATOR, set_role
 
 from .test_security_search import GOOD as SEARCH

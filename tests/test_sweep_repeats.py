@@ -12,7 +12,7 @@ from profiler_app import export, repeats, sweeps
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from profiler_app.repeats import Spread
-from repository_app import servers
+from registry import servers
 
 
 def _round(n: int, tput: float, p95: float, *, stable: bool = True) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from profiler_app import sweep_report
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
 from profiler_app.sweeps import params_to_json
-from repository_app import servers
-from repository_app.models import TritonServer
-from repository_app.server_access import narrow
+from registry import servers
+from registry.models import TritonServer
+from team.narrowing_admin import narrow
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from profiler_app import export, jobs, sweeps
 from profiler_app.engine.perf_analyzer_csv import CSV_COLUMNS
 from profiler_app.models import Sweep, SweepPoint
 from profiler_app.params import SweepParams
-from repository_app import servers
+from registry import servers
 from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,7 @@ from profiler_app.params import SweepParams
 from profiler_app.search import ranking
 from profiler_app.search.objective import Constraints
 from profiler_app.search.space import Knobs, Space
-from repository_app import servers
+from registry import servers
 
 from .conftest import login, wait_js
 

@@ -45,7 +45,7 @@ CODENAMES = ("control_models", "run_sweeps", "upload_models", "upload_code", "de
 def test_refusals_name_the_roles_that_can_never_a_permission_codename():
     from django.core.management import CommandError
 
-    from repository_app import servers
+    from registry import servers
     from repository_app.editor.views import CANNOT_EDIT
     from repository_app.modelconfig import code_loading
     from repository_app.uploads import staging

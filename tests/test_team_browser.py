@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from repository_app import servers
+from registry import servers
 from team.roles import OPERATOR, VIEWER, set_role
 from triton_api.client import TritonClient
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repository_app.management.commands.triton import Command
+from fleet.management.commands.triton import Command
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

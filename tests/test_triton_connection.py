@@ -30,7 +30,7 @@ from profiler_app.engine.worker_requests import (
     serialize_http,
 )
 from profiler_app.params import SweepParams
-from repository_app.triton_clients import connection
+from registry.triton_clients import connection
 from triton_api.address import join_host_port, split_host_port
 from triton_api.aio import AioClient
 from triton_api.client import TritonClient, TritonError

@@ -11,7 +11,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app import control, servers
+from registry import servers
+from repository_app import control
 from team.models import AuditEvent
 from team.roles import OPERATOR, set_role
 from triton_api.client import TritonClient, TritonError

@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from devstack import services as svc
-from repository_app import servers
+from registry import servers
 from triton_api.client import TritonClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

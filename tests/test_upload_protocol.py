@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from repository_app import servers
+from registry import servers
 from repository_app.models import PublishJob, Upload
 from repository_app.uploads import publish, sharing, staging
 from repository_app.uploads.reconcile import reconcile

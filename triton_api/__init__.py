@@ -10,7 +10,7 @@ families, `statistics` flattens the statistics extension and derives rates from 
 metrics, and `messages` explains load failures.
 
 Every setting (addresses, key, timeouts, what to remember per page view) is a parameter:
-the dashboard's glue, ``repository_app.triton_clients``, reads them from its settings and
+the dashboard's glue, ``registry.triton_clients``, reads them from its settings and
 keeps one client per server; ``repository_app.server_facts`` tells the validator what a
 server is.
 """

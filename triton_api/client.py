@@ -19,7 +19,7 @@ Quirks documented once, here:
 
 It reads no settings: its addresses, key and timeouts are its constructor's arguments, and
 what it remembers per page view is up to the `Memo` it is given (the dashboard's glue,
-``repository_app.triton_clients``, passes both).
+``registry.triton_clients``, passes both).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """How a client reaches one Triton: its address, its restricted-API key, the timeout.
 
-Every client is built from a server's entry (an `Endpoint`, e.g. ``repository_app.servers.
+Every client is built from a server's entry (an `Endpoint`, e.g. ``registry.servers.
 Server``) through `server_connection`, which is given the timeout: the sync client, the load
 engine's control client (`aio.AioClient`) and the engine's own inference transports
 (profiler_app/engine), which put the key in the headers they build once per connection,
 never per request. One function, `key_headers`, knows how each protocol carries the key.
-The dashboard's settings are read by its glue (``repository_app.triton_clients``), never here.
+The dashboard's settings are read by its glue (``registry.triton_clients``), never here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol
 
 
 class Endpoint(Protocol):
-    """Where a Triton server answers and how to call it (``repository_app.servers.Server``)."""
+    """Where a Triton server answers and how to call it (``registry.servers.Server``)."""
 
     @property
     def name(self) -> str: ...

@@ -12,9 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api_errors import form_error_response
-from repository_app import server_access
-from repository_app.servers import Server
-from repository_app.views import CONTROL_PERMISSION
+from registry import server_access
+from registry.servers import Server
+from repository_app.control import CONTROL_PERMISSION
 from team import audit
 
 from .. import kind_presets

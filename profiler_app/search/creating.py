@@ -11,8 +11,8 @@ from typing import Any, cast
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.db import transaction
 
+from registry.servers import Server
 from repository_app import control
-from repository_app.servers import Server
 from team import audit
 
 from .. import jobs, kind_rules, sweeps

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from repository_app.servers import Server
-from repository_app.triton_clients import get_client
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api import gpus as triton_gpus
 from triton_api.address import split_host_port
 from triton_api.client import TritonError

@@ -17,7 +17,7 @@ from typing import Any
 
 from django import forms
 
-from repository_app.servers import Server
+from registry.servers import Server
 
 from ..forms import PERCENTILES, goodput_field, sequence_fields, token_output_field
 from ..model_kind import ModelKind

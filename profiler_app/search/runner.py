@@ -41,11 +41,11 @@ from django.db import IntegrityError
 from django.db.models import Max
 from django.utils import timezone
 
+from registry.triton_clients import connection, get_client
 from repository_app import control, events
 from repository_app.editor.triton_actions import OPAQUE_REFUSAL, config_override
 from repository_app.modelconfig import validate_config
 from repository_app.modelconfig.findings import ERROR
-from repository_app.triton_clients import connection, get_client
 from triton_api.client import TritonError
 
 from .. import jobs, sweep_plan, sweeps

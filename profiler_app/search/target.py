@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from registry.servers import Server
+from registry.triton_clients import get_client
 from repository_app.editor import saving
 from repository_app.modelconfig import parse_config
-from repository_app.servers import Server
-from repository_app.triton_clients import get_client
 from triton_api import gpus
 from triton_api.client import TritonError
 

@@ -13,10 +13,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from common.negotiation import wants_json
-from repository_app import server_access
-from repository_app.server_context import server_of
-from repository_app.servers import Server
-from repository_app.views import CONTROL_PERMISSION
+from registry import server_access
+from registry.server_context import server_of
+from registry.servers import Server
+from repository_app.control import CONTROL_PERMISSION
 from team import audit
 
 from .. import kind_presets, sweeps

@@ -13,15 +13,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import server_access
+from registry import server_access
+from registry.server_context import SERVER_PARAMETER, server_of
+from registry.servers import Server
+
+from ..control import CONTROL_PERMISSION
 from ..modelconfig.findings import Finding
 from ..models import ConfigRevision
 from ..repository import RepositoryError
-from ..rollouts.offer import reload_offer
-from ..server_context import SERVER_PARAMETER, server_of
-from ..servers import Server
-from ..views import CONTROL_PERMISSION
 from . import saving
+from .reload_offer import reload_offer
 
 MAX_BODY = 1024 * 1024
 

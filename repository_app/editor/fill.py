@@ -3,10 +3,11 @@ into the config's text in place (the rest of the file, comments included, stays)
 
 from __future__ import annotations
 
+from registry.servers import Server
+
 from ..disk import version_numbers
 from ..modelconfig import io_from_onnx, parse_config
 from ..modelconfig.text_edit import CannotEditInPlace, edit_in_place
-from ..servers import Server
 from . import saving
 
 

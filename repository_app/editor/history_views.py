@@ -11,9 +11,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from registry.server_context import server_of
+from registry.servers import Server
+
 from ..models import ConfigRevision
-from ..server_context import server_of
-from ..servers import Server
 from . import diffing, saving
 from .views import current_or_404, edit_refusal, refuse
 

@@ -30,13 +30,14 @@ from typing import Any, cast
 from django.db import transaction
 from tritonclient.grpc import model_config_pb2 as pb
 
+from registry.servers import Server, repository_key
+
 from ..disk import model_lock, write_atomically
 from ..modelconfig import Finding, ServerFacts, code_loading, parse_config, validate_text
 from ..modelconfig.findings import ERROR, has_errors, sort_findings
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..models import ConfigRevision
 from ..repository import CONFIG_FILE, OUTSIDE, RepositoryError, leaves, model_folder
-from ..servers import Server, repository_key
 
 Source = ConfigRevision.Source
 
@@ -232,8 +233,9 @@ def record_outside_edits(server: Server) -> list[ConfigRevision]:
     latest revision (the watchdog's pass; one query for the latest of all models)."""
     from django.db.models import Max
 
+    from registry.server_rules import outside_roots
+
     from ..repository import model_names
-    from ..server_rules import outside_roots
 
     if outside_roots(server.repository):
         return []  # its pages already say so; nothing to record, no warning every pass

@@ -12,12 +12,12 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
 from .. import control
 from ..modelconfig import parse_config
-from ..servers import Server
-from ..triton_clients import get_client
 from .saving import CodeChangeRefused, check_code_change, read_current
 
 # What Triton answers when a config override breaks one of its later rules.

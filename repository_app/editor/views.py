@@ -24,16 +24,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from common.negotiation import wants_json
+from registry import server_access
+from registry.server_context import server_of
+from registry.servers import Server, sharing
 from team.roles import who_can
 
-from .. import server_access
+from ..control import CONTROL_PERMISSION
 from ..modelconfig import Finding, parse_config
 from ..modelconfig.findings import has_errors
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..repository import RepositoryError
-from ..server_context import server_of
-from ..servers import Server, sharing
-from ..views import CONTROL_PERMISSION
 from . import diffing, fill, form_mapping, page, saving, triton_actions
 
 OFFER_KEY = "editor.reload_offer"  # in the session: a save's "reload where it is loaded"
@@ -204,7 +204,7 @@ def _keep_offer(request: HttpRequest, server: Server, name: str, done: tuple[str
 
 
 def _take_offer(request: HttpRequest, name: str, server: Server) -> Any:
-    from ..rollouts.offer import reload_offer
+    from .reload_offer import reload_offer
 
     kept = request.session.get(OFFER_KEY)
     if not kept or kept.get("model") != name or kept.get("server") != server.name:

@@ -23,16 +23,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import server_access
+from registry import server_access
+from registry.server_context import SERVER_PARAMETER, server_of
+from registry.servers import with_server
+
+from ..control import CONTROL_PERMISSION
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..models import Upload
 from ..repository import RepositoryError
-from ..server_context import SERVER_PARAMETER, server_of
-from ..servers import with_server
 from . import deleting, publish, staging, version_policy
 from .staging import UploadError
-
-CONTROL_PERMISSION = "repository_app.control_models"
 
 
 def upload_json(upload: Upload) -> dict[str, Any]:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from registry import server_access, servers
+from registry.servers import Server
+from registry.triton_clients import get_client
 from team.roles import who_can
 from triton_api.client import TritonError
 
-from .. import control, server_access, servers
+from .. import control
 from ..disk import fsync_dir, model_lock
-from ..servers import Server
-from ..triton_clients import get_client
 from . import names, staging
 from .sharing import announce, check_not_busy, sharing_states
 from .staging import UploadError

@@ -35,12 +35,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from registry.servers import Server
 from team.roles import who_can
 
 from ..disk import fsync_dir, fsync_tree, model_lock, rename_noreplace
 from ..models import PublishJob, Upload
 from ..repository import CONFIG_FILE
-from ..servers import Server
 from . import archives, generate, names, staging
 from .sharing import announce, check_not_busy
 from .staging import UploadError

@@ -20,8 +20,8 @@ from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
+from registry import servers
 
-from .. import servers
 from ..models import PublishJob, Upload
 from . import publish, reconcile
 from .staging import UploadError

@@ -29,7 +29,8 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from .. import servers
+from registry import servers
+
 from ..models import Upload
 from . import staging
 from .staging import UploadError

@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from registry import servers
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
-from .. import servers
-from ..servers import Server
-from ..triton_clients import get_client
 from .staging import UploadError
 
 BUSY_STATES = ("LOADING", "UNLOADING")

@@ -31,14 +31,14 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.utils import timezone
 
+from registry import server_rules, servers
+from registry.servers import Server
 from team.roles import who_can
 
-from .. import server_rules, servers
 from ..disk import flock, staging_folder, version_numbers
 from ..models import Upload
 from ..naming import InvalidModelName
 from ..repository import CONFIG_FILE, OUTSIDE_ROOTS, RepositoryError, model_folder, read_config
-from ..servers import Server
 from . import names
 
 CODE_PERMISSION = "team.upload_code"
@@ -215,7 +215,7 @@ def check_may_upload(user: Any, *, is_code: bool, server: Server) -> None:
     sending or publishing. The files land in the server's repository, so the permission
     must hold on every server that serves from it (``server_access.repository_refusal``);
     a server narrowed to none for the user is refused as if it did not exist."""
-    from .. import server_access
+    from registry import server_access
 
     if user is None or not getattr(user, "is_active", False):
         raise UploadError("your account is not active", 403)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from registry.servers import Server
+
 from ..repository import CONFIG_FILE
-from ..servers import Server
 from . import names
 from .staging import UploadError
 

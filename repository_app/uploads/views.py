@@ -12,18 +12,19 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from registry import server_access
+from registry.server_context import server_of
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
-from .. import repository, server_access
+from .. import repository
+from ..control import CONTROL_PERMISSION
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
-from ..server_context import server_of
-from ..servers import Server
-from ..triton_clients import get_client
 from . import deleting, names, staging
 from .staging import UploadError
 from .version_policy import set_version_policy
 
-CONTROL_PERMISSION = "repository_app.control_models"
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 

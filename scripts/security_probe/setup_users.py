@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
-from repository_app.models import TritonServer
+from registry.models import TritonServer
 from team.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 HIDDEN, HIDDEN_LABEL = "hidden-probe", "probehide=zz27"  # probe.py names them too

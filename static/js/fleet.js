@@ -1,6 +1,6 @@
 // The fleet overview, live: /ws/fleet/ relays the repository and server groups of every
 // server the page shows. Each column keeps what its server last said (up or down, Triton's
-// states); a cell follows repository_app/fleet.py's `cell` rule.
+// states); a cell follows fleet/overview.py's `cell` rule.
 "use strict";
 
 (function () {

@@ -1,4 +1,4 @@
-// Rollout pages (repository_app/rollouts/): the form shows which servers a choice resolves
+// Rollout pages (fleet/rollouts/): the form shows which servers a choice resolves
 // to as soon as it changes; a rollout's page follows each server's state live (a late
 // joiner gets the whole rollout first, then each change; rows are keyed by server).
 "use strict";

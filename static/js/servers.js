@@ -1,4 +1,4 @@
-// Which Triton server this page is about (repository_app/server_context.py): the header's
+// Which Triton server this page is about (registry/server_context.py): the header's
 // switcher goes to the same page with ?server=NAME, and while that server is not the
 // default one, this page's same-origin links, forms and fetches keep server=NAME, so the
 // templates' {% url %} links need no change. Loaded in <head>, before any page script.

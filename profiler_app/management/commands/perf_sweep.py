@@ -22,8 +22,8 @@ from profiler_app.models import Sweep
 from profiler_app.param_bounds import INPUT_DATA_KINDS
 from profiler_app.params import DEFAULTS, ParamsError
 from profiler_app.permissions import RUN_PERMISSION
-from repository_app import servers
-from repository_app.servers import UnknownServer
+from registry import servers
+from registry.servers import UnknownServer
 from team.cli import acting_user
 
 # The flags' names on this command line, where they are not --NAME-WITH-DASHES.

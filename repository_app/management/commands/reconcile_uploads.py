@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from repository_app.uploads.reconcile import reconcile
+from ...uploads.reconcile import reconcile
 
 
 class Command(BaseCommand):

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from repository_app.modelconfig.findings import Finding
-from repository_app.modelconfig.validate import ServerFacts, validate_path
-from repository_app.modelconfig.versions import parse_triton_version
+from ...modelconfig.findings import Finding
+from ...modelconfig.validate import ServerFacts, validate_path
+from ...modelconfig.versions import parse_triton_version
 
 
 class Command(BaseCommand):
@@ -84,8 +84,9 @@ class Command(BaseCommand):
             gpus = [int(x) for x in options["gpus"].split(",") if x.strip()]
         asked = None
         if not options["no_server"] and (gpus is None or version is None):
-            from repository_app import servers
-            from repository_app.server_facts import server_facts
+            from registry import servers
+
+            from ...server_facts import server_facts
 
             try:
                 target = servers.get(options["server"])

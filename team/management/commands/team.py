@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from repository_app import server_access
+from team import narrowing_admin
 from team.models import ServerRole
 from team.narrowing import NARROWED_ROLES
 
@@ -44,26 +44,26 @@ class Command(BaseCommand):
             if options["action"] == "narrowings":
                 self._list(options.get("username"))
                 return
-            user = server_access.user_named(options["username"])
+            user = narrowing_admin.user_named(options["username"])
             selector = {"server": options["server"] or "", "label": options["label"] or ""}
             if options["action"] == "narrow":
-                row = server_access.narrow(None, user, **selector, role=options["role"])
-                where = ", ".join(server_access.matched(row)) or "no server now"
+                row = narrowing_admin.narrow(None, user, **selector, role=options["role"])
+                where = ", ".join(narrowing_admin.matched(row)) or "no server now"
                 self.stdout.write(
                     f"{user.get_username()}: {row.selector} → {row.role.lower()} (matches: {where})"
                 )
             else:
-                row = server_access.unnarrow(None, user, **selector)
+                row = narrowing_admin.unnarrow(None, user, **selector)
                 self.stdout.write(f"{user.get_username()}: narrowing on {row.selector} removed")
-        except server_access.NarrowingRefused as exc:
+        except narrowing_admin.NarrowingRefused as exc:
             raise CommandError(exc.message) from None
 
     def _list(self, username: str | None) -> None:
         rows = ServerRole.objects.select_related("user").order_by("user__username", "value")
         if username:
-            rows = rows.filter(user=server_access.user_named(username))
+            rows = rows.filter(user=narrowing_admin.user_named(username))
         for row in rows:
-            where = ", ".join(server_access.matched(row)) or "no server now"
+            where = ", ".join(narrowing_admin.matched(row)) or "no server now"
             self.stdout.write(
                 f"{row.user.get_username()}\t{row.kind}\t{row.selector}\t{row.role.lower()}"
                 f"\t{where}"

@@ -12,9 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from registry import server_access
+from repository_app import control
+from repository_app.control import CANNOT_CONTROL
 from team import audit
 
-from .. import control, server_access
 from ..models import Rollout
 from . import runner
 from .choose import ChoiceError, choose
@@ -109,8 +111,8 @@ class RolloutListView(APIView):
         # The role first, before the body is parsed: a Viewer's body is never read (the
         # servers it names are checked one by one once it is read).
         if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
-            audit.record(request.user, "rollout", outcome="denied", detail=runner.CANNOT_CONTROL)
-            return _error(runner.CANNOT_CONTROL, None, 403)
+            audit.record(request.user, "rollout", outcome="denied", detail=CANNOT_CONTROL)
+            return _error(CANNOT_CONTROL, None, 403)
         data = request.data
         if not hasattr(data, "get"):
             return _error("send a JSON object", None, 400)
@@ -178,9 +180,9 @@ class RolloutActionView(APIView):
         if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
             audit.record(
                 request.user, f"rollout {self.what}", target=f"rollout #{pk}",
-                outcome="denied", detail=runner.CANNOT_CONTROL,
+                outcome="denied", detail=CANNOT_CONTROL,
             )  # fmt: skip
-            return _error(runner.CANNOT_CONTROL, None, 403)
+            return _error(CANNOT_CONTROL, None, 403)
         rollout = runner.seen_by(request.user).filter(pk=pk).first()
         if rollout is None:
             raise NotFound(f"no rollout #{pk}")

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from registry import servers
+from registry.servers import Server
+from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
-from .. import servers
-from ..servers import Server
-from ..triton_clients import get_client
-from .runner import CONTROL_PERMISSION, NOT_PERMITTED
+from ..control import CONTROL_PERMISSION, NOT_PERMITTED
 
 
 @dataclass

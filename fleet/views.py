@@ -12,7 +12,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from . import fleet, server_access
+from registry import server_access
+
+from . import overview as fleet
 
 
 def _overview(request: HttpRequest) -> tuple[dict[str, Any], str]:

@@ -15,11 +15,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api_errors import errors_response
+from registry import server_access, servers
+from registry.server_rules import InvalidServer
+from registry.servers import Server, UnknownServer
 
-from . import fleet, server_access, server_admin, servers
+from . import overview as fleet
+from . import server_admin
 from .server_admin import NotAllowed, Refused
-from .server_rules import InvalidServer
-from .servers import Server, UnknownServer
 
 
 class ServerStatusSerializer(serializers.Serializer):

@@ -23,13 +23,13 @@ from typing import Any, cast
 
 import redis
 
+from registry import reachability, servers
+from registry.server_rules import label_pair
+from registry.servers import Server
+from registry.triton_clients import get_client
+from repository_app import events, repository
+from repository_app.status import group_index, state_json, unknown_json
 from triton_api.client import TritonError
-
-from . import events, reachability, repository, servers
-from .server_rules import label_pair
-from .servers import Server
-from .status import group_index, state_json, unknown_json
-from .triton_clients import get_client
 
 log = logging.getLogger(__name__)
 ABSENT = "not in this server's repository"

@@ -29,18 +29,17 @@ from django.utils import timezone
 
 from jobs import lifecycle, queues
 from jobs.models import FINISHED, JobState
+from registry import server_access
+from repository_app import control, events
+from repository_app.control import CONTROL_PERMISSION, NOT_PERMITTED
+from repository_app.naming import InvalidModelName, check_model_name
 from team import audit
 
-from .. import control, events, server_access
 from ..models import Rollout, RolloutTarget
-from ..naming import InvalidModelName, check_model_name
 from .choose import Choice
 
 log = logging.getLogger(__name__)
 
-CONTROL_PERMISSION = "repository_app.control_models"
-CANNOT_CONTROL = "your role cannot load or unload models"
-NOT_PERMITTED = "your role cannot load or unload models on {server}"
 VERBS = {"load": "loaded", "unload": "unloaded", "reload": "reloaded"}
 # What a rollout's description may add after "hand-picked: a, b" (an allow-list: a page
 # posts it, so it is never free text).
@@ -192,7 +191,7 @@ def act_on(rollout: Rollout, what: str, user: Any) -> str:
     """Cancel or resume (``what``) a rollout for ``user``, who may control models on each
     of its servers still in the registry (RolloutRefused, 403, audited, otherwise); the
     outcome in words, audited too."""
-    from .. import servers
+    from registry import servers
 
     names = list(rollout.targets.values_list("server", flat=True))
     known = {s.name: s for s in servers.all() if s.name in names}

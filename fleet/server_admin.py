@@ -27,12 +27,15 @@ from django.apps import apps
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from registry import reachability, server_access, servers
+from registry.models import TritonServer
+from registry.server_rules import NAME_RULE, InvalidServer, check, labels_text
+from registry.servers import Server, UnknownServer
+from repository_app import events
+from repository_app.models import ModelIntent
 from triton_api.address import join_host_port, split_host_port
 
-from . import events, poller, reachability, server_access, servers
-from .models import ModelIntent, TritonServer
-from .server_rules import NAME_RULE, InvalidServer, check, labels_text
-from .servers import Server, UnknownServer
+from . import poller
 
 MANAGE = "team.manage_servers"
 CANNOT_MANAGE = "your role cannot add, edit or remove Triton servers (Admins can)"

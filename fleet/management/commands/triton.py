@@ -1,7 +1,7 @@
 """`manage.py triton status|load|unload|reload [--server NAME ...]`: scriptable Triton control
 (exit 0 on success). ``--server`` names the server; default ``default``. Several servers:
 ``status`` shows each in turn, and a load, unload or reload runs as one rollout
-(``repository_app.rollouts``): every server at once, one line per server with its outcome,
+(``fleet.rollouts``): every server at once, one line per server with its outcome,
 exit 0 only when every one succeeded."""
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from repository_app import control, repository, servers
-from repository_app.rollouts import runner
-from repository_app.rollouts.choose import ChoiceError, hand_picked
-from repository_app.servers import Server, UnknownServer
+from registry import servers
+from registry.servers import Server, UnknownServer
+from registry.triton_clients import get_client
+from repository_app import control, repository
 from repository_app.status import group_index, overall_state
-from repository_app.triton_clients import get_client
 from team.cli import acting_user, active_user, add_as_user_argument
 from team.roles import role_of
 from triton_api.client import TritonError
+
+from ...rollouts import runner
+from ...rollouts.choose import ChoiceError, hand_picked
 
 
 class Command(BaseCommand):

@@ -12,12 +12,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from registry import server_access, servers
+from registry.server_context import server_of
+from repository_app import control, repository
+from repository_app.control import CANNOT_CONTROL
+from repository_app.naming import unsafe_name_reason
 from team import audit
 
-from .. import control, repository, server_access, servers
 from ..models import Rollout
-from ..naming import unsafe_name_reason
-from ..server_context import server_of
 from . import runner
 from .choose import KINDS, Choice, ChoiceError, by_label, by_repository, hand_picked
 
@@ -188,9 +190,9 @@ def rollout_act(request: HttpRequest, pk: int, what: str) -> HttpResponse:
     if not server_access.allowed_somewhere(request.user, runner.CONTROL_PERMISSION):
         audit.record(
             request.user, f"rollout {what}", target=f"rollout #{pk}", outcome="denied",
-            detail=runner.CANNOT_CONTROL,
+            detail=CANNOT_CONTROL,
         )  # fmt: skip
-        raise PermissionDenied(runner.CANNOT_CONTROL)
+        raise PermissionDenied(CANNOT_CONTROL)
     rollout = runner.seen_by(request.user).filter(pk=pk).first()
     if rollout is None:
         raise Http404(f"no rollout #{pk}")

@@ -6,8 +6,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from .. import events
-from ..relay import NotFound, RelayConsumer
+from registry.relay import NotFound, RelayConsumer
+from repository_app import events
+
 from . import runner
 
 

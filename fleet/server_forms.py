@@ -7,8 +7,8 @@ from typing import Any
 
 from django import forms
 
-from .server_rules import InvalidServer, Refusal, labels_from_text, labels_text
-from .servers import Server
+from registry.server_rules import InvalidServer, Refusal, labels_from_text, labels_text
+from registry.servers import Server
 
 
 class ServerForm(forms.Form):

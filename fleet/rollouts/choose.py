@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import server_access, servers
-from ..server_rules import LABEL_RULE
-from ..servers import Server, UnknownServer
+from registry import server_access, servers
+from registry.server_rules import LABEL_RULE
+from registry.servers import Server, UnknownServer
 
 KINDS = ("repository", "label", "servers")
 MAX_SERVERS = 100

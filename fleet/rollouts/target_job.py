@@ -25,11 +25,12 @@ from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
+from registry import servers
+from registry.servers import UnknownServer
+from repository_app import control
 from team import audit
 
-from .. import control, servers
 from ..models import RolloutTarget
-from ..servers import UnknownServer
 from . import runner
 
 # Tests set this to act between a target's claim and its own checks (a role taken away

@@ -25,11 +25,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from common.env import parse_hostport
+from common.server_names import DEFAULT, LABEL_RULE, NAME_RULE
 from triton_api.address import split_host_port
 
-DEFAULT = "default"
-NAME_RULE = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
-LABEL_RULE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
 MAX_LABELS = 32
 # Triton reads the key of --grpc-restricted-protocol=<protocols>:<key>=<value> from the gRPC
 # metadata "triton-grpc-protocol-<key>"; gRPC metadata keys are lower case.
@@ -424,7 +422,7 @@ def address_taken_by(
 
     registered = [(DEFAULT, str(getattr(settings, ADDRESS_FIELDS[field][1])))]
     # Through the app registry: models.TritonServer.clean calls this module.
-    rows = apps.get_model("repository_app", "TritonServer").objects.order_by("name")
+    rows = apps.get_model("registry", "TritonServer").objects.order_by("name")
     if exclude_pk is not None:
         rows = rows.exclude(pk=exclude_pk)
     registered += [(str(n), str(a)) for n, a in rows.values_list("name", field)]
@@ -434,7 +432,7 @@ def address_taken_by(
 def name_taken(name: str, *, exclude_pk: int | None = None) -> bool:
     from django.apps import apps
 
-    rows = apps.get_model("repository_app", "TritonServer").objects.filter(name=name)
+    rows = apps.get_model("registry", "TritonServer").objects.filter(name=name)
     if exclude_pk is not None:
         rows = rows.exclude(pk=exclude_pk)
     return bool(rows.exists())

@@ -25,14 +25,14 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
+from registry import reachability, servers
+from registry.servers import Server
+from registry.triton_clients import get_client
+from repository_app import events, history
+from repository_app.status import group_index, state_json
 from triton_api.client import TritonError
 from triton_api.prometheus import MetricSample
 from triton_api.statistics import derive_server_metrics, summarize_all
-
-from . import events, history, reachability, servers
-from .servers import Server
-from .status import group_index, state_json
-from .triton_clients import get_client
 
 log = logging.getLogger(__name__)
 REFRESH_S = 5.0

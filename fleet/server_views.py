@@ -12,11 +12,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from . import fleet, server_access, server_admin, servers
+from registry import server_access, servers
+from registry.server_rules import InvalidServer
+from registry.servers import Server, UnknownServer
+
+from . import overview as fleet
+from . import server_admin
 from .server_admin import NotAllowed, Refused
 from .server_forms import ServerForm
-from .server_rules import InvalidServer
-from .servers import Server, UnknownServer
 
 
 def _server(request: HttpRequest, name: str) -> Server:

@@ -13,11 +13,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from repository_app import fleet, server_admin, servers
-from repository_app.server_admin import NotAllowed, Refused
-from repository_app.server_rules import InvalidServer, labels_from_pairs, labels_text
-from repository_app.servers import UnknownServer
+from registry import servers
+from registry.server_rules import InvalidServer, labels_from_pairs, labels_text
+from registry.servers import UnknownServer
 from team.cli import acting_user, add_as_user_argument
+
+from ... import overview as fleet
+from ... import server_admin
+from ...server_admin import NotAllowed, Refused
 
 # Each field as this command names it, for its refusals.
 OPTION = {
