@@ -92,15 +92,16 @@ class CurvePoint:
         return self.level
 
 
-# The sub-records' attributes of a level (`level_figures`; `steps` and `interval` apart).
+# The sub-records' attributes of a level (`level_figures`; `steps` and `interval` apart),
+# flat in `extra` (`measure_api` describes them in this order).
 _SUB = {"sub": True}
-_RECORDS: dict[str, type[Figures]] = {
+RECORDS: dict[str, type[Figures]] = {
     "gpu": GpuFigures,
     "stream": StreamFigures,
     "sequence": SequenceFigures,
     "goodput": GoodputFigures,
 }
-_RECORD_OF = {key: name for name, kind in _RECORDS.items() for key in kind.names()}
+_RECORD_OF = {key: name for name, kind in RECORDS.items() for key in kind.names()}
 
 
 @dataclass
@@ -135,7 +136,7 @@ class Level:
 
     def __post_init__(self) -> None:
         extra = dict(self.extra)  # the caller's dict stays as it was
-        for name, kind in _RECORDS.items():
+        for name, kind in RECORDS.items():
             if getattr(self, name) is None:
                 setattr(self, name, kind.take(extra))
         if not self.steps and (steps := read_steps(extra.get("steps"))) is not None:
@@ -178,7 +179,7 @@ class Level:
         """The `extra` column as stored and sent: the free-form entries and the
         sub-records' flat ones."""
         out = dict(self.extra)
-        for name in _RECORDS:
+        for name in RECORDS:
             record = getattr(self, name)
             if record is not None:
                 out.update(record.flat())

@@ -13,14 +13,7 @@ from typing import Any
 from rest_framework import serializers
 
 from . import measure
-from .level_figures import (
-    Figures,
-    GoodputFigures,
-    GpuFigures,
-    SequenceFigures,
-    StepFigures,
-    StreamFigures,
-)
+from .level_figures import Figures, StepFigures
 
 # The field types the dataclasses use (their annotations are strings: postponed evaluation).
 _FIELD_TYPES: dict[str, Any] = {
@@ -31,13 +24,6 @@ _FIELD_TYPES: dict[str, Any] = {
     "int | None": lambda **kw: serializers.IntegerField(allow_null=True, **kw),
     "bool | None": lambda **kw: serializers.BooleanField(allow_null=True, **kw),
 }
-# `extra`'s flat typed entries (`Level.to_json` writes them where a level has the record).
-EXTRA_RECORDS: tuple[type[Figures], ...] = (
-    GpuFigures,
-    StreamFigures,
-    SequenceFigures,
-    GoodputFigures,
-)
 
 
 def _record_fields(kind: type[Figures]) -> dict[str, serializers.Field]:
@@ -69,7 +55,8 @@ _Extra = type(
     "LevelExtraSerializer",
     (serializers.Serializer,),
     {
-        **{k: v for kind in EXTRA_RECORDS for k, v in _record_fields(kind).items()},
+        # `extra`'s flat typed entries (`Level.to_json` writes them where a level has one).
+        **{k: v for kind in measure.RECORDS.values() for k, v in _record_fields(kind).items()},
         "steps": _Step(many=True, required=False),
         measure.INTERVAL: _Interval(required=False),
     },

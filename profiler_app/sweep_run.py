@@ -60,12 +60,11 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
             run_params = (
                 params if round_no == 1 else dataclasses.replace(params, latency_threshold_ms=None)
             )
+            work = _RoundWork(server, sweep, run_params, todo, heartbeat, recorder)
             if sweep.engine == Sweep.Engine.PERF_ANALYZER:
-                state, error = _run_perf_analyzer(
-                    server, sweep, run_params, todo, heartbeat, recorder
-                )
+                state, error = _run_perf_analyzer(work)
             else:
-                state, error = _run_builtin(server, sweep, run_params, todo, heartbeat, recorder)
+                state, error = _run_builtin(work)
             if state != State.SUCCEEDED or _should_cancel(heartbeat, recorder):
                 break
     except SweepError as exc:
@@ -115,27 +114,38 @@ def _should_cancel(heartbeat: jobs.Heartbeat, recorder: Recorder) -> bool:
     return heartbeat.stopping or bool(recorder.abort)
 
 
-def _run_builtin(
-    server: Server,
-    sweep: Sweep,
-    params: SweepParams,
-    levels: list[float],
-    heartbeat: jobs.Heartbeat,
-    recorder: Recorder,
-) -> tuple[str, str]:
+@dataclasses.dataclass(frozen=True)
+class _RoundWork:
+    """What one round's run of an engine needs: the levels it measures with which
+    parameters, on which server, and where it reports to."""
+
+    server: Server
+    sweep: Sweep
+    params: SweepParams
+    levels: list[float]
+    heartbeat: jobs.Heartbeat
+    recorder: Recorder
+
+    def should_cancel(self) -> bool:
+        return _should_cancel(self.heartbeat, self.recorder)
+
+
+def _run_builtin(work: _RoundWork) -> tuple[str, str]:
+    server, params, recorder = work.server, work.params, work.recorder
+
     async def main(hosts: Any) -> Any:
         return await run_sweep(
             params,
             connection(server, params.protocol),
             on_window=lambda w: recorder.call(recorder.window, w),
             on_level=lambda lv: recorder.call(recorder.level, lv),
-            should_cancel=lambda: _should_cancel(heartbeat, recorder),
+            should_cancel=work.should_cancel,
             metrics_url=engine_metrics_url(server),
-            levels=levels,
+            levels=work.levels,
             hosts=hosts,
         )
 
-    with load_agents.agents_for(sweep, params) as hosts:
+    with load_agents.agents_for(work.sweep, params) as hosts:
         result = asyncio.run(main(hosts))
     if recorder.abort:
         return State.FAILED, recorder.abort
@@ -155,23 +165,17 @@ def contiguous_runs(levels: list[float], step: float) -> list[list[float]]:
     return runs
 
 
-def _run_perf_analyzer(
-    server: Server,
-    sweep: Sweep,
-    params: SweepParams,
-    levels: list[float],
-    heartbeat: jobs.Heartbeat,
-    recorder: Recorder,
-) -> tuple[str, str]:
-    """perf_analyzer over `levels`. It exits (2) at the first level that does not settle
-    within max windows, so the run goes on after that level with a new invocation: every
-    level is kept (the unstable one from the windows it printed) and every invocation's
-    exact command is stored, one per line."""
+def _run_perf_analyzer(work: _RoundWork) -> tuple[str, str]:
+    """perf_analyzer over `work.levels`. It exits (2) at the first level that does not
+    settle within max windows, so the run goes on after that level with a new invocation:
+    every level is kept (the unstable one from the windows it printed) and every
+    invocation's exact command is stored, one per line."""
     from .engine.perf_analyzer import run_perf_analyzer
     from .engine.perf_analyzer_command import PerfAnalyzerNotFound, locate_perf_analyzer
     from .engine.perf_analyzer_csv import csv_server
 
-    triton = connection(server, params.protocol)
+    params, recorder = work.params, work.recorder
+    triton = connection(work.server, params.protocol)
     try:
         binary = locate_perf_analyzer()
     except PerfAnalyzerNotFound as exc:
@@ -179,9 +183,9 @@ def _run_perf_analyzer(
 
     def store_command(command: list[str]) -> None:
         recorder.commands.append(_shell_join(command))
-        Sweep.objects.filter(pk=sweep.pk).update(command="\n".join(recorder.commands))
+        Sweep.objects.filter(pk=work.sweep.pk).update(command="\n".join(recorder.commands))
 
-    for run in contiguous_runs(levels, params.step):
+    for run in contiguous_runs(work.levels, params.step):
         queue = list(run)
         while queue:
             run_params = dataclasses.replace(params, start=queue[0], end=queue[-1])
@@ -193,7 +197,7 @@ def _run_perf_analyzer(
                     binary=binary,
                     on_window=lambda w: recorder.call(recorder.pa_window, w),
                     on_level=lambda done: recorder.call(recorder.pa_level, done),
-                    should_cancel=lambda: _should_cancel(heartbeat, recorder),
+                    should_cancel=work.should_cancel,
                 )
 
             result = asyncio.run(main())
