@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from fleet import server_api
 from fleet.rollouts import api as rollout_api
+from inference import api as try_api
 from profiler_app import api as sweep_api
 from profiler_app.search import api as search_api
 from repository_app import api as repository_api
@@ -27,6 +28,12 @@ urlpatterns = [
         for action in ("load", "unload", "reload")
     ],
     path("models/<str:name>/config", config_api.ConfigView.as_view(), name="api_config"),
+    path("models/<str:name>/try", try_api.TryView.as_view(), name="api_try"),
+    path(
+        "try-results/<str:token>/<str:output>",
+        try_api.TryResultView.as_view(),
+        name="api_try_result",
+    ),
     path(
         "models/<str:name>/config/validate",
         config_api.ConfigValidateView.as_view(),

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "registry",
     "repository_app",
     "profiler_app",
+    "inference",
     "fleet",
 ]
 
@@ -363,6 +364,14 @@ UPLOAD_MAX_FILE_BYTES = env_int("UPLOAD_MAX_FILE_BYTES", 64 * 1024**3, minimum=1
 # One upload: the bytes sent, and for an archive the sum of its members once extracted.
 UPLOAD_MAX_TOTAL_BYTES = env_int("UPLOAD_MAX_TOTAL_BYTES", 128 * 1024**3, minimum=1)
 UPLOAD_MAX_ARCHIVE_MEMBERS = env_int("UPLOAD_MAX_ARCHIVE_MEMBERS", 10_000, minimum=1)
+
+# Try a model (inference/): one request's inputs and its answer are bounded (gRPC refuses a
+# larger answer as it arrives); its outputs are kept whole for the downloads this long.
+TRY_MAX_REQUEST_BYTES = env_int("TRY_MAX_REQUEST_BYTES", 64 * 1024**2, minimum=1024)
+TRY_MAX_RESPONSE_BYTES = env_int("TRY_MAX_RESPONSE_BYTES", 64 * 1024**2, minimum=1024)
+TRY_TIMEOUT_S = env_number("TRY_TIMEOUT_S", 60.0, minimum=0.1)
+TRY_RESULTS_DIR = env_path("TRY_RESULTS_DIR", VAR_DIR / "try")
+TRY_RESULTS_TTL_S = env_int("TRY_RESULTS_TTL_S", 3600, minimum=60)
 # Past UPLOAD_ARCHIVE_RATIO_FREE_BYTES unpacked, an archive may unpack to at most this many
 # times its own size (a 204 KB zip of 200 MiB, or 130 MB of 128 GiB, is a bomb, not a model).
 UPLOAD_MAX_ARCHIVE_RATIO = env_int("UPLOAD_MAX_ARCHIVE_RATIO", 200, minimum=1)

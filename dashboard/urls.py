@@ -27,5 +27,6 @@ urlpatterns = [
     path("api/v1/", include("dashboard.api_urls")),
     path("", include("repository_app.urls")),
     path("", include("profiler_app.urls")),
+    path("", include("inference.urls")),
     path("", include("fleet.urls")),
 ]

@@ -159,6 +159,8 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
         document = llm.preset_text(inputs)
         if document is not None:  # an LLM input preset: JSON text the user edits
             initial.update(input_data="text", input_data_text=document)
+        elif request.GET.get("input_data"):  # a tried request's ("use as benchmark input")
+            initial.update(input_data="text", input_data_text=request.GET["input_data"])
         form = SweepForm(initial=initial, model=name, kind=kind)
     history = Sweep.objects.filter(model=name, kind=Sweep.Kind.SWEEP, server=server.name)[:10]
     return render(

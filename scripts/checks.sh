@@ -15,6 +15,6 @@ echo "== ruff"
 $VENV_BIN/ruff check .
 $VENV_BIN/ruff format --check .
 echo "== mypy (the application packages; tests and benchmarks are not checked yet)"
-$VENV_BIN/mypy dashboard common jobs registry repository_app profiler_app fleet team devstack triton_api
+$VENV_BIN/mypy dashboard common jobs registry repository_app profiler_app inference fleet team devstack triton_api
 echo "== docker-compose config"
 POSTGRES_PASSWORD=check DJANGO_SECRET_KEY=check TRITON_API_KEY=check REDIS_PASSWORD=check docker-compose -f docker-compose.yml config --quiet

@@ -19,6 +19,7 @@ ROOTS = (
     "registry",
     "repository_app",
     "profiler_app",
+    "inference",
     "fleet",
     "team",
     "devstack",

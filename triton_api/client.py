@@ -31,12 +31,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import grpc
+import numpy as np
 import tritonclient.grpc as grpcclient
 from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
@@ -86,6 +87,17 @@ class TritonError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+@dataclass
+class Inferred:
+    """One inference request's answer: each output's array and Triton datatype, and the
+    round trip as the client saw it."""
+
+    outputs: dict[str, np.ndarray]
+    datatypes: dict[str, str]
+    elapsed_ns: int
+    model_version: str
 
 
 @dataclass
@@ -360,6 +372,69 @@ class TritonClient:
         response = self._call("get_inference_statistics", model_name=name, model_version=version)
         data = json_format.MessageToDict(response, preserving_proto_field_name=True)
         return list(data.get("model_stats", []))
+
+    # --- one inference request (Try a model) ---------------------------------------------
+
+    def infer(
+        self,
+        name: str,
+        inputs: Sequence[tuple[str, str, np.ndarray]],
+        outputs: Sequence[str],
+        *,
+        version: str = "",
+        sequence: tuple[int, bool, bool] | None = None,
+        max_request_bytes: int,
+        max_response_bytes: int,
+        timeout_s: float,
+    ) -> Inferred:
+        """One request: ``inputs`` as (name, Triton datatype, array), the named ``outputs``
+        back as arrays; ``sequence`` is (correlation id, start, end). On a channel of its own
+        whose limits are the caller's, so that a response above ``max_response_bytes`` is
+        refused by gRPC as it arrives instead of being held whole."""
+        client = grpcclient.InferenceServerClient(
+            self.grpc_url,
+            channel_args=[
+                *CHANNEL_ARGS[:3],
+                ("grpc.max_send_message_length", max_request_bytes),
+                ("grpc.max_receive_message_length", max_response_bytes),
+            ],
+        )
+        try:
+            request = []
+            for input_name, datatype, array in inputs:
+                tensor = grpcclient.InferInput(input_name, list(array.shape), datatype)
+                tensor.set_data_from_numpy(array)
+                request.append(tensor)
+            wanted = [grpcclient.InferRequestedOutput(o) for o in outputs]
+            correlation, start, end = sequence or (0, False, False)
+            began = time.perf_counter_ns()
+            try:
+                result = client.infer(
+                    name, request, model_version=version, outputs=wanted,
+                    sequence_id=correlation, sequence_start=start, sequence_end=end,
+                    headers=self.headers, client_timeout=timeout_s,
+                )  # fmt: skip
+            except InferenceServerException as exc:
+                if "RESOURCE_EXHAUSTED" in (exc.status() or ""):
+                    raise TritonError(
+                        f"the response is larger than the limit of {max_response_bytes:,} "
+                        f"bytes ({exc.message()})", status=exc.status(),
+                    ) from None  # fmt: skip
+                raise self._translate(exc) from None
+            except grpc.RpcError:
+                raise TritonError(
+                    f"Triton unreachable at {self.grpc_url}", unreachable=True
+                ) from None
+            elapsed = time.perf_counter_ns() - began
+            response = result.get_response()
+            return Inferred(
+                outputs={o.name: result.as_numpy(o.name) for o in response.outputs},
+                datatypes={o.name: o.datatype for o in response.outputs},
+                elapsed_ns=elapsed,
+                model_version=response.model_version,
+            )
+        finally:
+            _close(client)
 
     # --- metrics (port 8002) -----------------------------------------------------------------
 

@@ -1,0 +1,155 @@
+"""``/api/v1/models/<name>/try``: what the Try form asks for (GET), one request sent
+(POST), and a sent request's outputs whole (``/api/v1/try-results/<token>/<output>``).
+
+Sending needs the role that controls models on the server (Operators, Admins), checked
+before the body is read; a Viewer may read the form's description. A bad input is a 400
+naming its field, before anything is sent; Triton's own refusal is a 409 with its text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import FileResponse, Http404, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from registry import server_access
+from registry.server_context import SERVER_PARAMETER, server_of
+from repository_app.control import CONTROL_PERMISSION
+from repository_app.naming import InvalidModelName, check_model_name
+from triton_api.client import TritonError
+
+from . import results, snippets, trying
+from .tensors import BadInput
+
+CANNOT_TRY = "your role cannot send requests to models (Operators and Admins can)"
+
+TryBody = inline_serializer(
+    "TryRequest",
+    {
+        "inputs": serializers.DictField(
+            help_text='per input: {"mode": "values|random|zeros|json|npy|omit", "values": '
+            'text, JSON or base64 .npy, "dims": "4,16" for dimensions the model leaves open}'
+        ),
+        "batch": serializers.IntegerField(required=False, help_text="when the model batches"),
+        "outputs": serializers.ListField(child=serializers.CharField(), required=False),
+        "sequence": serializers.DictField(
+            required=False, help_text='sequence models: {"correlation_id", "start", "end"}'
+        ),
+    },
+)
+Tried = inline_serializer(
+    "Tried",
+    {
+        "model": serializers.CharField(),
+        "version": serializers.CharField(),
+        "latency_ms": serializers.FloatField(),
+        "outputs": serializers.ListField(child=serializers.DictField()),
+        "statistics": serializers.ListField(child=serializers.DictField()),
+        "result": serializers.CharField(help_text="names the whole outputs for the downloads"),
+        "copy": serializers.DictField(help_text="curl, python, perf_analyzer (or why not)"),
+    },
+)
+
+
+def _name(name: str) -> str:
+    try:
+        check_model_name(name)
+    except InvalidModelName as exc:
+        raise NotFound(str(exc)) from None
+    return name
+
+
+def copies(server: Any, name: str, request: trying.TryRequest) -> dict[str, Any]:
+    """The request to copy as curl, Python and perf_analyzer input (or why not)."""
+    why = snippets.too_large(request.inputs)
+    if why:
+        return {"refused": why}
+    return {
+        "curl": snippets.curl(server, name, request.inputs, request.outputs),
+        "python": snippets.python(server, name, request.inputs, request.outputs),
+        "perf_analyzer": snippets.perf_analyzer_input(request.inputs, request.batch),
+    }
+
+
+class TryView(APIView):
+    @extend_schema(
+        parameters=[SERVER_PARAMETER],
+        responses={200: inline_serializer("TryForm", {"model": serializers.DictField()})},
+        summary="What a request to this model holds (its inputs and outputs)",
+    )
+    def get(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        try:
+            io = trying.model_io(server, _name(name))
+        except TritonError as exc:
+            return Response({"message": exc.message, "field": None}, status=409)
+        return Response({"model": io.as_json()})
+
+    @extend_schema(
+        request=TryBody,
+        parameters=[SERVER_PARAMETER],
+        responses={200: Tried},
+        summary="Send one request to the model and read its outputs",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRY)
+        if refused:
+            raise PermissionDenied(refused)
+        name = _name(name)
+        try:
+            io = trying.model_io(server, name)
+        except TritonError as exc:
+            return Response({"message": exc.message, "field": None}, status=409)
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationError({"message": "the body is a JSON object", "field": None})
+        try:
+            sent = trying.parse(io, body)
+        except BadInput as exc:
+            return Response({"message": exc.message, "field": exc.field}, status=400)
+        try:
+            tried = trying.send(server, io, sent, request.user)
+        except TritonError as exc:  # Triton's own words
+            return Response({"message": exc.message, "field": None}, status=409)
+        return Response(
+            {**tried.as_json(), "copy": copies(server, name, sent)}, status=status.HTTP_200_OK
+        )
+
+
+class TryResultView(APIView):
+    """One output of your own recent Try, whole: ``.npy`` or JSON (Triton's shape)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("as", str, enum=["npy", "json"], description="npy (default) or json")
+        ],
+        responses={(200, "application/octet-stream"): bytes},
+        summary="A tried request's output, whole",
+    )
+    def get(self, request: Request, token: str, output: str) -> Any:
+        try:
+            kept = results.output(request.user, token, output)
+        except results.NoResult:
+            raise Http404(
+                "no such result (they are kept for an hour, for whoever sent them)"
+            ) from None
+        if request.query_params.get("as", "npy") == "json":
+            response = StreamingHttpResponse(
+                results.as_json_chunks(kept), content_type="application/json"
+            )
+            response["Content-Disposition"] = f'attachment; filename="{_file_name(output)}.json"'
+            return response
+        return FileResponse(
+            kept.path.open("rb"), as_attachment=True, filename=f"{_file_name(output)}.npy"
+        )
+
+
+def _file_name(output: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in output)[:100] or "output"

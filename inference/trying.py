@@ -1,0 +1,245 @@
+"""Try a model: one request from the Try form (or the API) to one server, its outputs,
+the round trip and what Triton's statistics counted for it.
+
+Everything the user gave is checked first (``tensors``: the input named on each
+refusal); then the request goes out on a channel whose limits are the settings'
+(``TRY_MAX_REQUEST_BYTES``, ``TRY_MAX_RESPONSE_BYTES``), so an answer larger than the limit
+is refused as it arrives, never held whole. Triton's own error text is passed on as it is.
+Outputs are kept for an hour (``results``) so the page can offer each whole, as ``.npy``
+and JSON, while it shows only the first values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from registry.servers import Server
+from registry.triton_clients import get_client
+from triton_api.client import TritonError
+
+from . import results
+from .model_io import ModelIO, describe
+from .tensors import BadInput, Filled, fill
+
+SHOWN_VALUES = 64  # per output on the page; the rest is in the downloads
+# Triton's cumulative durations per model, the parts of one request (statistics extension).
+_PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+@dataclass(frozen=True)
+class TryRequest:
+    """What one Try sends: the inputs filled, the outputs wanted (all when empty), and for
+    sequence models the correlation id and the START/END flags."""
+
+    inputs: tuple[Filled, ...]
+    outputs: tuple[str, ...] = ()
+    batch: int | None = None
+    sequence: tuple[int, bool, bool] | None = None
+
+
+@dataclass
+class Tried:
+    model: str
+    version: str
+    latency_ms: float
+    outputs: list[dict[str, Any]]
+    statistics: list[dict[str, Any]]
+    token: str
+    request: TryRequest = field(repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "version": self.version,
+            "latency_ms": round(self.latency_ms, 3),
+            "outputs": self.outputs,
+            "statistics": self.statistics,
+            "result": self.token,
+        }
+
+
+def model_io(server: Server, name: str) -> ModelIO:
+    """The model as Triton serves it now (TritonError when it does not: not loaded)."""
+    client = get_client(server)
+    return describe(client.model_metadata(name), client.model_config(name))
+
+
+def parse(io: ModelIO, body: Mapping[str, Any]) -> TryRequest:
+    """The API's (and the page's) JSON body as a request, refused with the field at fault:
+    ``{"inputs": {"INPUT0": {"mode": "values", "values": "1 2 3", "dims": ""}}, "batch": 1,
+    "outputs": ["OUTPUT0"], "sequence": {"correlation_id": 7, "start": true, "end": true}}``."""
+    if io.decoupled:
+        raise BadInput(
+            "model",
+            f"{io.name} is decoupled: its responses stream, and Try sends one request and waits for one answer (not yet for decoupled models)",
+        )
+    given = body.get("inputs")
+    if not isinstance(given, dict):
+        raise BadInput("inputs", 'inputs is an object: {"INPUT0": {"mode": ..., "values": ...}}')
+    unknown = sorted(set(given) - {i.name for i in io.inputs})
+    if unknown:
+        raise BadInput(f"inputs.{unknown[0]}", f"{io.name} has no input {unknown[0]!r}")
+    batch = _batch(io, body.get("batch"))
+    filled = []
+    for spec in io.inputs:
+        entry = given.get(spec.name)
+        if entry is None or (isinstance(entry, dict) and entry.get("mode") == "omit"):
+            if spec.optional:
+                continue
+            raise BadInput(f"inputs.{spec.name}", f"{spec.name}: the model needs this input")
+        if not isinstance(entry, dict):
+            raise BadInput(f"inputs.{spec.name}", f"{spec.name}: an object with mode and values")
+        filled.append(
+            fill(
+                spec,
+                str(entry.get("mode", "values")),
+                values=str(entry.get("values", "")),
+                dims=str(entry.get("dims", "")),
+                batch=batch,
+            )
+        )
+    _within_limit(filled)
+    outputs = body.get("outputs") or []
+    names = {o.name for o in io.outputs}
+    if not isinstance(outputs, list) or any(o not in names for o in outputs):
+        raise BadInput("outputs", f"outputs are some of {', '.join(sorted(names))}")
+    return TryRequest(tuple(filled), tuple(outputs), batch, _sequence(io, body.get("sequence")))
+
+
+def _batch(io: ModelIO, value: Any) -> int | None:
+    if not io.batches:
+        return None
+    try:
+        batch = int(value if value not in (None, "") else 1)
+    except (TypeError, ValueError):
+        raise BadInput("batch", "the batch size is a whole number") from None
+    if not 1 <= batch <= io.max_batch_size:
+        raise BadInput("batch", f"the batch size is 1 to {io.max_batch_size} (max_batch_size)")
+    return batch
+
+
+def _sequence(io: ModelIO, value: Any) -> tuple[int, bool, bool] | None:
+    if not io.sequence:
+        return None
+    value = value if isinstance(value, dict) else {}
+    try:
+        correlation = int(value.get("correlation_id") or 1)
+    except (TypeError, ValueError):
+        raise BadInput("sequence.correlation_id", "the correlation id is a whole number") from None
+    if not 1 <= correlation < 2**64:
+        raise BadInput("sequence.correlation_id", "the correlation id is 1 to 2^64 - 1")
+    return correlation, bool(value.get("start", True)), bool(value.get("end", True))
+
+
+def _within_limit(filled: list[Filled]) -> None:
+    size = sum(_nbytes(f.array) for f in filled)
+    if size > settings.TRY_MAX_REQUEST_BYTES:
+        raise BadInput(
+            "inputs",
+            f"the inputs take {size:,} bytes, above the limit of "
+            f"{settings.TRY_MAX_REQUEST_BYTES:,} (TRY_MAX_REQUEST_BYTES)",
+        )
+
+
+def _nbytes(array: np.ndarray) -> int:
+    if array.dtype == object:
+        return sum(len(v) + 4 for v in array.reshape(-1))
+    return int(array.nbytes)
+
+
+def _counters(stats: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per model: the request count and each part's cumulative ns, over its versions."""
+    out: dict[str, dict[str, int]] = {}
+    for row in stats:
+        totals = out.setdefault(
+            str(row.get("name", "")), {"requests": 0} | dict.fromkeys(_PARTS, 0)
+        )
+        inference = row.get("inference_stats") or {}
+        totals["requests"] += int((inference.get("success") or {}).get("count", 0))
+        for part in _PARTS:
+            totals[part] += int((inference.get(part) or {}).get("ns", 0))
+    return out
+
+
+def _statistics(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
+                order: list[str]) -> list[dict[str, Any]]:  # fmt: skip
+    """What each model's counters moved by: this request's share, unless another request
+    ran in the same moment (``requests`` above 1 says so)."""
+    rows = []
+    for model in order:
+        now, was = after.get(model), before.get(model, {})
+        if now is None:
+            continue
+        row: dict[str, Any] = {"model": model, "requests": now["requests"] - was.get("requests", 0)}
+        for part in _PARTS:
+            row[f"{part}_us"] = round((now[part] - was.get(part, 0)) / 1000, 1)
+        rows.append(row)
+    return rows
+
+
+def _shown(name: str, datatype: str, array: np.ndarray) -> dict[str, Any]:
+    flat = array.reshape(-1)
+    head = flat[:SHOWN_VALUES]
+    if datatype == "BYTES":
+        values: list[Any] = [
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in head
+        ]
+    elif datatype == "BOOL":
+        values = [bool(v) for v in head]
+    else:
+        values = (
+            [v if math.isfinite(v) else str(v) for v in head.tolist()]
+            if head.dtype.kind == "f"
+            else head.tolist()
+        )
+    return {
+        "name": name,
+        "datatype": datatype,
+        "shape": list(array.shape),
+        "count": int(flat.size),
+        "values": values,
+        "truncated": int(flat.size) > SHOWN_VALUES,
+    }
+
+
+def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
+    """Send ``request`` (checked by ``parse``) and read what came back."""
+    client = get_client(server)
+    watched = [io.name, *dict.fromkeys(io.ensemble_steps)]
+
+    def counters() -> dict[str, dict[str, int]]:
+        found: dict[str, dict[str, int]] = {}
+        for model in watched:
+            # A step that is not loaded has no counters: it is left out.
+            with contextlib.suppress(TritonError):
+                found |= _counters(client.model_statistics(model))
+        return found
+
+    before = counters()
+    answer = client.infer(
+        io.name,
+        [(f.name, f.datatype, f.array) for f in request.inputs],
+        list(request.outputs or [o.name for o in io.outputs]),
+        sequence=request.sequence,
+        max_request_bytes=settings.TRY_MAX_REQUEST_BYTES,
+        max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
+        timeout_s=settings.TRY_TIMEOUT_S,
+    )
+    after = counters()
+    token = results.keep(user, answer.outputs, answer.datatypes)
+    return Tried(
+        model=io.name,
+        version=answer.model_version,
+        latency_ms=answer.elapsed_ns / 1e6,
+        outputs=[_shown(n, answer.datatypes[n], a) for n, a in answer.outputs.items()],
+        statistics=_statistics(before, after, watched),
+        token=token,
+        request=request,
+    )

@@ -1,0 +1,73 @@
+"""Try a model in a real browser: from the model page's link, a bad input refused on its
+field, then a request answered with outputs computed here, its statistics, its copies
+and a download of the whole output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from triton_api.client import TritonClient
+
+from .conftest import login, wait_js
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def test_try_add_sub_from_the_model_page(browser, web_server, admin_credentials, triton):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))
+    client.load("add_sub")
+    page = browser.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/models/add_sub/")
+        page.click("#try-link")
+        page.wait_for_selector("#try-form")
+        assert page.text_content('tr[data-input="INPUT0"] th .muted') == "FP32 [16]"
+        first = 'tr[data-input="INPUT0"] '
+        second = 'tr[data-input="INPUT1"] '
+        # Three values for sixteen: refused on INPUT0's field, nothing shown as an answer.
+        page.fill(first + "textarea", "1 2 3")
+        page.select_option(second + "select", "zeros")
+        page.click("#try-send")
+        wait_js(page, "document.getElementById('try-status').textContent === 'refused'")
+        assert page.text_content('[data-field="inputs.INPUT0"]') == (
+            "INPUT0: 3 values given, the shape [1, 16] takes 16"
+        )
+        assert page.is_hidden("#try-answer")
+        a = np.arange(16, dtype=np.float32)
+        page.fill(first + "textarea", " ".join(str(v) for v in a.tolist()))
+        page.select_option(second + "select", "values")
+        page.fill(second + "textarea", "[" + ", ".join(["2.5"] * 16) + "]")
+        page.click("#try-send")
+        wait_js(page, "document.getElementById('try-status').textContent === 'answered'")
+        assert page.text_content('[data-field="inputs.INPUT0"]') == ""
+        cells = page.locator('#try-outputs tr[data-output="OUTPUT0"] td')
+        assert cells.nth(1).text_content() == "FP32" and cells.nth(2).text_content() == "[1,16]"
+        assert np.allclose(eval_list(cells.nth(3).text_content()), a + 2.5)
+        minus = page.locator('#try-outputs tr[data-output="OUTPUT1"] td').nth(3).text_content()
+        assert np.allclose(eval_list(minus), a - 2.5)
+        assert page.text_content("#try-statistics tbody tr td") == "add_sub"
+        assert "/v2/models/add_sub/infer" in page.text_content("#try-copy-curl")
+        with page.expect_download() as download:
+            page.click('#try-outputs tr[data-output="OUTPUT0"] a:text(".npy")')
+        saved = np.load(download.value.path())
+        assert saved.shape == (1, 16) and np.allclose(saved[0], a + 2.5)
+        # The request as the Benchmark form's input data (perf_analyzer's shape, no batch).
+        page.click("summary:has-text('perf_analyzer')")
+        with page.expect_navigation():
+            page.click("#try-benchmark")
+        document = json.loads(page.input_value("#id_input_data_text"))
+        assert np.allclose(document["data"][0]["INPUT0"]["content"], a)
+        assert page.input_value("#id_input_data") == "text"
+    finally:
+        page.close()
+        if not was_ready:
+            client.unload("add_sub")
+
+
+def eval_list(text: str | None) -> list[float]:
+    return [float(v) for v in json.loads(text or "[]")]
