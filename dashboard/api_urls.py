@@ -29,6 +29,9 @@ urlpatterns = [
     ],
     path("models/<str:name>/config", config_api.ConfigView.as_view(), name="api_config"),
     path("models/<str:name>/try", try_api.TryView.as_view(), name="api_try"),
+    path("models/<str:name>/checks", try_api.CheckListView.as_view(), name="api_checks"),
+    path("models/<str:name>/checks/run", try_api.CheckRunView.as_view(), name="api_checks_run"),
+    path("checks/<int:pk>", try_api.CheckDetailView.as_view(), name="api_check"),
     path(
         "try-results/<str:token>/<str:output>",
         try_api.TryResultView.as_view(),

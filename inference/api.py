@@ -24,10 +24,13 @@ from repository_app.control import CONTROL_PERMISSION
 from repository_app.naming import InvalidModelName, check_model_name
 from triton_api.client import TritonError
 
-from . import results, snippets, trying
+from . import checks, results, snippets, trying
+from .check_job import result_json
+from .models import Check
 from .tensors import BadInput
 
 CANNOT_TRY = "your role cannot send requests to models (Operators and Admins can)"
+CANNOT_CHECK = "your role cannot keep or run checks (Operators and Admins can)"
 
 TryBody = inline_serializer(
     "TryRequest",
@@ -153,3 +156,103 @@ class TryResultView(APIView):
 
 def _file_name(output: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in output)[:100] or "output"
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+
+def check_json(check: Any, last: Any = None, *, full: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": check.pk,
+        "model": check.model,
+        "name": check.name,
+        "outputs": list(check.expected),
+        "tolerance": check.tolerance,
+        "created_by": check.username,
+        "created_at": check.created_at.isoformat(),
+        "last_run": result_json(last) if last is not None else None,
+    }
+    if full:
+        out |= {"request": check.request, "expected": check.expected}
+    return out
+
+
+class CheckListView(APIView):
+    """A model's checks, each with its last run on the server (Viewers too); ``?export=1``:
+    whole, with their requests and kept outputs. POST keeps a Try result as a check."""
+
+    @extend_schema(
+        parameters=[SERVER_PARAMETER, OpenApiParameter("export", bool)],
+        responses={200: inline_serializer("Checks", {"checks": serializers.ListField()})},
+        summary="A model's checks and their last results",
+    )
+    def get(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        latest = checks.latest(_name(name), server)
+        full = request.query_params.get("export") in ("1", "true", "yes")
+        rows = [
+            check_json(c, latest.get((c.pk, server.name)), full=full)
+            for c in Check.objects.filter(model=name)
+        ]
+        return Response({"model": name, "server": server.name, "checks": rows})
+
+    @extend_schema(
+        request=inline_serializer(
+            "CheckNew",
+            {
+                "name": serializers.CharField(),
+                "result": serializers.CharField(help_text="a Try result of yours"),
+                "tolerance": serializers.DictField(required=False),
+            },
+        ),
+        parameters=[SERVER_PARAMETER],
+        responses={201: inline_serializer("CheckSaved", {"check": serializers.DictField()})},
+        summary="Keep a tried request and its answer as a check",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CHECK)
+        if refused:
+            raise PermissionDenied(refused)
+        body = request.data if isinstance(request.data, dict) else {}
+        try:
+            check = checks.save(
+                request.user, server, _name(name), str(body.get("name", "")),
+                str(body.get("result", "")), body.get("tolerance"),
+            )  # fmt: skip
+        except checks.CheckRefused as exc:
+            return Response({"message": exc.message, "field": exc.field}, status=400)
+        return Response({"check": check_json(check)}, status=status.HTTP_201_CREATED)
+
+
+class CheckRunView(APIView):
+    @extend_schema(
+        request=None,
+        parameters=[SERVER_PARAMETER],
+        responses={202: inline_serializer("ChecksQueued", {"runs": serializers.ListField()})},
+        summary="Run a model's checks on the server (jobs)",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CHECK)
+        if refused:
+            raise PermissionDenied(refused)
+        runs = checks.queue_runs(server, _name(name), request.user, "on demand")
+        if not runs:
+            return Response({"message": f"{name} has no checks", "field": None}, status=404)
+        return Response({"runs": [result_json(r) for r in runs]}, status=status.HTTP_202_ACCEPTED)
+
+
+class CheckDetailView(APIView):
+    @extend_schema(request=None, parameters=[SERVER_PARAMETER], responses={204: None},
+                   summary="Delete a check")  # fmt: skip
+    def delete(self, request: Request, pk: int) -> Response:
+        server = server_of(request)
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CHECK)
+        if refused:
+            raise PermissionDenied(refused)
+        check = Check.objects.filter(pk=pk).first()
+        if check is None:
+            raise NotFound("no such check")
+        checks.delete(request.user, server, check)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -49,8 +49,14 @@ def _expire(root: Path) -> None:
             pass  # another request removed it meanwhile
 
 
-def keep(user: Any, outputs: dict[str, np.ndarray], datatypes: dict[str, str] | None = None) -> str:
-    """Store ``outputs`` for ``user``; the token that names them."""
+def keep(
+    user: Any,
+    outputs: dict[str, np.ndarray],
+    datatypes: dict[str, str] | None = None,
+    request: dict[str, Any] | None = None,
+) -> str:
+    """Store ``outputs`` for ``user``, with the ``request`` that asked for them when it is
+    small enough to be kept as a check (Triton's JSON shape); the token that names them."""
     root = _root()
     _expire(root)
     token = uuid.uuid4().hex
@@ -61,14 +67,12 @@ def keep(user: Any, outputs: dict[str, np.ndarray], datatypes: dict[str, str] | 
         stored = array.astype(np.bytes_) if array.dtype == object else array
         np.save(folder / f"{i}.npy", stored, allow_pickle=False)
         kept.append({"name": name, "datatype": (datatypes or {}).get(name, ""), "file": f"{i}.npy"})
-    (folder / "meta.json").write_text(
-        json.dumps({"user": getattr(user, "pk", None), "outputs": kept})
-    )
+    meta = {"user": getattr(user, "pk", None), "outputs": kept, "request": request}
+    (folder / "meta.json").write_text(json.dumps(meta))
     return token
 
 
-def output(user: Any, token: str, name: str) -> KeptOutput:
-    """One kept output of ``user``'s result ``token`` (NoResult otherwise)."""
+def _meta(user: Any, token: str) -> tuple[Path, dict[str, Any]]:
     if not TOKEN.fullmatch(token or ""):
         raise NoResult(token)
     folder = _root() / token
@@ -78,6 +82,25 @@ def output(user: Any, token: str, name: str) -> KeptOutput:
         raise NoResult(token) from None
     if meta.get("user") != getattr(user, "pk", None):
         raise NoResult(token)
+    return folder, meta
+
+
+def request_of(user: Any, token: str) -> dict[str, Any] | None:
+    """The request of ``user``'s result ``token`` (None when it was too large to keep)."""
+    return _meta(user, token)[1].get("request")
+
+
+def outputs_of(user: Any, token: str) -> list[KeptOutput]:
+    folder, meta = _meta(user, token)
+    return [
+        KeptOutput(str(e["name"]), str(e.get("datatype", "")), folder / e["file"])
+        for e in meta.get("outputs", [])
+    ]
+
+
+def output(user: Any, token: str, name: str) -> KeptOutput:
+    """One kept output of ``user``'s result ``token`` (NoResult otherwise)."""
+    folder, meta = _meta(user, token)
     for entry in meta.get("outputs", []):
         if entry.get("name") == name:
             return KeptOutput(name, str(entry.get("datatype", "")), folder / entry["file"])

@@ -24,11 +24,13 @@ from registry.servers import Server
 from registry.triton_clients import get_client
 from triton_api.client import TritonError
 
-from . import results
+from . import results, snippets
 from .model_io import ModelIO, describe
 from .tensors import BadInput, Filled, fill
 
 SHOWN_VALUES = 64  # per output on the page; the rest is in the downloads
+# A request (and an answer) of more values than this is not kept as a check.
+CHECK_MAX_VALUES = 262_144
 # Triton's cumulative durations per model, the parts of one request (statistics extension).
 _PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
 
@@ -209,6 +211,17 @@ def _shown(name: str, datatype: str, array: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _keepable(request: TryRequest) -> dict[str, Any] | None:
+    """The request in Triton's JSON shape, to be kept as a check; None when too large."""
+    if sum(f.array.size for f in request.inputs) > CHECK_MAX_VALUES:
+        return None
+    body = snippets.request_json(request.inputs, request.outputs)
+    if request.sequence is not None:
+        correlation, start, end = request.sequence
+        body["sequence"] = {"correlation_id": correlation, "start": start, "end": end}
+    return body
+
+
 def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
     """Send ``request`` (checked by ``parse``) and read what came back."""
     client = get_client(server)
@@ -233,7 +246,7 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         timeout_s=settings.TRY_TIMEOUT_S,
     )
     after = counters()
-    token = results.keep(user, answer.outputs, answer.datatypes)
+    token = results.keep(user, answer.outputs, answer.datatypes, _keepable(request))
     return Tried(
         model=io.name,
         version=answer.model_version,

@@ -23,6 +23,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from registry.servers import Server
@@ -56,6 +57,10 @@ _inflight_lock = threading.Lock()
 # A claim outlives no action: a load is bounded by TRITON_LOAD_TIMEOUT_S, and a process
 # killed mid-action leaves a key that expires.
 CLAIM_MARGIN_S = 60
+# Sent after a load or reload that succeeded, from config.pbtxt (not a trial with an
+# override), with server, name, action, user_id and audit_target: the inference app runs
+# the model's checks there.
+served_changed = Signal()
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
@@ -343,6 +348,11 @@ def run_action(
         )
     group = events.repository_group(server.name)
     events.publish(group, "model.action", outcome.as_event(username))
+    if outcome.ok and action != "unload" and config is None:
+        served_changed.send(
+            sender=None, server=server, name=name, action=action, user_id=user_id,
+            audit_target=audit_target,
+        )  # fmt: skip
     for down in taken_down:
         target = audit_target or f"unload of {name}"
         _audit(server, "unload", down.model, username, user_id, down, target)

@@ -41,6 +41,10 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "model.versions": frozenset({"model"}),
     # model groups (model_group)
     "model.stats": frozenset({"model", "stats"}),
+    # a check run's state and verdict (inference.check_job.result_json)
+    "check.result": frozenset(
+        {"id", "check", "name", "model", "server", "state", "passed", "worst", "message"}
+    ),
     # config groups (config_group): one model's files in one repository
     "config.saved": frozenset({"model", "revision", "sha256", "by", "diff_url"}),
     "presence": frozenset({"model", "users"}),

@@ -385,6 +385,12 @@ def publishes_here(monkeypatch):  # type: ignore[no-untyped-def]
     return _jobs_here(monkeypatch, "publish")
 
 
+@pytest.fixture()
+def checks_here(monkeypatch):  # type: ignore[no-untyped-def]
+    """Check runs run in this process (`_jobs_here`)."""
+    return _jobs_here(monkeypatch, "check")
+
+
 def run_queued_jobs(kind_name: str) -> list[str]:
     """Run every queued job of a kind in this process, through the one lifecycle, as a
     worker would: for tests whose Triton, repository or spies only this process knows."""

@@ -87,7 +87,14 @@ def rows(triton, admin_user, django_user_model) -> dict[str, str]:  # type: igno
     narrowing = ServerRole.objects.create(
         user=viewer, kind=ServerRole.Kind.SERVER, value="default", role=ServerRole.Role.VIEWER
     )
+    import numpy as np
+
+    from inference import results
+
+    kept = results.keep(admin_user, {"OUTPUT0": np.zeros(2, np.float32)}, {"OUTPUT0": "FP32"})
     return {
+        "token": kept,
+        "output": "OUTPUT0",
         "name": "add_sub",
         "version": "1",
         "action": "load",

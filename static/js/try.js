@@ -81,6 +81,7 @@
 
   function showAnswer(data) {
     answer.hidden = false;
+    lastResult = data.result;
     document.getElementById("try-latency").textContent = data.latency_ms.toFixed(2) + " ms round trip";
     const outputs = document.querySelector("#try-outputs tbody");
     outputs.replaceChildren();
@@ -127,6 +128,33 @@
       error.textContent = data.message || "the request failed";
     }
   }
+
+  let lastResult = "";
+  const keep = document.getElementById("try-keep");
+  if (keep) keep.addEventListener("submit", async function (event) {
+    event.preventDefault();
+    const said = document.getElementById("try-keep-status");
+    const error = keep.querySelector('[data-field="keep"]');
+    error.textContent = "";
+    const response = await fetch("/api/v1/models/" + encodeURIComponent(model) + "/checks" + window.location.search, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify({ name: document.getElementById("try-check-name").value, result: lastResult }),
+    });
+    let data = {};
+    try { data = await response.json(); } catch (e) { data = { message: response.statusText }; }
+    if (response.ok) {
+      said.textContent = "kept as check " + JSON.stringify(data.check.name);
+      Checks.refresh();
+    } else {
+      said.textContent = "";
+      error.textContent = data.message;
+    }
+  });
+  Live.connect("/ws/models/" + encodeURIComponent(model) + "/", {
+    "check.result": function (e) { if (e.model === model) Checks.refresh(); },
+  }, function () { Checks.refresh(); });
 
   form.addEventListener("submit", async function (event) {
     event.preventDefault();

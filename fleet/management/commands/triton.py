@@ -1,5 +1,6 @@
-"""`manage.py triton status|load|unload|reload [--server NAME ...]`: scriptable Triton control
-(exit 0 on success). ``--server`` names the server; default ``default``. Several servers:
+"""`manage.py triton status|load|unload|reload|check [--server NAME ...]`: scriptable Triton
+control (exit 0 on success). ``check MODEL`` runs the model's checks (inference.checks) on
+each server, here, one line per check; exit 1 when any fails. ``--server`` names the server; default ``default``. Several servers:
 ``status`` shows each in turn, and a load, unload or reload runs as one rollout
 (``fleet.rollouts``): every server at once, one line per server with its outcome,
 exit 0 only when every one succeeded."""
@@ -53,6 +54,8 @@ class Command(BaseCommand):
         unload.add_argument("model")
         reload = sub.add_parser("reload", help="load a model again (its config and files)")
         reload.add_argument("model")
+        check = sub.add_parser("check", help="run a model's checks (exit 1 on a failure)")
+        check.add_argument("model")
         for p in sub.choices.values():
             p.add_argument(
                 "--server",
@@ -62,7 +65,7 @@ class Command(BaseCommand):
                 help="the Triton server (repeat for several: a rollout to all of them at once, "
                 "or each one's status); default: default",
             )
-        add_as_user_argument((load, unload, reload), "this action is made as")
+        add_as_user_argument((load, unload, reload, check), "this action is made as")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -70,6 +73,9 @@ class Command(BaseCommand):
             chosen = [servers.get(n) for n in dict.fromkeys(named or ["default"])]
         except UnknownServer as exc:
             raise CommandError(f"--server: {exc.message}") from None
+        if options["action"] == "check":
+            self._check(chosen, options)
+            return
         if options["action"] != "status" and len(chosen) > 1:
             self._rollout(chosen, options)
             return
@@ -86,6 +92,24 @@ class Command(BaseCommand):
                 failed.append(server.name)
         if failed:
             raise CommandError(f"failed on {', '.join(failed)}")
+
+    def _check(self, chosen: list[Server], options: dict[str, Any]) -> None:
+        from inference import checks
+
+        name = options["model"]
+        failed = 0
+        for server in chosen:
+            user = acting_user(options["as_user"], "repository_app.control_models", server)
+            queued = checks.queue_runs(server, name, user, "manage.py triton check", dispatch=False)
+            if not queued:
+                raise CommandError(f"{name} has no checks")
+            for run in checks.run_here(queued, "manage.py triton check"):
+                word = "PASS" if run.passed else "FAIL"
+                failed += not run.passed
+                text = run.message or run.error
+                self.stdout.write(f"{word} {run.saved_check.name} on {server.name}: {text}")
+        if failed:
+            raise CommandError(f"{failed} check{'s' if failed != 1 else ''} failed")
 
     def _one(self, server: Server, options: dict[str, Any], prefix: str) -> None:
         try:
