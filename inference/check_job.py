@@ -8,13 +8,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
+from django.urls import reverse
 
 from jobs import lifecycle
 from jobs.lifecycle import Heartbeat, Outcome
 from jobs.models import JobState
 from jobs.queues import Route
 from registry import servers
-from registry.servers import UnknownServer
+from registry.servers import UnknownServer, with_server
 from repository_app import events
 from repository_app.control import CONTROL_PERMISSION, NOT_PERMITTED
 from team import audit
@@ -36,6 +37,17 @@ def result_json(run: CheckRun) -> dict[str, object]:
         "message": run.message or run.error,
         "trigger": run.trigger,
         "finished_at": lifecycle.iso(run.finished_at),
+        # A failure offers the config before the last save, in the config history.
+        "restore": {
+            "number": run.restorable,
+            "url": with_server(
+                reverse("config_history", args=[run.saved_check.model])
+                + f"#revision-{run.restorable}",
+                run.server,
+            ),
+        }
+        if run.passed is False and run.restorable
+        else None,
     }
 
 

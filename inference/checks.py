@@ -19,8 +19,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs import lifecycle, queues
-from registry.servers import Server
+from registry.servers import Server, repository_key
 from registry.triton_clients import get_client
+from repository_app.models import ConfigRevision
 from team import audit
 from triton_api.client import TritonError
 
@@ -127,12 +128,18 @@ def queue_runs(
     ``dispatch``, for the caller to run here: any watchdog sends one left behind)."""
     kind = lifecycle.KINDS[KIND]
     runs = []
+    numbers = (
+        ConfigRevision.objects.filter(repository=repository_key(server), model=model)
+        .order_by("-number")
+        .values_list("number", flat=True)[:2]
+    )
+    restorable = numbers[1] if len(numbers) == 2 else None
     with transaction.atomic():
         for check in Check.objects.filter(model=model):
             run = CheckRun.objects.create(
                 saved_check=check, server=server.name, user=user if getattr(user, "pk", None) else None,
                 username=getattr(user, "get_username", lambda: str(user))(), trigger=trigger,
-                queued_at=timezone.now(),
+                queued_at=timezone.now(), restorable=restorable,
             )  # fmt: skip
             if dispatch:
                 lifecycle.enqueue_on_commit(kind, run.pk)

@@ -49,6 +49,9 @@ class CheckRun(JobRow):
     passed = models.BooleanField(null=True)
     worst = models.FloatField(null=True, blank=True)
     message = models.TextField(blank=True)
+    # The config revision before the current one of the model's repository when the run was
+    # queued (repository_app.ConfigRevision's number): what a failure offers to restore.
+    restorable = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]

@@ -13,6 +13,8 @@ from rest_framework.authtoken.models import Token
 
 from inference.compare import compare
 from inference.models import Check, CheckRun
+from registry.servers import default, repository_key
+from repository_app.models import ConfigRevision
 from team.models import AuditEvent
 from team.roles import OPERATOR, VIEWER, set_role
 from triton_api.client import TritonClient
@@ -106,13 +108,21 @@ def test_a_kept_answer_runs_again_on_demand_from_the_cli_and_after_a_reload(
         out = capsys.readouterr().out
         assert "FAIL sum and difference on default: OUTPUT0: 1 of 16 values differ" in out
         assert "worst difference 0.25" in out
-        # A reload (here the API's, with ?wait=1) runs the model's checks on that server.
+        # A reload (here the API's, with ?wait=1) runs the model's checks on that server; a
+        # failure offers the config revision before the last save.
+        for number in (1, 2):
+            ConfigRevision.objects.create(
+                repository=repository_key(default()), model="add_sub", number=number,
+                text=f"# {number}", sha256=f"{number}", source="form",
+            )  # fmt: skip
         assert api.post("/api/v1/models/add_sub/reload?wait=1").status_code == 200
         run = CheckRun.objects.get(state="queued")
         assert run.trigger == "after reload" and run.username == "otto"
         checks_here()
         run.refresh_from_db()
         assert run.passed is False and run.worst == pytest.approx(0.25)
+        offer = api.get("/api/v1/models/add_sub/checks").json()["checks"][0]["last_run"]["restore"]
+        assert offer == {"number": 1, "url": "/models/add_sub/config/history/#revision-1"}
         assert AuditEvent.objects.filter(action="check.run", outcome="failed").count() == 2
         # Viewers read the results; keeping and running are refused before anything is read.
         viewer = _api(django_user_model, "vera", VIEWER)

@@ -87,6 +87,7 @@ class Migration(migrations.Migration):
                 ("passed", models.BooleanField(null=True)),
                 ("worst", models.FloatField(blank=True, null=True)),
                 ("message", models.TextField(blank=True)),
+                ("restorable", models.PositiveIntegerField(blank=True, null=True)),
                 (
                     "saved_check",
                     models.ForeignKey(

@@ -49,7 +49,15 @@ window.Checks = (function () {
       state.dataset.k = "verdict";
       tr.appendChild(state);
       tr.appendChild(cell(c.last_run && c.last_run.worst !== null ? String(c.last_run.worst) : "—"));
-      tr.appendChild(cell(c.last_run ? (c.last_run.message || "") + (c.last_run.trigger ? " (" + c.last_run.trigger + ")" : "") : ""));
+      const last = cell(c.last_run ? (c.last_run.message || "") + (c.last_run.trigger ? " (" + c.last_run.trigger + ")" : "") : "");
+      if (c.last_run && c.last_run.restore) {
+        const offer = document.createElement("a");
+        offer.href = c.last_run.restore.url;
+        offer.dataset.k = "restore";
+        offer.textContent = " Restore config #" + c.last_run.restore.number + "…";
+        last.appendChild(offer);
+      }
+      tr.appendChild(last);
       body.appendChild(tr);
     });
     card.querySelector("[data-k=checks-note]").textContent = data.checks.length ? "" : "No checks yet: keep a tried request's answer as one (Try it).";
