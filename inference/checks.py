@@ -202,3 +202,22 @@ def run_here(runs: list[CheckRun], command: str) -> list[CheckRun]:
         .filter(pk__in=[r.pk for r in runs])
         .order_by("saved_check__name")
     )
+
+
+def summaries(trigger: str) -> dict[str, dict[str, Any]]:
+    """Per server, the check runs one action started (``trigger``: "rollout #3"): how many
+    passed, failed or have not ended, and the worst difference found."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in CheckRun.objects.filter(trigger=trigger).only("server", "state", "passed", "worst"):
+        entry = found.setdefault(
+            run.server, {"passed": 0, "failed": 0, "pending": 0, "worst": None}
+        )
+        if run.state in ("queued", "running"):
+            entry["pending"] += 1
+        elif run.passed:
+            entry["passed"] += 1
+        else:
+            entry["failed"] += 1
+        if run.worst is not None:
+            entry["worst"] = max(entry["worst"] or 0.0, run.worst)
+    return found

@@ -139,3 +139,28 @@ def test_a_kept_answer_runs_again_on_demand_from_the_cli_and_after_a_reload(
     finally:
         if not was_ready:
             client.unload("add_sub")
+
+
+@pytest.mark.django_db
+def test_a_rollout_shows_the_checks_its_reloads_ran_on_each_server(django_user_model):
+    from fleet.models import Rollout, RolloutTarget
+
+    admin = django_user_model.objects.create_superuser("ada", password="pw-ada-12345")
+    rollout = Rollout.objects.create(action="reload", model="add_sub", chosen="hand-picked: default",
+                                     user=admin, username="ada", state="succeeded")  # fmt: skip
+    RolloutTarget.objects.create(rollout=rollout, server="default", state="succeeded")
+    check = Check.objects.create(model="add_sub", name="a", request={}, expected={}, username="ada")
+    other = Check.objects.create(model="add_sub", name="b", request={}, expected={}, username="ada")
+    trigger = f"rollout #{rollout.pk}"
+    CheckRun.objects.create(saved_check=check, server="default", username="ada", trigger=trigger,
+                            state="succeeded", passed=True, worst=0.0)  # fmt: skip
+    CheckRun.objects.create(saved_check=other, server="default", username="ada", trigger=trigger,
+                            state="succeeded", passed=False, worst=0.5)  # fmt: skip
+    CheckRun.objects.create(saved_check=other, server="default", username="ada",
+                            trigger="on demand", state="succeeded", passed=False)  # fmt: skip
+    client = Client()
+    client.force_login(admin)
+    (target,) = client.get(f"/api/v1/rollouts/{rollout.pk}/").json()["targets"]
+    assert target["checks"] == {"passed": 1, "failed": 1, "pending": 0, "worst": 0.5}
+    page = client.get(f"/rollouts/{rollout.pk}/").content.decode()
+    assert "1 passed, 1 failed</span> (worst difference 0.5)" in page

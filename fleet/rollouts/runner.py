@@ -27,6 +27,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from inference import checks as inference_checks
 from jobs import lifecycle, queues
 from jobs.models import FINISHED, JobState
 from registry import server_access
@@ -328,7 +329,9 @@ def publish_target(target: RolloutTarget) -> None:
     )
 
 
-def target_json(target: RolloutTarget) -> dict[str, Any]:
+def target_json(target: RolloutTarget, checks: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A target as pages and the API show it; ``checks``: the model's check runs its
+    action started on that server (inference.checks.summaries), when they are read."""
     return {
         "server": target.server,
         "state": SHOWN_STATE.get(target.state, target.state),
@@ -337,11 +340,13 @@ def target_json(target: RolloutTarget) -> dict[str, Any]:
         "started_at": lifecycle.iso(target.started_at),
         "ended_at": lifecycle.iso(target.finished_at),
         "placement": lifecycle.placement_json(target, queues.queue_name(target.server)),
+        "checks": checks,
     }
 
 
 def rollout_json(rollout: Rollout) -> dict[str, Any]:
     targets = list(rollout.targets.all())
+    ran = inference_checks.summaries(f"rollout #{rollout.pk}")
     counts = dict.fromkeys(("pending", "running", "succeeded", "failed"), 0)
     for target in targets:
         counts[SHOWN_STATE.get(target.state, target.state)] += 1
@@ -356,7 +361,7 @@ def rollout_json(rollout: Rollout) -> dict[str, Any]:
         "created_at": rollout.created_at.isoformat(),
         "finished_at": rollout.finished_at.isoformat() if rollout.finished_at else None,
         "counts": counts,
-        "targets": [target_json(t) for t in targets],
+        "targets": [target_json(t, ran.get(t.server)) for t in targets],
         "url": reverse("rollout_detail", args=[rollout.pk]),
     }
 
