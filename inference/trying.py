@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,8 @@ from django.conf import settings
 
 from registry.servers import Server
 from registry.triton_clients import get_client
-from triton_api.client import TritonError
+from repository_app import events
+from triton_api.client import Inferred, TritonError
 
 from . import results, snippets
 from .model_io import ModelIO, describe
@@ -31,6 +33,7 @@ from .tensors import BadInput, Filled, fill
 SHOWN_VALUES = 64  # per output on the page; the rest is in the downloads
 # A request (and an answer) of more values than this is not kept as a check.
 CHECK_MAX_VALUES = 262_144
+STREAM_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 # Triton's cumulative durations per model, the parts of one request (statistics extension).
 _PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
 
@@ -44,6 +47,7 @@ class TryRequest:
     outputs: tuple[str, ...] = ()
     batch: int | None = None
     sequence: tuple[int, bool, bool] | None = None
+    stream: str = ""  # names a decoupled request's live responses for the page
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Tried:
     statistics: list[dict[str, Any]]
     token: str
     request: TryRequest = field(repr=False)
+    responses: list[dict[str, Any]] | None = None  # a decoupled model's, each as it came
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +69,7 @@ class Tried:
             "outputs": self.outputs,
             "statistics": self.statistics,
             "result": self.token,
+            "responses": self.responses,
         }
 
 
@@ -77,11 +83,6 @@ def parse(io: ModelIO, body: Mapping[str, Any]) -> TryRequest:
     """The API's (and the page's) JSON body as a request, refused with the field at fault:
     ``{"inputs": {"INPUT0": {"mode": "values", "values": "1 2 3", "dims": ""}}, "batch": 1,
     "outputs": ["OUTPUT0"], "sequence": {"correlation_id": 7, "start": true, "end": true}}``."""
-    if io.decoupled:
-        raise BadInput(
-            "model",
-            f"{io.name} is decoupled: its responses stream, and Try sends one request and waits for one answer (not yet for decoupled models)",
-        )
     given = body.get("inputs")
     if not isinstance(given, dict):
         raise BadInput("inputs", 'inputs is an object: {"INPUT0": {"mode": ..., "values": ...}}')
@@ -112,7 +113,12 @@ def parse(io: ModelIO, body: Mapping[str, Any]) -> TryRequest:
     names = {o.name for o in io.outputs}
     if not isinstance(outputs, list) or any(o not in names for o in outputs):
         raise BadInput("outputs", f"outputs are some of {', '.join(sorted(names))}")
-    return TryRequest(tuple(filled), tuple(outputs), batch, _sequence(io, body.get("sequence")))
+    stream = str(body.get("stream") or "")
+    if stream and not STREAM_ID.fullmatch(stream):
+        raise BadInput("stream", "a stream id is 1 to 64 letters, digits and '-'")
+    return TryRequest(
+        tuple(filled), tuple(outputs), batch, _sequence(io, body.get("sequence")), stream
+    )
 
 
 def _batch(io: ModelIO, value: Any) -> int | None:
@@ -236,6 +242,8 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         return found
 
     before = counters()
+    if io.decoupled:
+        return _streamed(server, io, request, user, before, counters, watched)
     answer = client.infer(
         io.name,
         [(f.name, f.datatype, f.array) for f in request.inputs],
@@ -255,4 +263,64 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         statistics=_statistics(before, after, watched),
         token=token,
         request=request,
+    )
+
+
+def _streamed(
+    server: Server,
+    io: ModelIO,
+    request: TryRequest,
+    user: Any,
+    before: dict[str, dict[str, int]],
+    counters: Callable[[], dict[str, dict[str, int]]],
+    watched: list[str],
+) -> Tried:
+    """A decoupled model's request over a stream: each response goes to the user's page as
+    it arrives (``try.response`` on the user's group, named by ``request.stream``); the
+    outputs kept are every response's, stacked (one row a response) where their shapes
+    agree."""
+    group = events.user_group(user.pk)
+
+    def arrived(index: int, elapsed_ns: int, answer: Inferred) -> None:
+        if request.stream:
+            events.publish(group, "try.response", {
+                "stream": request.stream, "index": index, "t_ms": round(elapsed_ns / 1e6, 3),
+                "outputs": [_shown(n, answer.datatypes[n], a) for n, a in answer.outputs.items()],
+            })  # fmt: skip
+
+    got, elapsed = get_client(server).stream_infer(
+        io.name,
+        [(f.name, f.datatype, f.array) for f in request.inputs],
+        list(request.outputs or [o.name for o in io.outputs]),
+        on_response=arrived,
+        max_request_bytes=settings.TRY_MAX_REQUEST_BYTES,
+        max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
+        timeout_s=settings.TRY_TIMEOUT_S,
+    )
+    after = counters()
+    stacked: dict[str, np.ndarray] = {}
+    datatypes: dict[str, str] = {}
+    for answer in got:
+        datatypes |= answer.datatypes
+    for name in datatypes:
+        parts = [a.outputs[name] for a in got if name in a.outputs]
+        same = len({p.shape for p in parts}) == 1
+        stacked[name] = np.stack(parts) if parts and same else parts[-1]
+    token = results.keep(user, stacked, datatypes, None)  # a stream is not kept as a check
+    return Tried(
+        model=io.name,
+        version=got[-1].model_version if got else "",
+        latency_ms=elapsed / 1e6,
+        outputs=[_shown(n, datatypes[n], a) for n, a in stacked.items()],
+        statistics=_statistics(before, after, watched),
+        token=token,
+        request=request,
+        responses=[
+            {
+                "index": i,
+                "t_ms": round(a.elapsed_ns / 1e6, 3),
+                "outputs": [_shown(n, a.datatypes[n], v) for n, v in a.outputs.items()],
+            }
+            for i, a in enumerate(got)
+        ],  # fmt: skip
     )

@@ -54,6 +54,8 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "activity": frozenset({"id", "at", "user", "action", "model", "server", "target", "outcome"}),
     # user groups (user_group)
     "notify": frozenset({"message", "url"}),
+    # one response of a decoupled model's Try request, as it arrives (inference.trying)
+    "try.response": frozenset({"stream", "index", "t_ms", "outputs"}),
     # job groups (sweep_group): a sweep or a config search
     # placement: where the job's task went and why, and who claimed it (jobs.placement_json)
     "sweep.state": frozenset({"sweep", "kind", "state", "error", "cancel_requested", "placement"}),

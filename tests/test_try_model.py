@@ -5,15 +5,19 @@ and the whole outputs downloadable."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from repository_app import events
 from team.roles import OPERATOR, VIEWER, set_role
 from triton_api.client import TritonClient
 
@@ -153,3 +157,47 @@ def test_bad_input_is_refused_before_sending_and_the_role_boundary_holds(
     assert described["max_batch_size"] == 8
     code, refused = _post(viewer, "add_sub", {"inputs": {}})
     assert code == 403 and "cannot send requests" in refused["message"]
+
+
+@pytest.mark.django_db
+def test_a_decoupled_model_answers_with_every_response_in_order(
+    triton, django_user_model, settings, tmp_path
+):
+    settings.TRY_RESULTS_DIR = tmp_path / "try"
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    was_ready = any(s.state == "READY" for s in client.model_states("stream_tok"))
+    client.load("stream_tok")
+    try:
+        api = _api(django_user_model, "otto", OPERATOR)
+        # The user's own group hears each response as it arrives (the page's socket).
+        layer = get_channel_layer()
+        listener = async_to_sync(layer.new_channel)()
+        otto = django_user_model.objects.get(username="otto")
+        async_to_sync(layer.group_add)(events.user_group(otto.pk), listener)
+        code, tried = _post(api, "stream_tok", {
+            "inputs": {"PROMPT_ID": {"mode": "values", "values": "100"}}, "stream": "s-1",
+        })  # fmt: skip
+        assert code == 200, tried
+
+        # 30 s only bounds a broken run (the events are sent when each response arrives).
+        async def receive() -> dict:
+            return await asyncio.wait_for(layer.receive(listener), 30)
+
+        heard = [async_to_sync(receive)()["event"] for _ in range(8)]
+        assert [(e["type"], e["stream"], e["index"]) for e in heard] == [
+            ("try.response", "s-1", i) for i in range(8)
+        ]
+        assert [e["outputs"][0]["values"] for e in heard] == [[101 + i] for i in range(8)]
+        # RESPONSE_COUNT (8) tokens, 101 to 108, each in its own response, in order of time.
+        tokens = [r["outputs"][0]["values"] for r in tried["responses"]]
+        assert tokens == [[101 + i] for i in range(8)]
+        times = [r["t_ms"] for r in tried["responses"]]
+        assert times == sorted(times)
+        (stacked,) = tried["outputs"]
+        assert stacked["shape"] == [8, 1] and stacked["values"] == list(range(101, 109))
+        code, refused = _post(api, "stream_tok", {"inputs": {"PROMPT_ID": {"mode": "zeros"}},
+                                                  "stream": "no spaces"})  # fmt: skip
+        assert (code, refused["field"]) == (400, "stream")
+    finally:
+        if not was_ready:
+            client.unload("stream_tok")

@@ -436,6 +436,80 @@ class TritonClient:
         finally:
             _close(client)
 
+    def stream_infer(
+        self,
+        name: str,
+        inputs: Sequence[tuple[str, str, np.ndarray]],
+        outputs: Sequence[str],
+        *,
+        on_response: Callable[[int, int, Inferred], None] | None = None,
+        max_request_bytes: int,
+        max_response_bytes: int,
+        timeout_s: float,
+    ) -> tuple[list[Inferred], int]:
+        """One request to a decoupled model over a gRPC stream: each response as it came
+        (``on_response(index, ns since sent, response)`` too, as it arrives), until Triton
+        flags the final one; and the whole time. TritonError with Triton's text on an error,
+        or when no final response came within ``timeout_s``."""
+        client = grpcclient.InferenceServerClient(
+            self.grpc_url,
+            channel_args=[
+                *CHANNEL_ARGS[:3],
+                ("grpc.max_send_message_length", max_request_bytes),
+                ("grpc.max_receive_message_length", max_response_bytes),
+            ],
+        )
+        got: list[Inferred] = []
+        failure: list[str] = []
+        done = threading.Event()
+        began = time.perf_counter_ns()
+
+        def arrived(result: Any, error: Any) -> None:
+            if error is not None:
+                failure.append(error.message() if hasattr(error, "message") else str(error))
+                done.set()
+                return
+            response = result.get_response()
+            final = response.parameters.get("triton_final_response")
+            if response.outputs:
+                answer = Inferred(
+                    outputs={o.name: result.as_numpy(o.name) for o in response.outputs},
+                    datatypes={o.name: o.datatype for o in response.outputs},
+                    elapsed_ns=time.perf_counter_ns() - began,
+                    model_version=response.model_version,
+                )
+                got.append(answer)
+                if on_response is not None:
+                    on_response(len(got) - 1, answer.elapsed_ns, answer)
+            if final is not None and final.bool_param:
+                done.set()
+
+        try:
+            request = []
+            for input_name, datatype, array in inputs:
+                tensor = grpcclient.InferInput(input_name, list(array.shape), datatype)
+                tensor.set_data_from_numpy(array)
+                request.append(tensor)
+            client.start_stream(callback=arrived, headers=self.headers)
+            client.async_stream_infer(
+                name, request, outputs=[grpcclient.InferRequestedOutput(o) for o in outputs],
+                enable_empty_final_response=True,
+            )  # fmt: skip
+            if not done.wait(timeout_s):
+                raise TritonError(
+                    f"no final response from {name} within {timeout_s:g} s "
+                    f"({len(got)} response{'s' if len(got) != 1 else ''} came)"
+                )
+            if failure:
+                raise TritonError(failure[0])
+            return got, time.perf_counter_ns() - began
+        except InferenceServerException as exc:
+            raise self._translate(exc) from None
+        finally:
+            with contextlib.suppress(Exception):
+                client.stop_stream(cancel_requests=True)
+            _close(client)
+
     # --- metrics (port 8002) -----------------------------------------------------------------
 
     def metrics(self) -> list[MetricSample]:

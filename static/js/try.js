@@ -49,6 +49,11 @@
       inputs[row.dataset.input] = entry;
     }
     const out = { inputs: inputs };
+    if (responses) {
+      stream = (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + "-" + Math.random().toString(16).slice(2)).replace(/[^A-Za-z0-9-]/g, "");
+      out.stream = stream;
+      responses.replaceChildren();
+    }
     const batch = document.getElementById("try-batch");
     if (batch) out.batch = batch.value;
     if (document.getElementById("try-sequence")) {
@@ -82,6 +87,7 @@
   function showAnswer(data) {
     answer.hidden = false;
     lastResult = data.result;
+    (data.responses || []).forEach(showResponse);
     document.getElementById("try-latency").textContent = data.latency_ms.toFixed(2) + " ms round trip";
     const outputs = document.querySelector("#try-outputs tbody");
     outputs.replaceChildren();
@@ -130,6 +136,25 @@
   }
 
   let lastResult = "";
+  // A decoupled model's responses, as they arrive (the user's own socket), by stream id.
+  const responses = document.querySelector("#try-responses tbody");
+  let stream = "";
+  function showResponse(r) {
+    if (!responses || responses.querySelector('tr[data-index="' + r.index + '"]')) return;
+    const tr = document.createElement("tr");
+    tr.dataset.index = r.index;
+    tr.appendChild(cell(String(r.index + 1)));
+    tr.appendChild(cell(r.t_ms.toFixed(1)));
+    tr.appendChild(cell(r.outputs.map(function (o) { return o.name + " " + JSON.stringify(o.values); }).join("; ")));
+    responses.appendChild(tr);
+  }
+  if (responses) {
+    Live.connect("/ws/notifications/", {
+      "try.response": function (e) {
+        if (e.stream === stream) { answer.hidden = false; showResponse(e); }
+      },
+    });
+  }
   const keep = document.getElementById("try-keep");
   if (keep) keep.addEventListener("submit", async function (event) {
     event.preventDefault();
