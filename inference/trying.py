@@ -33,6 +33,7 @@ from .tensors import BadInput, Filled, fill
 SHOWN_VALUES = 64  # per output on the page; the rest is in the downloads
 # A request (and an answer) of more values than this is not kept as a check.
 CHECK_MAX_VALUES = 262_144
+MAX_STEPS = 64  # requests in one tried sequence
 STREAM_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 # Triton's cumulative durations per model, the parts of one request (statistics extension).
 _PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
@@ -47,6 +48,7 @@ class TryRequest:
     outputs: tuple[str, ...] = ()
     batch: int | None = None
     sequence: tuple[int, bool, bool] | None = None
+    steps: int = 1  # a sequence of this many requests, the same inputs each time
     stream: str = ""  # names a decoupled request's live responses for the page
 
 
@@ -116,8 +118,9 @@ def parse(io: ModelIO, body: Mapping[str, Any]) -> TryRequest:
     stream = str(body.get("stream") or "")
     if stream and not STREAM_ID.fullmatch(stream):
         raise BadInput("stream", "a stream id is 1 to 64 letters, digits and '-'")
+    sequence = _sequence(io, body.get("sequence"))
     return TryRequest(
-        tuple(filled), tuple(outputs), batch, _sequence(io, body.get("sequence")), stream
+        tuple(filled), tuple(outputs), batch, sequence, _steps(io, body.get("sequence")), stream
     )
 
 
@@ -144,6 +147,19 @@ def _sequence(io: ModelIO, value: Any) -> tuple[int, bool, bool] | None:
     if not 1 <= correlation < 2**64:
         raise BadInput("sequence.correlation_id", "the correlation id is 1 to 2^64 - 1")
     return correlation, bool(value.get("start", True)), bool(value.get("end", True))
+
+
+def _steps(io: ModelIO, value: Any) -> int:
+    """How many requests the sequence sends (START on the first, END on the last)."""
+    if not io.sequence or not isinstance(value, dict) or value.get("steps") in (None, ""):
+        return 1
+    try:
+        steps = int(value["steps"])
+    except (TypeError, ValueError):
+        raise BadInput("sequence.steps", "the number of steps is a whole number") from None
+    if not 1 <= steps <= MAX_STEPS:
+        raise BadInput("sequence.steps", f"a sequence is 1 to {MAX_STEPS} steps")
+    return steps
 
 
 def _within_limit(filled: list[Filled]) -> None:
@@ -219,8 +235,8 @@ def _shown(name: str, datatype: str, array: np.ndarray) -> dict[str, Any]:
 
 def _keepable(request: TryRequest) -> dict[str, Any] | None:
     """The request in Triton's JSON shape, to be kept as a check; None when too large."""
-    if sum(f.array.size for f in request.inputs) > CHECK_MAX_VALUES:
-        return None
+    if sum(f.array.size for f in request.inputs) > CHECK_MAX_VALUES or request.steps > 1:
+        return None  # too large, or several requests (a check sends one)
     body = snippets.request_json(request.inputs, request.outputs)
     if request.sequence is not None:
         correlation, start, end = request.sequence
@@ -244,15 +260,23 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
     before = counters()
     if io.decoupled:
         return _streamed(server, io, request, user, before, counters, watched)
-    answer = client.infer(
-        io.name,
-        [(f.name, f.datatype, f.array) for f in request.inputs],
-        list(request.outputs or [o.name for o in io.outputs]),
-        sequence=request.sequence,
-        max_request_bytes=settings.TRY_MAX_REQUEST_BYTES,
-        max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
-        timeout_s=settings.TRY_TIMEOUT_S,
-    )
+    answers = []
+    for step in range(request.steps):
+        sequence = request.sequence
+        if sequence is not None and request.steps > 1:  # the flags set for each step
+            sequence = (sequence[0], step == 0, step == request.steps - 1)
+        answers.append(
+            client.infer(
+                io.name,
+                [(f.name, f.datatype, f.array) for f in request.inputs],
+                list(request.outputs or [o.name for o in io.outputs]),
+                sequence=sequence,
+                max_request_bytes=settings.TRY_MAX_REQUEST_BYTES,
+                max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
+                timeout_s=settings.TRY_TIMEOUT_S,
+            )
+        )
+    answer = answers[-1]
     after = counters()
     token = results.keep(user, answer.outputs, answer.datatypes, _keepable(request))
     return Tried(
@@ -263,6 +287,16 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         statistics=_statistics(before, after, watched),
         token=token,
         request=request,
+        responses=[
+            {
+                "index": i,
+                "t_ms": round(a.elapsed_ns / 1e6, 3),
+                "outputs": [_shown(n, a.datatypes[n], v) for n, v in a.outputs.items()],
+            }
+            for i, a in enumerate(answers)
+        ]
+        if request.steps > 1
+        else None,  # fmt: skip
     )
 
 

@@ -201,3 +201,29 @@ def test_a_decoupled_model_answers_with_every_response_in_order(
     finally:
         if not was_ready:
             client.unload("stream_tok")
+
+
+@pytest.mark.django_db
+def test_a_sequence_of_steps_sets_start_and_end_for_you(
+    loaded, django_user_model, settings, tmp_path
+):
+    settings.TRY_RESULTS_DIR = tmp_path / "try"
+    api = _api(django_user_model, "otto", OPERATOR)
+    code, tried = _post(api, "seq_accumulate", {
+        "inputs": {"INPUT": {"mode": "values", "values": "5"}},
+        "sequence": {"correlation_id": 9100, "steps": 4},
+    })  # fmt: skip
+    assert code == 200, tried
+    # The running sum of one sequence: START on the first step only, END on the last.
+    assert [r["outputs"][0]["values"] for r in tried["responses"]] == [[5], [10], [15], [20]]
+    assert tried["outputs"][0]["values"] == [20]
+    # Ended: the same id starts afresh.
+    code, again = _post(api, "seq_accumulate", {
+        "inputs": {"INPUT": {"mode": "values", "values": "1"}},
+        "sequence": {"correlation_id": 9100, "steps": 2},
+    })  # fmt: skip
+    assert [r["outputs"][0]["values"] for r in again["responses"]] == [[1], [2]]
+    code, refused = _post(api, "seq_accumulate", {
+        "inputs": {"INPUT": {"mode": "values", "values": "1"}}, "sequence": {"steps": 999},
+    })  # fmt: skip
+    assert (code, refused["field"]) == (400, "sequence.steps")

@@ -61,6 +61,7 @@
         correlation_id: document.getElementById("try-correlation").value,
         start: document.getElementById("try-start").checked,
         end: document.getElementById("try-end").checked,
+        steps: document.getElementById("try-steps").value,
       };
     }
     return out;
