@@ -32,6 +32,8 @@ urlpatterns = [
     path("models/<str:name>/checks", try_api.CheckListView.as_view(), name="api_checks"),
     path("models/<str:name>/checks/run", try_api.CheckRunView.as_view(), name="api_checks_run"),
     path("checks/<int:pk>", try_api.CheckDetailView.as_view(), name="api_check"),
+    path("models/<str:name>/trace", try_api.TraceView.as_view(), name="api_trace"),
+    path("models/<str:name>/trace/stop", try_api.TraceStopView.as_view(), name="api_trace_stop"),
     path(
         "try-results/<str:token>/<str:output>",
         try_api.TryResultView.as_view(),

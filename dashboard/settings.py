@@ -236,6 +236,14 @@ if any(not Path(root).expanduser().is_absolute() for root in _roots):
 
     config_error("MODEL_REPOSITORY_ROOTS", f"must list absolute paths, got {_roots!r}")
 MODEL_REPOSITORY_ROOTS: list[Path] = [Path(root).expanduser().resolve() for root in _roots]
+# Where the dashboard may read a server's trace files (Triton's --trace-config file=, which
+# Triton reports and the trace page reads: same host, or a shared volume in compose).
+TRITON_TRACE_ROOTS: list[Path] = [
+    Path(item.strip()).expanduser().resolve()
+    for item in env_str("TRITON_TRACE_ROOTS", str(VAR_DIR / "traces")).split(os.pathsep)
+    if item.strip()
+]
+TRACE_MAX_MINUTES = env_int("TRACE_MAX_MINUTES", 30, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -272,8 +272,9 @@ def start_triton(repo: Path, var_dir: Path, ports: svc.TritonPorts, log: Path) -
     """A tritonserver as make run starts each one: explicit model control, every safe
     model folder loaded at start, TRITON_ARGS."""
     return svc.start_tritonserver(
-        repo, var_dir, ports, log, load=models_to_load(repo)[0], extra_args=TRITON_ARGS
-    )
+        repo, var_dir, ports, log, load=models_to_load(repo)[0], extra_args=TRITON_ARGS,
+        trace_file=var_dir / "traces" / f"triton-{ports.grpc}" / "trace.json",
+    )  # fmt: skip
 
 
 def start_more_tritons(

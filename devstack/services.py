@@ -177,8 +177,11 @@ def start_tritonserver(
     load: tuple[str, ...] = (),
     extra_args: tuple[str, ...] = (),
     new_session: bool = True,
+    trace_file: Path | None = None,
 ) -> subprocess.Popen:
-    """Start tritonserver on 127.0.0.1 and wait until it is live."""
+    """Start tritonserver on 127.0.0.1 and wait until it is live. ``trace_file``: where
+    Triton writes traces (one file per trace, ``<trace_file>.<n>``); tracing stays off
+    until the dashboard turns it on for a model (Trace on the model page)."""
     for port in (ports.http, ports.grpc, ports.metrics):
         if port_is_open("127.0.0.1", port):
             raise ServiceError(f"port {port} is taken; set TRITON_*_PORT to free ports")
@@ -197,8 +200,15 @@ def start_tritonserver(
         "--exit-timeout-secs=5",
         "--log-verbose=0",
         *(f"--load-model={name}" for name in load),
+        *(
+            (f"--trace-config=triton,file={trace_file}", "--trace-config=level=OFF")
+            if trace_file is not None
+            else ()
+        ),
         *extra_args,
     ]
+    if trace_file is not None:
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     proc = subprocess.Popen(

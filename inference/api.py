@@ -22,15 +22,18 @@ from registry import server_access
 from registry.server_context import SERVER_PARAMETER, server_of
 from repository_app.control import CONTROL_PERMISSION
 from repository_app.naming import InvalidModelName, check_model_name
+from team import audit
 from triton_api.client import TritonError
 
-from . import checks, results, snippets, trying
+from . import checks, results, snippets, tracing, trying
 from .check_job import result_json
 from .models import Check
 from .tensors import BadInput
+from .trace_job import session_json
 
 CANNOT_TRY = "your role cannot send requests to models (Operators and Admins can)"
 CANNOT_CHECK = "your role cannot keep or run checks (Operators and Admins can)"
+CANNOT_TRACE = "your role cannot change trace settings (Operators and Admins can)"
 
 TryBody = inline_serializer(
     "TryRequest",
@@ -256,3 +259,64 @@ class CheckDetailView(APIView):
             raise NotFound("no such check")
         checks.delete(request.user, server, check)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- trace ------------------------------------------------------------------------------------
+
+
+class TraceView(APIView):
+    """A model's tracing on a server: its settings in Triton, the last session, and the
+    traced requests since it began, as timelines (Viewers too). POST turns tracing on for
+    the next ``count`` requests, for at most ``minutes`` (a job); ``/stop`` turns it off."""
+
+    @extend_schema(
+        parameters=[SERVER_PARAMETER],
+        responses={200: inline_serializer("Trace", {"timelines": serializers.ListField()})},
+        summary="A model's traced requests, as timelines",
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(tracing.state(server_of(request), _name(name)))
+
+    @extend_schema(
+        request=inline_serializer(
+            "TraceOn",
+            {
+                "count": serializers.IntegerField(help_text="trace the next N requests (1 to 100)"),
+                "minutes": serializers.IntegerField(
+                    required=False, help_text="at most (1 to TRACE_MAX_MINUTES)"
+                ),
+            },
+        ),
+        parameters=[SERVER_PARAMETER],
+        responses={202: inline_serializer("TraceQueued", {"session": serializers.DictField()})},
+        summary="Trace a model's next requests",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRACE)
+        if refused:
+            audit.record(request.user, "trace.on", model_name=name, server=server.name,
+                         outcome="denied", detail=refused)  # fmt: skip
+            raise PermissionDenied(refused)
+        body = request.data if isinstance(request.data, dict) else {}
+        try:
+            session = tracing.start(
+                server, _name(name), request.user, body.get("count"), body.get("minutes")
+            )
+        except tracing.TraceRefused as exc:
+            return Response({"message": exc.message, "field": exc.field}, status=exc.status)
+        return Response({"session": session_json(session)}, status=status.HTTP_202_ACCEPTED)
+
+
+class TraceStopView(APIView):
+    @extend_schema(request=None, parameters=[SERVER_PARAMETER],
+                   responses={200: inline_serializer("TraceStopped", {"message": serializers.CharField()})},
+                   summary="Turn a model's tracing off now")  # fmt: skip
+    def post(self, request: Request, name: str) -> Response:
+        server = server_of(request)
+        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRACE)
+        if refused:
+            audit.record(request.user, "trace.off", model_name=name, server=server.name,
+                         outcome="denied", detail=refused)  # fmt: skip
+            raise PermissionDenied(refused)
+        return Response({"message": tracing.stop(server, _name(name), request.user)})

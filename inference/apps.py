@@ -11,7 +11,10 @@ class InferenceConfig(AppConfig):
     def ready(self) -> None:
         from repository_app import control
 
-        from . import check_job  # noqa: F401 - a check run is a kind of job
+        from . import (
+            check_job,  # noqa: F401 - a check run is a kind of job
+            trace_job,  # noqa: F401 - so is turning tracing on
+        )
 
         control.served_changed.connect(_run_checks, dispatch_uid="inference.checks")
 

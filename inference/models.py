@@ -59,3 +59,27 @@ class CheckRun(JobRow):
 
     def __str__(self) -> str:
         return f"{self.saved_check} on {self.server}: {self.state}"
+
+
+class TraceSession(JobRow):
+    """Triton's tracing turned on for one model on one server, for its next ``count``
+    requests, at most until ``expires_at``: a job (`trace_job`) turns it on from the
+    server's queue; Triton stops by itself after ``count`` traces; the page's Stop or the
+    time limit (any worker's watchdog) turns it off. ``ended_why`` says which."""
+
+    model = models.CharField(max_length=255)
+    server = models.CharField(max_length=40)
+    count = models.PositiveIntegerField()
+    expires_at = models.DateTimeField()
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    username = models.CharField(max_length=150)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_why = models.CharField(max_length=120, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"trace of {self.model} on {self.server} ({self.count})"

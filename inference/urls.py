@@ -4,4 +4,5 @@ from . import views
 
 urlpatterns = [
     path("models/<str:name>/try/", views.try_page, name="try_model"),
+    path("models/<str:name>/trace/", views.trace_page, name="trace_model"),
 ]

@@ -3,6 +3,7 @@ serves, sent through the API (static/js/try.js), the outputs shown and offered w
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -14,8 +15,8 @@ from repository_app.control import CONTROL_PERMISSION
 from repository_app.naming import InvalidModelName, check_model_name
 from triton_api.client import TritonError
 
-from . import trying
-from .api import CANNOT_TRY
+from . import tracing, trying
+from .api import CANNOT_TRACE, CANNOT_TRY
 from .tensors import MODES
 
 
@@ -42,5 +43,28 @@ def try_page(request: HttpRequest, name: str) -> HttpResponse:
             "triton_error": error,
             "refused": server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRY),
             "modes": MODES,
+        },
+    )
+
+
+@login_required
+@require_GET
+def trace_page(request: HttpRequest, name: str) -> HttpResponse:
+    """Trace the model's next requests and see each one's timeline (static/js/trace.js)."""
+    try:
+        check_model_name(name)
+    except InvalidModelName as exc:
+        raise Http404(str(exc)) from None
+    server = server_of(request)
+    return render(
+        request,
+        "inference/trace.html",
+        {
+            "name": name,
+            "refused": server_access.refusal(
+                request.user, CONTROL_PERMISSION, server, CANNOT_TRACE
+            ),
+            "max_count": tracing.MAX_COUNT,
+            "max_minutes": settings.TRACE_MAX_MINUTES,
         },
     )

@@ -41,6 +41,8 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "model.versions": frozenset({"model"}),
     # model groups (model_group)
     "model.stats": frozenset({"model", "stats"}),
+    # a model's tracing turned on, ended or stopped (inference.trace_job.session_json)
+    "trace.state": frozenset({"id", "model", "server", "state", "count", "ended_why"}),
     # a check run's state and verdict (inference.check_job.result_json)
     "check.result": frozenset(
         {"id", "check", "name", "model", "server", "state", "passed", "worst", "message"}

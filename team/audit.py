@@ -55,6 +55,8 @@ ACTIONS = (
     "check.save",
     "check.run",
     "check.delete",
+    "trace.on",
+    "trace.off",
     "upload",
     "version.delete",
     "model.delete",

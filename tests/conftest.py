@@ -85,6 +85,7 @@ class TritonFixture:
     ports: svc.TritonPorts
     process: subprocess.Popen
     log: Path
+    traces: Path | None = None  # where its trace files go (Triton's --trace-config file=)
 
     @property
     def grpc_url(self) -> str:
@@ -99,12 +100,15 @@ class TritonFixture:
         return f"http://127.0.0.1:{self.ports.metrics}/metrics"
 
     def env(self) -> dict[str, str]:
-        return {
+        found = {
             "TRITON_URL": self.grpc_url,
             "TRITON_HTTP_URL": self.http_url,
             "TRITON_METRICS_URL": self.metrics_url,
             "MODEL_REPOSITORY": str(self.repository),
         }
+        if self.traces is not None:
+            found["TRITON_TRACE_ROOTS"] = str(self.traces)
+        return found
 
 
 @pytest.fixture(scope="session")
@@ -119,15 +123,18 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
     log = work / "tritonserver.log"
     # With Triton's default strict readiness, one failed load (tests make some on purpose)
     # leaves the whole server "not ready" for good, even after an unload: keep tests apart.
+    traces = work / "traces"
     process = svc.start_tritonserver(
-        repository, Path(settings.VAR_DIR), ports, log, extra_args=("--strict-readiness=false",)
-    )
-    fixture = TritonFixture(repository, ports, process, log)
+        repository, Path(settings.VAR_DIR), ports, log, extra_args=("--strict-readiness=false",),
+        trace_file=traces / "trace.json",
+    )  # fmt: skip
+    fixture = TritonFixture(repository, ports, process, log, traces)
     saved = {k: getattr(settings, k) for k in fixture.env()}
     settings.TRITON_URL = fixture.grpc_url
     settings.TRITON_HTTP_URL = fixture.http_url
     settings.TRITON_METRICS_URL = fixture.metrics_url
     settings.MODEL_REPOSITORY = repository
+    settings.TRITON_TRACE_ROOTS = [traces]
     yield fixture
     for key, value in saved.items():
         setattr(settings, key, value)
@@ -389,6 +396,12 @@ def publishes_here(monkeypatch):  # type: ignore[no-untyped-def]
 def checks_here(monkeypatch):  # type: ignore[no-untyped-def]
     """Check runs run in this process (`_jobs_here`)."""
     return _jobs_here(monkeypatch, "check")
+
+
+@pytest.fixture()
+def traces_here(monkeypatch):  # type: ignore[no-untyped-def]
+    """Turning tracing on runs in this process (`_jobs_here`)."""
+    return _jobs_here(monkeypatch, "trace")
 
 
 def run_queued_jobs(kind_name: str) -> list[str]:

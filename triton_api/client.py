@@ -373,6 +373,22 @@ class TritonClient:
         data = json_format.MessageToDict(response, preserving_proto_field_name=True)
         return list(data.get("model_stats", []))
 
+    # --- trace (Triton's trace extension) -------------------------------------------------
+
+    def trace_settings(self, name: str = "") -> dict[str, list[str]]:
+        """The trace settings of ``name`` (the global ones when empty), each a list of
+        strings as Triton reports them (``trace_file``, ``trace_level``, ``trace_count``…)."""
+        answer = self._call("get_trace_settings", model_name=name, as_json=True)
+        return {k: list(v.get("value", [])) for k, v in answer.get("settings", {}).items()}
+
+    def update_trace_settings(self, name: str, settings: dict[str, Any]) -> dict[str, list[str]]:
+        """Change ``name``'s trace settings (Triton refuses a new file location over the
+        network: the file is the server's own, from ``--trace-config``)."""
+        answer = self._call(
+            "update_trace_settings", model_name=name, settings=settings, as_json=True
+        )
+        return {k: list(v.get("value", [])) for k, v in answer.get("settings", {}).items()}
+
     # --- one inference request (Try a model) ---------------------------------------------
 
     def infer(

@@ -1,4 +1,4 @@
-"""Checks and their runs (inference.models)."""
+"""Checks, their runs and trace sessions (inference.models)."""
 
 import django.db.models.deletion
 from django.conf import settings
@@ -96,6 +96,65 @@ class Migration(migrations.Migration):
                         to="inference.check",
                     ),
                 ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["-id"],
+            },
+        ),
+        migrations.CreateModel(
+            name="TraceSession",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("queued_at", models.DateTimeField(blank=True, null=True)),
+                ("dispatched_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("queue", models.CharField(blank=True, max_length=255)),
+                ("routing", models.TextField(blank=True)),
+                ("waiting_for_worker", models.BooleanField(default=False)),
+                ("worker", models.CharField(blank=True, max_length=255)),
+                ("worker_host", models.CharField(blank=True, max_length=255)),
+                ("model", models.CharField(max_length=255)),
+                ("server", models.CharField(max_length=40)),
+                ("count", models.PositiveIntegerField()),
+                ("expires_at", models.DateTimeField()),
+                ("username", models.CharField(max_length=150)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_why", models.CharField(blank=True, max_length=120)),
                 (
                     "user",
                     models.ForeignKey(
