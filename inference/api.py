@@ -63,6 +63,19 @@ Tried = inline_serializer(
 )
 
 
+def _controls(request: Request, message: str, audited: str = "", model: str = "") -> Any:
+    """The request's server, when its user may control models there; else 403 (audited as
+    ``audited`` when given), before anything of the body is read."""
+    server = server_of(request)
+    refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, message)
+    if refused:
+        if audited:
+            audit.record(request.user, audited, model_name=model, server=server.name,
+                         outcome="denied", detail=refused)  # fmt: skip
+        raise PermissionDenied(refused)
+    return server
+
+
 def _name(name: str) -> str:
     try:
         check_model_name(name)
@@ -104,10 +117,7 @@ class TryView(APIView):
         summary="Send one request to the model and read its outputs",
     )
     def post(self, request: Request, name: str) -> Response:
-        server = server_of(request)
-        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRY)
-        if refused:
-            raise PermissionDenied(refused)
+        server = _controls(request, CANNOT_TRY)
         name = _name(name)
         try:
             io = trying.model_io(server, name)
@@ -213,10 +223,7 @@ class CheckListView(APIView):
         summary="Keep a tried request and its answer as a check",
     )
     def post(self, request: Request, name: str) -> Response:
-        server = server_of(request)
-        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CHECK)
-        if refused:
-            raise PermissionDenied(refused)
+        server = _controls(request, CANNOT_CHECK)
         body = request.data if isinstance(request.data, dict) else {}
         try:
             check = checks.save(
@@ -236,10 +243,7 @@ class CheckRunView(APIView):
         summary="Run a model's checks on the server (jobs)",
     )
     def post(self, request: Request, name: str) -> Response:
-        server = server_of(request)
-        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CHECK)
-        if refused:
-            raise PermissionDenied(refused)
+        server = _controls(request, CANNOT_CHECK)
         runs = checks.queue_runs(server, _name(name), request.user, "on demand")
         if not runs:
             return Response({"message": f"{name} has no checks", "field": None}, status=404)
@@ -250,10 +254,7 @@ class CheckDetailView(APIView):
     @extend_schema(request=None, parameters=[SERVER_PARAMETER], responses={204: None},
                    summary="Delete a check")  # fmt: skip
     def delete(self, request: Request, pk: int) -> Response:
-        server = server_of(request)
-        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_CHECK)
-        if refused:
-            raise PermissionDenied(refused)
+        server = _controls(request, CANNOT_CHECK)
         check = Check.objects.filter(pk=pk).first()
         if check is None:
             raise NotFound("no such check")
@@ -292,12 +293,7 @@ class TraceView(APIView):
         summary="Trace a model's next requests",
     )
     def post(self, request: Request, name: str) -> Response:
-        server = server_of(request)
-        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRACE)
-        if refused:
-            audit.record(request.user, "trace.on", model_name=name, server=server.name,
-                         outcome="denied", detail=refused)  # fmt: skip
-            raise PermissionDenied(refused)
+        server = _controls(request, CANNOT_TRACE, "trace.on", name)
         body = request.data if isinstance(request.data, dict) else {}
         try:
             session = tracing.start(
@@ -313,10 +309,5 @@ class TraceStopView(APIView):
                    responses={200: inline_serializer("TraceStopped", {"message": serializers.CharField()})},
                    summary="Turn a model's tracing off now")  # fmt: skip
     def post(self, request: Request, name: str) -> Response:
-        server = server_of(request)
-        refused = server_access.refusal(request.user, CONTROL_PERMISSION, server, CANNOT_TRACE)
-        if refused:
-            audit.record(request.user, "trace.off", model_name=name, server=server.name,
-                         outcome="denied", detail=refused)  # fmt: skip
-            raise PermissionDenied(refused)
+        server = _controls(request, CANNOT_TRACE, "trace.off", name)
         return Response({"message": tracing.stop(server, _name(name), request.user)})

@@ -287,17 +287,17 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         statistics=_statistics(before, after, watched),
         token=token,
         request=request,
-        responses=[
-            {
-                "index": i,
-                "t_ms": round(a.elapsed_ns / 1e6, 3),
-                "outputs": [_shown(n, a.datatypes[n], v) for n, v in a.outputs.items()],
-            }
-            for i, a in enumerate(answers)
-        ]
-        if request.steps > 1
-        else None,  # fmt: skip
+        responses=_listed(answers) if request.steps > 1 else None,  # fmt: skip
     )
+
+
+def _listed(answers: list[Inferred]) -> list[dict[str, Any]]:
+    """Several answers (a sequence's steps, a stream's responses), each with its time."""
+    return [
+        {"index": i, "t_ms": round(a.elapsed_ns / 1e6, 3),
+         "outputs": [_shown(n, a.datatypes[n], v) for n, v in a.outputs.items()]}
+        for i, a in enumerate(answers)
+    ]  # fmt: skip
 
 
 def _streamed(
@@ -349,12 +349,5 @@ def _streamed(
         statistics=_statistics(before, after, watched),
         token=token,
         request=request,
-        responses=[
-            {
-                "index": i,
-                "t_ms": round(a.elapsed_ns / 1e6, 3),
-                "outputs": [_shown(n, a.datatypes[n], v) for n, v in a.outputs.items()],
-            }
-            for i, a in enumerate(got)
-        ],  # fmt: skip
+        responses=_listed(got),
     )

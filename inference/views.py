@@ -20,13 +20,17 @@ from .api import CANNOT_TRACE, CANNOT_TRY
 from .tensors import MODES
 
 
-@login_required
-@require_GET
-def try_page(request: HttpRequest, name: str) -> HttpResponse:
+def _named_or_404(name: str) -> None:
     try:
         check_model_name(name)
     except InvalidModelName as exc:
         raise Http404(str(exc)) from None
+
+
+@login_required
+@require_GET
+def try_page(request: HttpRequest, name: str) -> HttpResponse:
+    _named_or_404(name)
     server = server_of(request)
     try:
         io = trying.model_io(server, name)
@@ -51,10 +55,7 @@ def try_page(request: HttpRequest, name: str) -> HttpResponse:
 @require_GET
 def trace_page(request: HttpRequest, name: str) -> HttpResponse:
     """Trace the model's next requests and see each one's timeline (static/js/trace.js)."""
-    try:
-        check_model_name(name)
-    except InvalidModelName as exc:
-        raise Http404(str(exc)) from None
+    _named_or_404(name)
     server = server_of(request)
     return render(
         request,

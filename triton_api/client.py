@@ -391,6 +391,19 @@ class TritonClient:
 
     # --- one inference request (Try a model) ---------------------------------------------
 
+    def _bounded_client(
+        self, max_request: int, max_response: int
+    ) -> grpcclient.InferenceServerClient:
+        """A channel of its own for one request, with the caller's size limits."""
+        return grpcclient.InferenceServerClient(
+            self.grpc_url,
+            channel_args=[
+                *CHANNEL_ARGS[:3],
+                ("grpc.max_send_message_length", max_request),
+                ("grpc.max_receive_message_length", max_response),
+            ],
+        )
+
     def infer(
         self,
         name: str,
@@ -407,14 +420,7 @@ class TritonClient:
         back as arrays; ``sequence`` is (correlation id, start, end). On a channel of its own
         whose limits are the caller's, so that a response above ``max_response_bytes`` is
         refused by gRPC as it arrives instead of being held whole."""
-        client = grpcclient.InferenceServerClient(
-            self.grpc_url,
-            channel_args=[
-                *CHANNEL_ARGS[:3],
-                ("grpc.max_send_message_length", max_request_bytes),
-                ("grpc.max_receive_message_length", max_response_bytes),
-            ],
-        )
+        client = self._bounded_client(max_request_bytes, max_response_bytes)
         try:
             request = []
             for input_name, datatype, array in inputs:
@@ -467,14 +473,7 @@ class TritonClient:
         (``on_response(index, ns since sent, response)`` too, as it arrives), until Triton
         flags the final one; and the whole time. TritonError with Triton's text on an error,
         or when no final response came within ``timeout_s``."""
-        client = grpcclient.InferenceServerClient(
-            self.grpc_url,
-            channel_args=[
-                *CHANNEL_ARGS[:3],
-                ("grpc.max_send_message_length", max_request_bytes),
-                ("grpc.max_receive_message_length", max_response_bytes),
-            ],
-        )
+        client = self._bounded_client(max_request_bytes, max_response_bytes)
         got: list[Inferred] = []
         failure: list[str] = []
         done = threading.Event()
