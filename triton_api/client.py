@@ -121,6 +121,16 @@ class ServerInfo:
         return self.control_mode == "explicit"
 
 
+def _tensors(inputs: Sequence[tuple[str, str, np.ndarray]]) -> list[grpcclient.InferInput]:
+    """(name, Triton datatype, array) as the request's input tensors."""
+    made = []
+    for name, datatype, array in inputs:
+        tensor = grpcclient.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        made.append(tensor)
+    return made
+
+
 def _close(client: grpcclient.InferenceServerClient) -> None:
     with contextlib.suppress(Exception):  # already closed or half torn down
         client.close()
@@ -422,11 +432,7 @@ class TritonClient:
         refused by gRPC as it arrives instead of being held whole."""
         client = self._bounded_client(max_request_bytes, max_response_bytes)
         try:
-            request = []
-            for input_name, datatype, array in inputs:
-                tensor = grpcclient.InferInput(input_name, list(array.shape), datatype)
-                tensor.set_data_from_numpy(array)
-                request.append(tensor)
+            request = _tensors(inputs)
             wanted = [grpcclient.InferRequestedOutput(o) for o in outputs]
             correlation, start, end = sequence or (0, False, False)
             began = time.perf_counter_ns()
@@ -500,11 +506,7 @@ class TritonClient:
                 done.set()
 
         try:
-            request = []
-            for input_name, datatype, array in inputs:
-                tensor = grpcclient.InferInput(input_name, list(array.shape), datatype)
-                tensor.set_data_from_numpy(array)
-                request.append(tensor)
+            request = _tensors(inputs)
             client.start_stream(callback=arrived, headers=self.headers)
             client.async_stream_infer(
                 name, request, outputs=[grpcclient.InferRequestedOutput(o) for o in outputs],
