@@ -89,3 +89,56 @@ def test_try_add_sub_from_the_model_page(
 
 def eval_list(text: str | None) -> list[float]:
     return [float(v) for v in json.loads(text or "[]")]
+
+
+def test_try_a_decoupled_a_sequence_and_an_ensemble_model(
+    browser, web_server, admin_credentials, triton
+):
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    models = ("stream_tok", "seq_accumulate", "ensemble_two_step", "add_sub", "add_batched")
+    before = {m: any(s.state == "READY" for s in client.model_states(m)) for m in models}
+    for model in ("stream_tok", "seq_accumulate", "ensemble_two_step"):
+        client.load(model)
+    page = browser.new_page()
+    answered = "document.getElementById('try-status').textContent === 'answered'"
+    try:
+        login(page, web_server.url, *admin_credentials)
+        # Decoupled: every response, in order (here 8 tokens after PROMPT_ID 100).
+        page.goto(f"{web_server.url}/models/stream_tok/try/")
+        assert page.is_visible("#try-decoupled")
+        page.fill('tr[data-input="PROMPT_ID"] textarea', "100")
+        page.click("#try-send")
+        wait_js(page, answered)
+        wait_js(page, "document.querySelectorAll('#try-responses tbody tr').length === 8")
+        rows = page.locator("#try-responses tbody tr td:nth-child(3)").all_text_contents()
+        assert rows == [f"TOKEN [{101 + i}]" for i in range(8)]
+        # A sequence of 3 steps: the running sum, START and END set for us.
+        page.goto(f"{web_server.url}/models/seq_accumulate/try/")
+        page.fill('tr[data-input="INPUT"] textarea', "5")
+        page.fill("#try-correlation", "4242")
+        page.fill("#try-steps", "3")
+        page.click("#try-send")
+        wait_js(page, answered)
+        rows = page.locator("#try-responses tbody tr td:nth-child(3)").all_text_contents()
+        assert rows == ["OUTPUT [5]", "OUTPUT [10]", "OUTPUT [15]"]
+        # An ensemble: its answer and each step's statistics.
+        page.goto(f"{web_server.url}/models/ensemble_two_step/try/")
+        page.fill('tr[data-input="INPUT0"] textarea', " ".join(["1.5"] * 16))
+        page.select_option('tr[data-input="INPUT1"] select', "zeros")
+        page.click("#try-send")
+        wait_js(page, answered)
+        values = page.locator('#try-outputs tr[data-output="OUTPUT0"] td').nth(3).text_content()
+        assert json.loads(values or "[]") == [2.5] * 16
+        steps = page.locator("#try-statistics tbody tr td:first-child").all_text_contents()
+        assert steps == ["ensemble_two_step", "add_sub", "add_batched"]
+    finally:
+        page.close()
+        for model in (
+            "ensemble_two_step",
+            "seq_accumulate",
+            "stream_tok",
+            "add_sub",
+            "add_batched",
+        ):
+            if not before[model]:
+                client.unload(model)
