@@ -165,6 +165,9 @@ class TritonClient:
         self._lock = threading.Lock()
         self.opened = 0  # clients made over the process's life (a new one after a failure)
         self._facts: tuple[float, ServerInfo] | None = None  # (when, what): server_info
+        # Try's channels, one per pair of size limits (reused: a new channel's connection
+        # would cost each request a few milliseconds).
+        self._bounded: dict[tuple[int, int], grpcclient.InferenceServerClient] = {}
         # tritonclient's __del__ prints a traceback when it runs during interpreter
         # shutdown; closing the channel first keeps command output clean.
         atexit.register(self.close)
@@ -172,8 +175,10 @@ class TritonClient:
     def close(self) -> None:
         with self._lock:
             client, self._shared = self._shared, None
-        if client is not None:
-            _close(client)
+            bounded, self._bounded = list(self._bounded.values()), {}
+        for one in [client, *bounded]:
+            if one is not None:
+                _close(one)
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -404,7 +409,7 @@ class TritonClient:
     def _bounded_client(
         self, max_request: int, max_response: int
     ) -> grpcclient.InferenceServerClient:
-        """A channel of its own for one request, with the caller's size limits."""
+        """A channel with the caller's size limits (a stream's is its own: ``shared`` off)."""
         return grpcclient.InferenceServerClient(
             self.grpc_url,
             channel_args=[
@@ -413,6 +418,15 @@ class TritonClient:
                 ("grpc.max_receive_message_length", max_response),
             ],
         )
+
+    def _limited(self, max_request: int, max_response: int) -> grpcclient.InferenceServerClient:
+        """The process's channel with these size limits, made on first use."""
+        key = (max_request, max_response)
+        with self._lock:
+            client = self._bounded.get(key)
+            if client is None:
+                client = self._bounded[key] = self._bounded_client(max_request, max_response)
+        return client
 
     def infer(
         self,
@@ -427,42 +441,46 @@ class TritonClient:
         timeout_s: float,
     ) -> Inferred:
         """One request: ``inputs`` as (name, Triton datatype, array), the named ``outputs``
-        back as arrays; ``sequence`` is (correlation id, start, end). On a channel of its own
-        whose limits are the caller's, so that a response above ``max_response_bytes`` is
-        refused by gRPC as it arrives instead of being held whole."""
-        client = self._bounded_client(max_request_bytes, max_response_bytes)
+        back as arrays; ``sequence`` is (correlation id, start, end). On the process's channel
+        with the caller's limits, so that a response above ``max_response_bytes`` is refused
+        by gRPC as it arrives instead of being held whole."""
+        client = self._limited(max_request_bytes, max_response_bytes)
+        request = _tensors(inputs)
+        wanted = [grpcclient.InferRequestedOutput(o) for o in outputs]
+        correlation, start, end = sequence or (0, False, False)
+        began = time.perf_counter_ns()
+        error: TritonError | None
         try:
-            request = _tensors(inputs)
-            wanted = [grpcclient.InferRequestedOutput(o) for o in outputs]
-            correlation, start, end = sequence or (0, False, False)
-            began = time.perf_counter_ns()
-            try:
-                result = client.infer(
-                    name, request, model_version=version, outputs=wanted,
-                    sequence_id=correlation, sequence_start=start, sequence_end=end,
-                    headers=self.headers, client_timeout=timeout_s,
-                )  # fmt: skip
-            except InferenceServerException as exc:
-                if "RESOURCE_EXHAUSTED" in (exc.status() or ""):
-                    raise TritonError(
-                        f"the response is larger than the limit of {max_response_bytes:,} "
-                        f"bytes ({exc.message()})", status=exc.status(),
-                    ) from None  # fmt: skip
-                raise self._translate(exc) from None
-            except grpc.RpcError:
+            result = client.infer(
+                name, request, model_version=version, outputs=wanted,
+                sequence_id=correlation, sequence_start=start, sequence_end=end,
+                headers=self.headers, client_timeout=timeout_s,
+            )  # fmt: skip
+        except InferenceServerException as exc:
+            if "RESOURCE_EXHAUSTED" in (exc.status() or ""):
                 raise TritonError(
-                    f"Triton unreachable at {self.grpc_url}", unreachable=True
-                ) from None
-            elapsed = time.perf_counter_ns() - began
-            response = result.get_response()
-            return Inferred(
-                outputs={o.name: result.as_numpy(o.name) for o in response.outputs},
-                datatypes={o.name: o.datatype for o in response.outputs},
-                elapsed_ns=elapsed,
-                model_version=response.model_version,
-            )
-        finally:
-            _close(client)
+                    f"the response is larger than the limit of {max_response_bytes:,} "
+                    f"bytes ({exc.message()})", status=exc.status(),
+                ) from None  # fmt: skip
+            error = self._translate(exc)
+        except grpc.RpcError:
+            error = TritonError(f"Triton unreachable at {self.grpc_url}", unreachable=True)
+        else:
+            error = None
+        if error is not None:
+            if error.unreachable:  # a fresh channel next time
+                with self._lock:
+                    self._bounded.pop((max_request_bytes, max_response_bytes), None)
+                _close(client)
+            raise error
+        elapsed = time.perf_counter_ns() - began
+        response = result.get_response()
+        return Inferred(
+            outputs={o.name: result.as_numpy(o.name) for o in response.outputs},
+            datatypes={o.name: o.datatype for o in response.outputs},
+            elapsed_ns=elapsed,
+            model_version=response.model_version,
+        )
 
     def stream_infer(
         self,
