@@ -1,157 +1,21 @@
-"""One request's timeline from Triton's own trace files (``--trace-config triton,file=``,
-one file a trace with ``log_frequency`` 1): the request, its queue, compute input, infer,
-compute output and response, and an ensemble's or a BLS model's children under their
-parent (``parent_id``).
-
-Triton reports where its file is; the dashboard reads it only inside
-``TRITON_TRACE_ROOTS`` (same host, or a volume shared in compose), never a path a server
-names elsewhere. Each file is small JSON; at most ``MAX_FILES`` of the newest are read,
-each at most ``MAX_FILE_BYTES``.
-"""
+"""One request's timeline, from the server's trace files (`triton_api.traces`), read only
+inside ``TRITON_TRACE_ROOTS`` (same host, or a volume shared in compose), never a path a
+server names elsewhere."""
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-MAX_FILES = 200
-MAX_FILE_BYTES = 1 << 20
-# The parts of a request between Triton's timestamps, in order: (name, from, to).
-PARTS = (
-    ("queue", "QUEUE_START", "COMPUTE_START"),
-    ("compute input", "COMPUTE_START", "COMPUTE_INPUT_END"),
-    ("infer", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START"),
-    ("compute output", "COMPUTE_OUTPUT_START", "COMPUTE_END"),
-    ("response", "COMPUTE_END", "REQUEST_END"),
-)
-_NUMBERED = re.compile(r"\.\d+$")
+from triton_api.traces import TraceUnavailable, files, records, spans, trace_file
 
-
-class TraceUnavailable(Exception):
-    """Why the server's traces cannot be read here."""
-
-
-@dataclass
-class Span:
-    """One traced request of one model (a root request, or a child step), its parts as
-    (name, start ms, length ms) from its own request start."""
-
-    id: int
-    model: str
-    version: str
-    parent: int | None
-    start_ns: int
-    end_ns: int
-    parts: list[tuple[str, float, float]] = field(default_factory=list)
-    children: list[Span] = field(default_factory=list)
-
-    def as_json(self, origin_ns: int | None = None) -> dict[str, Any]:
-        origin = self.start_ns if origin_ns is None else origin_ns
-        return {
-            "id": self.id,
-            "model": self.model,
-            "version": self.version,
-            "start_ms": round((self.start_ns - origin) / 1e6, 3),
-            "total_ms": round((self.end_ns - self.start_ns) / 1e6, 3),
-            "parts": [
-                {
-                    "name": n,
-                    "start_ms": round(s + (self.start_ns - origin) / 1e6, 3),
-                    "ms": round(d, 3),
-                }
-                for n, s, d in self.parts
-            ],
-            "children": [
-                c.as_json(origin) for c in sorted(self.children, key=lambda c: c.start_ns)
-            ],
-        }
-
-
-def trace_file(reported: str) -> Path:
-    """The folder of the trace file a server reports, when it lies in TRITON_TRACE_ROOTS."""
-    if not reported:
-        raise TraceUnavailable(
-            "this server writes no trace file (start it with --trace-config triton,file=PATH)"
-        )
-    path = Path(reported).expanduser()
-    if not path.is_absolute():
-        raise TraceUnavailable(f"the server's trace file {reported!r} is not an absolute path")
-    resolved = path.resolve()
-    for root in settings.TRITON_TRACE_ROOTS:
-        if resolved.parent == root or root in resolved.parents:
-            return resolved
-    roots = ", ".join(str(r) for r in settings.TRITON_TRACE_ROOTS)
-    raise TraceUnavailable(
-        f"the server writes its traces to {resolved}, outside TRITON_TRACE_ROOTS ({roots}): "
-        "the dashboard reads them only there (same host, or a shared volume)"
-    )
-
-
-def _records(base: Path, since: datetime) -> list[dict[str, Any]]:
-    files = [
-        f for f in base.parent.glob(base.name + ".*")
-        if _NUMBERED.search(f.name) and f.is_file() and f.stat().st_mtime >= since.timestamp()
-    ]  # fmt: skip
-    files.sort(key=lambda f: f.stat().st_mtime, reverse=True)
-    found: list[dict[str, Any]] = []
-    for f in files[:MAX_FILES]:
-        if f.stat().st_size > MAX_FILE_BYTES:
-            continue
-        try:
-            rows = json.loads(f.read_text())
-        except (ValueError, OSError):
-            continue  # being written, or not Triton's
-        if isinstance(rows, list):
-            found += [r for r in rows if isinstance(r, dict)]
-    return found
-
-
-def spans(rows: list[dict[str, Any]]) -> list[Span]:
-    """Triton's trace records as requests, children nested under their parent; the root
-    requests, newest first."""
-    by_id: dict[int, dict[str, Any]] = {}
-    for row in rows:
-        try:
-            entry = by_id.setdefault(int(row["id"]), {"stamps": {}})
-        except (KeyError, TypeError, ValueError):
-            continue
-        if "model_name" in row:
-            entry["model"] = str(row["model_name"])
-            entry["version"] = str(row.get("model_version", ""))
-            entry["parent"] = int(row["parent_id"]) if "parent_id" in row else None
-        for stamp in row.get("timestamps", []) or []:
-            if isinstance(stamp, dict) and "name" in stamp and "ns" in stamp:
-                entry["stamps"].setdefault(str(stamp["name"]), int(stamp["ns"]))
-    made: dict[int, Span] = {}
-    for trace_id, entry in by_id.items():
-        stamps = entry["stamps"]
-        if "model" not in entry or "REQUEST_START" not in stamps or "REQUEST_END" not in stamps:
-            continue
-        start = stamps["REQUEST_START"]
-        parts = [
-            (name, (stamps[a] - start) / 1e6, (stamps[b] - stamps[a]) / 1e6)
-            for name, a, b in PARTS
-            if a in stamps and b in stamps and stamps[b] >= stamps[a]
-        ]
-        made[trace_id] = Span(trace_id, entry["model"], entry["version"], entry["parent"],
-                              start, stamps["REQUEST_END"], parts)  # fmt: skip
-    roots = []
-    for span in made.values():
-        parent = made.get(span.parent) if span.parent is not None else None
-        if parent is not None:
-            parent.children.append(span)
-        elif span.parent is None:
-            roots.append(span)
-    return sorted(roots, key=lambda s: s.start_ns, reverse=True)
+__all__ = ["TraceUnavailable", "timelines"]
 
 
 def timelines(reported_file: str, model: str, since: datetime) -> list[dict[str, Any]]:
     """The traced requests of ``model`` since ``since``, as timelines (newest first)."""
-    base = trace_file(reported_file)
-    return [s.as_json() for s in spans(_records(base, since)) if s.model == model]
+    base = trace_file(reported_file, list(settings.TRITON_TRACE_ROOTS))
+    recent = [f for f in files(base) if f.stat().st_mtime >= since.timestamp()]
+    return [s.as_json() for s in spans(records(recent)) if s.model == model]

@@ -103,6 +103,11 @@ SweepCreateSerializer = inline_serializer(
             help_text="built-in engine: hosts that generate each level's load, this sweep's "
             "worker and N - 1 more workers of its queue (default 1)",
         ),
+        "trace_sample": serializers.IntegerField(
+            required=False,
+            help_text="requests of each level traced by Triton, their median timeline kept "
+            "with the level (0, the default: none)",
+        ),
         "name": serializers.CharField(required=False, help_text="optional"),
         "note": serializers.CharField(required=False, help_text="optional"),
         "server": serializers.CharField(

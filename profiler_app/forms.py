@@ -37,7 +37,7 @@ FLAGS = (
     "latency_threshold", "rounds", "shape", "input_data", "protocol", "version",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
     "num_of_sequences",
-    "goodput", "token_output", "load_hosts",
+    "goodput", "token_output", "load_hosts", "trace_sample",
 )  # fmt: skip
 
 
@@ -226,6 +226,14 @@ class SweepForm(forms.Form):
         help_text="built-in engine: spread each level's load over this many workers of the "
         f"queue, one per host (this sweep's and N - 1 more; at most {MAX_LOAD_HOSTS}), their "
         "windows merged exactly; for a server one client host cannot saturate",
+    )
+    trace_sample = forms.IntegerField(
+        initial=0,
+        required=False,
+        min_value=0,
+        label="Trace per level",
+        help_text="Triton traces the first N requests of each level (its trace API); the "
+        "page shows where a request spends its time at each level (0: none)",
     )
     protocol = forms.ChoiceField(
         choices=[("grpc", "gRPC"), ("http", "HTTP")], initial="grpc", label="-i (protocol)"

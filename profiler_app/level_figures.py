@@ -202,6 +202,20 @@ class GoodputFigures(Figures):
 
 
 @dataclass(frozen=True)
+class TraceFigures(Figures):
+    """A traced sample of the level's requests (``trace_sample`` per level, Triton's own
+    trace: `level_traces`): how many, and the median of each part of a request, in µs."""
+
+    traced: int | None = None
+    traced_total_us: float | None = None
+    traced_queue_us: float | None = None
+    traced_compute_input_us: float | None = None
+    traced_infer_us: float | None = None
+    traced_compute_output_us: float | None = None
+    traced_response_us: float | None = None
+
+
+@dataclass(frozen=True)
 class StepFigures(Figures):
     """One composing model of an ensemble (its steps, nested ensembles expanded to their
     steps) or a BLS model (its `calls_models`), in step order: `extra["steps"]` holds one

@@ -38,6 +38,7 @@ from .level_figures import (
     SequenceFigures,
     StepFigures,
     StreamFigures,
+    TraceFigures,
     read_steps,
 )
 from .level_figures import TOKEN_FIELDS as TOKEN_FIELDS  # re-exported
@@ -100,6 +101,7 @@ RECORDS: dict[str, type[Figures]] = {
     "stream": StreamFigures,
     "sequence": SequenceFigures,
     "goodput": GoodputFigures,
+    "trace": TraceFigures,
 }
 _RECORD_OF = {key: name for name, kind in RECORDS.items() for key in kind.names()}
 
@@ -131,6 +133,7 @@ class Level:
     stream: StreamFigures | None = field(default=None, metadata=_SUB)
     sequence: SequenceFigures | None = field(default=None, metadata=_SUB)
     goodput: GoodputFigures | None = field(default=None, metadata=_SUB)
+    trace: TraceFigures | None = field(default=None, metadata=_SUB)
     steps: tuple[StepFigures, ...] = field(default=(), metadata=_SUB)
     interval: LevelInterval | None = field(default=None, metadata=_SUB)
 

@@ -64,15 +64,18 @@ DEFAULTS: dict[str, Any] = {
     "goodput": "",
     "token_output": "",
     "load_hosts": 1,
+    # Requests of each level traced by Triton (its trace API; 0: none): `level_traces`.
+    "trace_sample": 0,
 }
 # Flags that may be left empty ("" from a form or a query string): their default then.
 _OPTIONAL = {
     "version", "request_distribution", "max_threads", "latency_threshold", "rounds",
     "streaming", "sequence_length", "sequence_length_variation", "sequence_id_range",
     "num_of_sequences",
-    "goodput", "token_output", "load_hosts",
+    "goodput", "token_output", "load_hosts", "trace_sample",
 }  # fmt: skip
 # The flags that only a sequence model takes (`kind_rules`).
+MAX_TRACE_SAMPLE = 100  # requests traced per level
 SEQUENCE_FLAGS = (
     "sequence_length", "sequence_length_variation", "sequence_id_range", "num_of_sequences"
 )  # fmt: skip
@@ -122,6 +125,9 @@ class SweepParams:
     # worker; N > 1 adds N - 1 load agents (Celery workers of the job's queue), each level
     # split among them and their windows merged exactly (raw samples pooled).
     load_hosts: int = 1
+    # The first N requests of each level traced by Triton, their median timeline kept with
+    # the level (`level_traces`); 0: none.
+    trace_sample: int = 0
 
     @property
     def range_text(self) -> str:
@@ -167,6 +173,7 @@ class SweepParams:
             "goodput": self.goodput,
             "token_output": self.token_output,
             "load_hosts": self.load_hosts,
+            "trace_sample": self.trace_sample,
         }
 
     def validate(self) -> None:
@@ -267,6 +274,10 @@ def from_flags(flags: Mapping[str, Any]) -> SweepParams:
         ),
         "goodput": take("goodput", param_flags.goodput_objectives),
         "token_output": take("token_output", param_flags.token_output),
+        "trace_sample": take(
+            "trace_sample",
+            param_flags.whole_between("Traced requests per level", 0, MAX_TRACE_SAMPLE),
+        ),
         "load_hosts": take(
             "load_hosts",
             param_flags.whole_between(

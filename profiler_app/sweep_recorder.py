@@ -17,6 +17,7 @@ from repository_app import events
 
 from . import measure, repeats, sweep_read, verdict
 from .engine.results import LevelResult, WindowResult
+from .level_traces import LevelTracer
 from .models import Sweep, SweepPoint
 from .params import SweepParams
 
@@ -42,6 +43,8 @@ class Recorder:
         self.round = 1
         self.done = rounds_done(sweep)  # level -> rounds measured
         self.commands: list[str] = []  # perf_analyzer's invocations, in order
+        # Each level's traced sample (`level_traces`), when the sweep asks for one.
+        self.tracer: LevelTracer | None = None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-recorder")
 
     def close(self) -> None:
@@ -78,6 +81,9 @@ class Recorder:
         """This round's summary of a level: the row itself with one round, else merged
         into the row's rounds (a round cut short leaves the earlier rounds' median)."""
         key = level_key(level)
+        traced = self.tracer.take() if self.tracer is not None and not cancelled else None
+        if traced is not None:
+            fields = {**fields, "extra": {**(fields.get("extra") or {}), **traced.flat()}}
         point: SweepPoint | None
         if self.params.rounds <= 1:
             point = self._upsert(level, SweepPoint.LEVEL, fields)

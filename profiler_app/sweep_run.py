@@ -28,6 +28,7 @@ from triton_api.client import engine_metrics_url
 from . import jobs, load_agents
 from .engine import composing
 from .engine.loadgen import SweepError, run_sweep
+from .level_traces import LevelTracer
 from .models import Sweep
 from .params import SweepParams
 from .sweep_plan import params_of, time_limits
@@ -50,6 +51,8 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
     recorder = Recorder(sweep, params)
     recorder.commands = [line for line in sweep.command.splitlines() if line]
     state, error = State.SUCCEEDED, ""
+    if params.trace_sample:
+        recorder.tracer = LevelTracer(server, sweep.model, params.trace_sample)
     try:
         for round_no in range(1, max(1, params.rounds) + 1):
             todo = round_levels(sweep, params, round_no)
@@ -71,6 +74,8 @@ def measure_sweep(sweep: Sweep, heartbeat: jobs.Heartbeat) -> jobs.Outcome:
         state, error = State.FAILED, str(exc)
     finally:
         heartbeat.stop()  # before the verdict below: its last reading of the cancel flag
+        if recorder.tracer is not None:
+            recorder.tracer.stop()  # tracing never outlives the sweep
         recorder.close()
     if state == State.SUCCEEDED and recorder.abort:
         state, error = State.FAILED, recorder.abort

@@ -42,7 +42,12 @@ def test_compose_defines_the_production_services():
     assert "--model-repository=/models/repository" in triton["command"]
     assert services["web"]["environment"]["UPLOAD_STAGING_DIR"] == "/models/.staging"
     # Triton's management API answers only to the dashboard, which holds the key.
-    assert "--grpc-restricted-protocol=model-repository:dashboard-key=check" in triton["command"]
+    # So do its trace settings; its traces go to a volume the dashboard reads.
+    assert (
+        "--grpc-restricted-protocol=model-repository,trace:dashboard-key=check" in triton["command"]
+    )
+    assert "--trace-config=triton,file=/traces/trace.json" in triton["command"]
+    assert services["web"]["environment"]["TRITON_TRACE_ROOTS"] == "/traces"
     assert services["web"]["environment"]["TRITON_API_KEY"] == "check"
     devices = triton["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]

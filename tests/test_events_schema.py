@@ -16,7 +16,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from profiler_app import measure, sweep_recorder
 from profiler_app.api import SweepPointsView
-from profiler_app.level_figures import GoodputFigures, GpuFigures, StreamFigures
+from profiler_app.level_figures import GoodputFigures, GpuFigures, StreamFigures, TraceFigures
 from profiler_app.models import Sweep
 from profiler_app.params import SweepParams
 from repository_app import events
@@ -61,7 +61,7 @@ def test_the_level_and_window_events_send_what_the_api_schema_describes(monkeypa
     point, extra = schemas["SweepPoint"]["properties"], schemas["LevelExtra"]["properties"]
     # The schema's typed entries are the sub-records' fields, no more, no less.
     typed = {*GpuFigures.names(), *StreamFigures.names(), *measure.SEQUENCE_FIELDS,
-             *GoodputFigures.names(), "steps", measure.INTERVAL}  # fmt: skip
+             *GoodputFigures.names(), *TraceFigures.names(), "steps", measure.INTERVAL}  # fmt: skip
     assert set(extra) == typed
     sent: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(events, "publish", lambda g, kind, data: sent.append((kind, data)))

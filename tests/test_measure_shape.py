@@ -21,6 +21,7 @@ from profiler_app.level_figures import (
     SequenceFigures,
     StepFigures,
     StreamFigures,
+    TraceFigures,
 )
 from profiler_app.measure_api import SearchLevelSerializer, SweepPointSerializer
 from profiler_app.models import Search, SearchCandidate, Sweep, SweepPoint
@@ -110,6 +111,7 @@ def full_level() -> measure.Level:
         stream=StreamFigures(response_throughput=6.0, first_response_p95_us=300.0),
         sequence=SequenceFigures(first_requests=3, sequences_completed=1, sequences_failed=0),
         goodput=GoodputFigures(2.0, 2 / 3),
+        trace=TraceFigures(3, 100.0, 10.0, 5.0, 80.0, 3.0, 2.0),
         steps=(StepFigures("add_sub", "1", 3, 3, 2, 1.5, 800.0, 50.0, 10.0, 700.0, 20.0, 1.0),),
         interval=measure.LevelInterval(2.9, 3.1, (1000.0, 1200.0), 9, 0.95, "interval"),
     )  # fmt: skip
@@ -121,6 +123,7 @@ def test_a_levels_sub_records_are_stored_flat_under_the_keys_rows_always_had() -
     assert set(extra) == {
         "windows", "client_cpu_us", "gpu_utilization", "gpu_memory_bytes", "steps", "interval",
         *measure.STREAM_FIELDS, *measure.SEQUENCE_FIELDS, *measure.GOODPUT_FIELDS,
+        *TraceFigures.names(),
     }  # fmt: skip
     assert extra["response_throughput"] == 6.0 and extra["first_response_p99_us"] is None
     assert extra["first_requests"] == 3 and extra["goodput"] == 2.0

@@ -240,3 +240,31 @@ async def test_a_late_joiner_gets_every_point_so_far_first(add_batched, celery_w
     assert snapshot["snapshot"] and len(snapshot["points"]) == count >= 4
     assert snapshot["sweep"]["state"] == "succeeded" and snapshot["seq"] > 0
     await asyncio.sleep(0)
+
+
+def test_a_sweep_traces_the_first_requests_of_each_level(triton, celery_worker, redis_db):
+    """trace_sample 3: Triton traces the first three requests of each level (armed again
+    after each level's summary); each level keeps their median timeline; tracing is off
+    once the sweep ends."""
+    client = TritonClient(triton.grpc_url, triton.metrics_url)
+    was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))
+    client.load("add_sub")
+    try:
+        sweep = sweeps.create_sweep(
+            servers.default(), _params(model="add_sub", end=2, trace_sample=3)
+        )
+        done = wait_for_job(
+            sweep.pk, lambda job: job.state in Sweep.FINISHED, 300, "the traced sweep"
+        )
+        assert done.state == "succeeded", done.error
+        levels = list(SweepPoint.objects.filter(sweep=done, window=-1).order_by("level"))
+        assert [p.level for p in levels] == [1.0, 2.0]
+        for point in levels:
+            assert point.extra["traced"] == 3
+            assert 0 < point.extra["traced_infer_us"] <= point.extra["traced_total_us"]
+            assert point.extra["traced_queue_us"] is not None
+        assert client.trace_settings("add_sub")["trace_level"] == ["OFF"]
+    finally:
+        client.update_trace_settings("add_sub", {"trace_level": ["OFF"]})
+        if not was_ready:
+            client.unload("add_sub")

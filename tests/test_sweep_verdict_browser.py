@@ -142,3 +142,33 @@ def test_the_sweep_report_downloads_from_its_page_and_draws_offline_without_erro
         assert errors == [] and asked == [report.as_uri()]
     finally:
         context.close()
+
+
+def test_a_traced_sweep_shows_where_a_request_spends_its_time_per_level(
+    browser, web_server, admin_credentials
+):
+    params = SweepParams(model="add_batched", start=1, end=2, max_windows=10, trace_sample=3)
+    sweep = sweeps.create_sweep(servers.default(), params, enqueue=False)
+    for level, queue, infer in [(1, 10.0, 80.0), (2, 70.0, 20.0)]:
+        SweepPoint.objects.create(
+            sweep=sweep, level=level, window=SweepPoint.LEVEL, requests=300, throughput=1000,
+            p95_us=1000, p50_us=500, p99_us=1200, stable=True,
+            extra={"windows": 3, "traced": 3, "traced_total_us": 100.0, "traced_queue_us": queue,
+                   "traced_compute_input_us": 5.0, "traced_infer_us": infer,
+                   "traced_compute_output_us": 3.0, "traced_response_us": 2.0},
+        )  # fmt: skip
+    assert jobs.claim(sweep.pk)
+    jobs.finish(sweep.pk, jobs.Outcome("succeeded", ""))
+    page = browser.new_page()
+    try:
+        login(page, web_server.url, *admin_credentials)
+        page.goto(f"{web_server.url}/sweeps/{sweep.pk}/")
+        wait_js(page, "document.querySelectorAll('#traced-summary li').length === 2")
+        assert page.is_visible("#card-traced")
+        at_two = page.text_content('#traced-summary li[data-level="2"]') or ""
+        assert at_two.startswith("concurrency 2: queue 70 % · compute input 5 % · infer 20 %")
+        assert "(3 traced)" in at_two
+        stacked = page.evaluate("document.getElementById('chart-traced').data.map(t => t.name)")
+        assert stacked == ["queue", "compute input", "infer", "compute output", "response"]
+    finally:
+        page.close()

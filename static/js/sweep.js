@@ -225,6 +225,7 @@ window.SweepPage = (function () {
     if (window.SweepSteps) SweepSteps.render(good, x, xTitle, base, cfg, summary);  // ensembles, BLS
     renderHistogram(trace, shown, xTitle, base, cfg);
     renderGoodput(good, x, xTitle, base, cfg);
+    renderTraced(good, x, xTitle, base, cfg);
     renderTable(levels);
   }
 
@@ -245,6 +246,30 @@ window.SweepPage = (function () {
       { x: x, y: good.map(function (p) { return p.throughput / batch; }), name: "requests/s", mode: "lines+markers", line: { color: "#667085" } },
       { x: x, y: good.map(function (p) { return extraOf(p, "goodput"); }), text: share, name: "goodput: " + (sweep.params.goodput || ""), mode: "lines+markers", line: { color: "#12b76a" } },
     ], Object.assign({}, base, { xaxis: { title: { text: xTitle } }, yaxis: { title: { text: "requests/s" }, rangemode: "tozero" } }), cfg);
+  }
+
+  // A traced sample per level (trace_sample): the median of each part of a request,
+  // stacked, each bar's text its share ("queue 70 %").
+  const TRACED = [["queue", "traced_queue_us", "#f79009"], ["compute input", "traced_compute_input_us", "#2e90fa"],
+    ["infer", "traced_infer_us", "#12b76a"], ["compute output", "traced_compute_output_us", "#7a5af8"], ["response", "traced_response_us", "#98a2b3"]];
+  function renderTraced(good, x, xTitle, base, cfg) {
+    if (!reveal("card-traced", good.some(function (p) { return extraOf(p, "traced") !== null; }))) return;
+    const summary = document.getElementById("traced-summary");
+    summary.replaceChildren();
+    good.forEach(function (p, i) {
+      const total = extraOf(p, "traced_total_us");
+      if (!total) return;
+      const li = document.createElement("li");
+      li.dataset.level = p.level;
+      li.textContent = xTitle + " " + x[i] + ": " + TRACED.map(function (t) {
+        const v = extraOf(p, t[1]);
+        return v === null ? null : t[0] + " " + Math.round(100 * v / total) + " %";
+      }).filter(Boolean).join(" · ") + " of " + duration(total) + " (" + extraOf(p, "traced") + " traced)";
+      summary.appendChild(li);
+    });
+    Plotly.react("chart-traced", TRACED.map(function (t) {
+      return { type: "bar", name: t[0], x: x, y: good.map(function (p) { return extraOf(p, t[1]); }), marker: { color: t[2] } };
+    }), Object.assign({}, base, { barmode: "stack", xaxis: { title: { text: xTitle }, type: "category" }, yaxis: { title: { text: "µs (median of the traced requests)" }, rangemode: "tozero" } }), cfg);
   }
 
   function duration(us) {
