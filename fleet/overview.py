@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import redis
 
+from inference.checks import verdicts as check_verdicts
 from registry import reachability, servers
 from registry.server_rules import label_pair
 from registry.servers import Server
@@ -252,4 +253,23 @@ def overview(
         "rows": rows(shown),
         "labels": all_labels(every),
         "hidden": len(every) - len(shown),
+        "checks": check_verdicts([c.name for c in shown]),
+    }
+
+
+def check_mark(
+    checks: dict[tuple[str, str], dict[str, Any]], server: str, model: str
+) -> dict[str, Any] | None:
+    """The mark after a cell's state where the model's checks ran on that server: "✓ checks"
+    when each one's last run passed, "✗ 1 of 3 checks" otherwise (None: none ran there)."""
+    found = checks.get((model, server))
+    if found is None:
+        return None
+    if not found["failed"]:
+        return {"ok": True, "text": "✓ checks", "title": f"{found['total']} passed"}
+    worst = f"; worst difference {found['worst']:g}" if found["worst"] is not None else ""
+    return {
+        "ok": False,
+        "text": f"✗ {found['failed']} of {found['total']} checks",
+        "title": f"failing: {', '.join(found['failing'])}{worst}",
     }

@@ -25,7 +25,7 @@ def _overview(request: HttpRequest) -> tuple[dict[str, Any], str]:
         wanted = fleet.parse_filter(raw)
     except ValueError as exc:
         return {"columns": [], "rows": [], "labels": fleet.all_labels(every),
-                "hidden": len(every)}, f"label filter not applied: {exc}"  # fmt: skip
+                "hidden": len(every), "checks": {}}, f"label filter not applied: {exc}"  # fmt: skip
     return fleet.overview(wanted, every), ""
 
 
@@ -35,10 +35,12 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
     data, error = _overview(request)
     columns = data["columns"]
     model_url = reverse("model_detail", args=["__model__"])  # fleet.js fills the name in
+    checks = data["checks"]
     matrix = [
-        (model, reverse("model_detail", args=[model]), [(c, fleet.cell(c, model)) for c in columns])
+        (model, reverse("model_detail", args=[model]),
+         [(c, fleet.cell(c, model), fleet.check_mark(checks, c.name, model)) for c in columns])
         for model in data["rows"]
-    ]
+    ]  # fmt: skip
     chosen = set(request.GET.getlist("label"))
     return render(
         request,
@@ -69,4 +71,10 @@ def fleet_states_json(request: HttpRequest) -> JsonResponse:
     data, error = _overview(request)
     if error:
         return JsonResponse({"message": error, "field": "label"}, status=400)
-    return JsonResponse({"columns": [c.as_json() for c in data["columns"]], "rows": data["rows"]})
+    marks = [
+        {"model": model, "server": server, **mark}
+        for (model, server) in data["checks"]
+        if (mark := fleet.check_mark(data["checks"], server, model)) is not None
+    ]
+    return JsonResponse({"columns": [c.as_json() for c in data["columns"]], "rows": data["rows"],
+                         "checks": marks})  # fmt: skip

@@ -158,6 +158,40 @@ def latest(model: str, server: Server | None = None) -> dict[tuple[int, str], Ch
     return found
 
 
+# The fleet page reads every check verdict in one query; the newest runs decide, so the
+# most recent VERDICT_RUNS finished runs are enough (older runs are always superseded).
+VERDICT_RUNS = 2000
+
+
+def verdicts(servers: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (model, server): whether the last finished run of each check passed, in one query.
+
+    Only runs with a verdict count (a queued rerun keeps the previous verdict showing)."""
+    rows = (
+        CheckRun.objects.filter(server__in=servers, passed__isnull=False)
+        .select_related("saved_check")
+        .order_by("-id")[:VERDICT_RUNS]
+    )
+    last: dict[tuple[int, str], CheckRun] = {}
+    for run in rows:
+        last.setdefault((run.saved_check_id, run.server), run)
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in last.values():
+        entry = found.setdefault(
+            (run.saved_check.model, run.server),
+            {"total": 0, "failed": 0, "failing": [], "worst": None},
+        )
+        entry["total"] += 1
+        if not run.passed:
+            entry["failed"] += 1
+            entry["failing"].append(run.saved_check.name)
+            if run.worst is not None and (entry["worst"] is None or run.worst > entry["worst"]):
+                entry["worst"] = run.worst
+    for entry in found.values():
+        entry["failing"].sort()
+    return found
+
+
 def _input_array(tensor: Mapping[str, Any]) -> np.ndarray:
     datatype = str(tensor["datatype"])
     if datatype == "BYTES":

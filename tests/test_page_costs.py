@@ -37,7 +37,7 @@ BUDGETS = {
     "/models/": (9, 1),  # session, user, narrowings, intents, outcomes, perms, registry
     "/models/add_sub/": (9, 2),  # one index, the model's statistics
     "/sweeps/{sweep}/": (11, 0),
-    "/fleet/": (6, 2),
+    "/fleet/": (7, 2),  # +1: every check verdict of the matrix (inference.checks.verdicts)
 }
 
 
