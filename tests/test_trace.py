@@ -34,7 +34,7 @@ def _infer(client: TritonClient, model: str, times: int) -> None:
                      max_request_bytes=1 << 20, max_response_bytes=1 << 20, timeout_s=30)  # fmt: skip
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def served(triton):
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     models = ("add_sub", "add_batched", "ensemble_two_step")

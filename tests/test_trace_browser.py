@@ -1,5 +1,6 @@
 """Trace in a real browser: from the model page, tracing turned on by the worker (the page
-hears it), one request traced and drawn as a timeline, then stopped."""
+hears it), ten requests of an ensemble traced and drawn with their steps nested, then
+stopped."""
 
 from __future__ import annotations
 
@@ -13,39 +14,6 @@ from .conftest import login, wait_js
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 
-def test_trace_one_request_of_add_sub(
-    browser, web_server, celery_worker, admin_credentials, triton
-):
-    client = TritonClient(triton.grpc_url, triton.metrics_url)
-    was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))
-    client.load("add_sub")
-    page = browser.new_page()
-    try:
-        login(page, web_server.url, *admin_credentials)
-        page.goto(f"{web_server.url}/models/add_sub/")
-        page.click("#trace-link")
-        page.wait_for_selector("#live-status.ok")
-        page.fill("#trace-count", "1")
-        page.click("#trace-start")
-        status = "document.getElementById('trace-status').textContent"
-        wait_js(page, f"{status}.startsWith('Tracing the next 1 request')")
-        ones = np.ones((1, 16), np.float32)
-        client.infer("add_sub", [("INPUT0", "FP32", ones), ("INPUT1", "FP32", ones)], ["OUTPUT0"],
-                     max_request_bytes=1 << 20, max_response_bytes=1 << 20, timeout_s=30)  # fmt: skip
-        page.click("#trace-read")
-        wait_js(page, "document.querySelectorAll('.trace-timeline').length === 1")
-        assert page.get_attribute(".trace-parts tr[data-model]", "data-model") == "add_sub"
-        assert page.locator(".trace-chart .bars path").count() >= 4  # queue, input, infer, output…
-        page.click("#trace-stop")
-        wait_js(page, f"{status}.startsWith('Ended: ')")
-        assert client.trace_settings("add_sub")["trace_level"] == ["OFF"]
-    finally:
-        page.close()
-        client.update_trace_settings("add_sub", {"trace_level": ["OFF"]})
-        if not was_ready:
-            client.unload("add_sub")
-
-
 def test_ten_traced_requests_of_the_ensemble_nest_their_steps(
     browser, web_server, celery_worker, admin_credentials, triton
 ):
@@ -56,7 +24,8 @@ def test_ten_traced_requests_of_the_ensemble_nest_their_steps(
     page = browser.new_page()
     try:
         login(page, web_server.url, *admin_credentials)
-        page.goto(f"{web_server.url}/models/ensemble_two_step/trace/")
+        page.goto(f"{web_server.url}/models/ensemble_two_step/")
+        page.click("#trace-link")
         page.wait_for_selector("#live-status.ok")
         page.fill("#trace-count", "10")
         page.click("#trace-start")

@@ -1,6 +1,7 @@
 """Try a model in a real browser: from the model page's link, a bad input refused on its
-field, then a request answered with outputs computed here, its statistics, its copies
-and a download of the whole output."""
+field, then a request answered with outputs computed here, its statistics, its copies, a
+download of the whole output and the Benchmark form's input data; then a decoupled, a
+sequence and an ensemble model. Keeping an answer as a check: test_checks_browser."""
 
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ from .conftest import login, wait_js
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 
-def test_try_add_sub_from_the_model_page(
-    browser, web_server, celery_worker, admin_credentials, triton
-):
+def test_try_add_sub_from_the_model_page(browser, web_server, admin_credentials, triton):
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     was_ready = any(s.state == "READY" for s in client.model_states("add_sub"))
     client.load("add_sub")
@@ -58,22 +57,6 @@ def test_try_add_sub_from_the_model_page(
             page.click('#try-outputs tr[data-output="OUTPUT0"] a:text(".npy")')
         saved = np.load(download.value.path())
         assert saved.shape == (1, 16) and np.allclose(saved[0], a + 2.5)
-        # Kept as a check, run by the worker, its verdict arriving live; the model page too.
-        page.fill("#try-check-name", "ramp plus 2.5")
-        page.click("#try-keep-button")
-        wait_js(page, "document.getElementById('try-keep-status').textContent.startsWith('kept')")
-        verdict = '#checks tr[data-check="ramp plus 2.5"] [data-k=verdict]'
-        wait_js(page, f"document.querySelector('{verdict}')?.textContent === 'not run here yet'")
-        page.click("#checks-card [data-k=run-checks]")
-        wait_js(page, f"document.querySelector('{verdict}')?.textContent === 'passed'")
-        page.goto(f"{web_server.url}/models/add_sub/")
-        wait_js(page, f"document.querySelector('{verdict}')?.textContent === 'passed'")
-        page.go_back()
-        page.wait_for_selector("#try-form")
-        page.fill(first + "textarea", " ".join(str(v) for v in a.tolist()))
-        page.fill(second + "textarea", "[" + ", ".join(["2.5"] * 16) + "]")
-        page.click("#try-send")
-        wait_js(page, "document.getElementById('try-status').textContent === 'answered'")
         # The request as the Benchmark form's input data (perf_analyzer's shape, no batch).
         page.click("summary:has-text('perf_analyzer')")
         with page.expect_navigation():

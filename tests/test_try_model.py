@@ -24,10 +24,10 @@ from triton_api.client import TritonClient
 pytestmark = [pytest.mark.integration]
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def loaded(triton) -> Iterator[TritonClient]:
-    """add_sub, ensemble_two_step (and so add_batched) and seq_accumulate loaded; what was
-    not loaded before is unloaded after."""
+    """add_sub, ensemble_two_step (and so add_batched) and seq_accumulate loaded once for
+    the module; what was not loaded before is unloaded after."""
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     wanted = ("add_sub", "add_batched", "ensemble_two_step", "seq_accumulate")
     before = {m: any(s.state == "READY" for s in client.model_states(m)) for m in wanted}
