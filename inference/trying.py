@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ SHOWN_VALUES = 64  # per output on the page; the rest is in the downloads
 # A request (and an answer) of more values than this is not kept as a check.
 CHECK_MAX_VALUES = 262_144
 MAX_STEPS = 64  # requests in one tried sequence
+COUNTED_WITHIN_S = 2.0  # how long the statistics may lag the answer
 STREAM_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 # Triton's cumulative durations per model, the parts of one request (statistics extension).
 _PARTS = ("queue", "compute_input", "compute_infer", "compute_output")
@@ -277,7 +279,7 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
             )
         )
     answer = answers[-1]
-    after = counters()
+    after = counted(io.name, before, len(answers), counters)
     token = results.keep(user, answer.outputs, answer.datatypes, _keepable(request))
     return Tried(
         model=io.name,
@@ -289,6 +291,24 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         request=request,
         responses=_listed(answers) if request.steps > 1 else None,  # fmt: skip
     )
+
+
+def counted(
+    model: str,
+    before: dict[str, dict[str, int]],
+    sent: int,
+    counters: Callable[[], dict[str, dict[str, int]]],
+) -> dict[str, dict[str, int]]:
+    """Triton's counters once they include the ``sent`` requests: Triton updates a model's
+    statistics as it releases the request, which may come just after the answer. Read
+    again until they do, at most COUNTED_WITHIN_S (then as they are)."""
+    deadline = time.monotonic() + COUNTED_WITHIN_S
+    while True:
+        after = counters()
+        was = before.get(model, {}).get("requests", 0)
+        if after.get(model, {}).get("requests", 0) >= was + sent or time.monotonic() > deadline:
+            return after
+        time.sleep(0.01)
 
 
 def _listed(answers: list[Inferred]) -> list[dict[str, Any]]:
@@ -331,7 +351,7 @@ def _streamed(
         max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
         timeout_s=settings.TRY_TIMEOUT_S,
     )
-    after = counters()
+    after = counted(io.name, before, 1, counters)
     stacked: dict[str, np.ndarray] = {}
     datatypes: dict[str, str] = {}
     for answer in got:
