@@ -246,6 +246,21 @@ def _keepable(request: TryRequest) -> dict[str, Any] | None:
     return body
 
 
+def _sent(io: ModelIO, request: TryRequest) -> tuple[str, list[tuple[str, str, Any]], list[str]]:
+    """The model, the inputs and the outputs asked for, as the client sends them."""
+    inputs = [(f.name, f.datatype, f.array) for f in request.inputs]
+    return io.name, inputs, list(request.outputs or [o.name for o in io.outputs])
+
+
+def _limits() -> dict[str, Any]:
+    """Try's bounds on one request: its size, its answer's size and its time."""
+    return {
+        "max_request_bytes": settings.TRY_MAX_REQUEST_BYTES,
+        "max_response_bytes": settings.TRY_MAX_RESPONSE_BYTES,
+        "timeout_s": settings.TRY_TIMEOUT_S,
+    }
+
+
 def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
     """Send ``request`` (checked by ``parse``) and read what came back."""
     client = get_client(server)
@@ -267,17 +282,7 @@ def send(server: Server, io: ModelIO, request: TryRequest, user: Any) -> Tried:
         sequence = request.sequence
         if sequence is not None and request.steps > 1:  # the flags set for each step
             sequence = (sequence[0], step == 0, step == request.steps - 1)
-        answers.append(
-            client.infer(
-                io.name,
-                [(f.name, f.datatype, f.array) for f in request.inputs],
-                list(request.outputs or [o.name for o in io.outputs]),
-                sequence=sequence,
-                max_request_bytes=settings.TRY_MAX_REQUEST_BYTES,
-                max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
-                timeout_s=settings.TRY_TIMEOUT_S,
-            )
-        )
+        answers.append(client.infer(*_sent(io, request), sequence=sequence, **_limits()))
     answer = answers[-1]
     after = counted(io.name, before, len(answers), counters)
     token = results.keep(user, answer.outputs, answer.datatypes, _keepable(request))
@@ -343,13 +348,7 @@ def _streamed(
             })  # fmt: skip
 
     got, elapsed = get_client(server).stream_infer(
-        io.name,
-        [(f.name, f.datatype, f.array) for f in request.inputs],
-        list(request.outputs or [o.name for o in io.outputs]),
-        on_response=arrived,
-        max_request_bytes=settings.TRY_MAX_REQUEST_BYTES,
-        max_response_bytes=settings.TRY_MAX_RESPONSE_BYTES,
-        timeout_s=settings.TRY_TIMEOUT_S,
+        *_sent(io, request), on_response=arrived, **_limits()
     )
     after = counted(io.name, before, 1, counters)
     stacked: dict[str, np.ndarray] = {}

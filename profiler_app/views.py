@@ -54,6 +54,15 @@ def _sweep_or_404(request: HttpRequest, pk: int, rows: Any = None) -> Sweep:
     return visible_or_404(request.user, sweep)
 
 
+def _sweep_or_search(request: HttpRequest, pk: int, search_view: str) -> Sweep | HttpResponse:
+    """The sweep; or, for a config search's own job, a redirect to the search's
+    ``search_view`` (its page or its report are the search's)."""
+    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by", "search"))
+    if sweep.kind == Sweep.Kind.SEARCH:
+        return redirect(search_view, pk=sweep.search.pk)
+    return sweep
+
+
 def download(content: str, content_type: str, filename: str) -> HttpResponse:
     """`content` offered as a download named `filename`, escaped (quotes, CR/LF and
     non-ASCII characters in a model name cannot break or add headers)."""
@@ -184,9 +193,9 @@ def sweep_new(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by", "search"))
-    if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its page is the search's
-        return redirect("search_detail", pk=sweep.search.pk)
+    sweep = _sweep_or_search(request, pk, "search_detail")
+    if isinstance(sweep, HttpResponse):
+        return sweep
     data = sweep_read.snapshot(pk)
     params = sweeps.params_of(sweep)  # as a re-run would use them
     return render(
@@ -328,9 +337,9 @@ def sweep_json_export(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def sweep_report_html(request: HttpRequest, pk: int) -> HttpResponse:
     """The sweep as one self-contained HTML file (`sweep_report`), offered as a download."""
-    sweep = _sweep_or_404(request, pk, Sweep.objects.select_related("created_by", "search"))
-    if sweep.kind == Sweep.Kind.SEARCH:  # a config search's job: its report is the search's
-        return redirect("search_report", pk=sweep.search.pk)
+    sweep = _sweep_or_search(request, pk, "search_report")
+    if isinstance(sweep, HttpResponse):
+        return sweep
     page = sweep_report.build(sweep)
     return download(page, "text/html; charset=utf-8", f"sweep-{pk}-{sweep.model}.html")
 

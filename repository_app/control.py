@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import redis
 from django.conf import settings
@@ -222,25 +222,23 @@ def start_action(
     return job
 
 
+class ActionOptions(TypedDict, total=False):
+    """``run_action``'s options, which ``act`` passes on."""
+
+    user_id: int | None
+    config: dict[str, Any] | None
+    audit_target: str
+
+
 def act(
-    server: Server,
-    action: str,
-    name: str,
-    username: str,
-    *,
-    user_id: int | None = None,
-    config: dict[str, Any] | None = None,
-    audit_target: str = "",
+    server: Server, action: str, name: str, username: str, **options: Unpack[ActionOptions]
 ) -> ActionOutcome:
     """Run an action now, between ``claim`` and ``release``: what the CLI, the API's
     ``?wait=1`` and a search's Apply call, so that they exclude each other and every web
     process (ActionRefused when another action on the model runs, anywhere)."""
     claim(server, action, name, username)
     try:
-        return run_action(
-            server, action, name, username,
-            user_id=user_id, config=config, audit_target=audit_target,
-        )  # fmt: skip
+        return run_action(server, action, name, username, **options)
     finally:
         release(server, name)
 

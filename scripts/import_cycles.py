@@ -12,18 +12,13 @@ import ast
 import sys
 from pathlib import Path
 
-ROOTS = (
-    "dashboard",
-    "common",
-    "jobs",
-    "registry",
-    "repository_app",
-    "profiler_app",
-    "inference",
-    "fleet",
-    "team",
-    "devstack",
-    "triton_api",
+# The application's packages: every top-level package of the project but its tests.
+ROOTS = tuple(
+    sorted(
+        init.parent.name
+        for init in Path(__file__).resolve().parent.parent.glob("*/__init__.py")
+        if init.parent.name != "tests"
+    )
 )
 
 

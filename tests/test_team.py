@@ -46,7 +46,7 @@ def test_refusals_name_the_roles_that_can_never_a_permission_codename():
     from django.core.management import CommandError
 
     from registry import servers
-    from repository_app.editor.views import CANNOT_EDIT
+    from repository_app.editor.rights import CANNOT_EDIT
     from repository_app.modelconfig import code_loading
     from repository_app.uploads import staging
     from team.cli import acting_user

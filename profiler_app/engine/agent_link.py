@@ -10,17 +10,8 @@ from typing import cast
 
 import redis
 
+from . import load_session as session_io
 from .load_messages import Forged, numbered, sign, verify
-from .load_session import (
-    ALIVE_TTL_S,
-    KEY_TTL_S,
-    POLL_S,
-    Beat,
-    Keys,
-    blpop,
-    connect,
-    session_key,
-)
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +39,13 @@ return n
 class AgentLink:
     """An agent's end of its session: its seat, its commands and replies, its heartbeat."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, index: int) -> None:
+    def __init__(self, client: redis.Redis, keys: session_io.Keys, index: int) -> None:
         self.redis = client
         self.keys = keys
         self.index = index
         self._push = client.register_script(_GUARDED_PUSH)
         self._set = client.register_script(_GUARDED_SET)
-        self._beat: Beat | None = None
+        self._beat: session_io.Beat | None = None
         self._sent = 0  # replies pushed, signed in turn
         self._read = 0  # commands taken
         self._warned = False
@@ -64,14 +55,16 @@ class AgentLink:
     def take_seat(cls, redis_url: str, job: int, hosts: int) -> AgentLink | None:
         """A seat in the job's session: None when there is no session (the coordinator
         ended) or every seat is taken (an extra, or a redelivered, agent)."""
-        client = connect(redis_url)
-        session = cast("bytes | None", client.get(session_key(job)))
+        client = session_io.connect(redis_url)
+        session = cast("bytes | None", client.get(session_io.session_key(job)))
         if session is None:
             client.close()
             return None
-        keys = Keys(job, session.decode())
+        keys = session_io.Keys(job, session.decode())
         index = int(
-            client.register_script(_GUARDED_SEAT)(keys=[keys.alive, keys.seats], args=[KEY_TTL_S])
+            client.register_script(_GUARDED_SEAT)(
+                keys=[keys.alive, keys.seats], args=[session_io.KEY_TTL_S]
+            )
         )
         if not 1 <= index < hosts:
             client.close()
@@ -80,29 +73,31 @@ class AgentLink:
 
     def join(self, host: str, pid: int, task: str) -> bool:
         self._beat_once()
-        self._beat = Beat(self._beat_once, f"loadgen-agent-{self.index}-beat")
+        self._beat = session_io.Beat(self._beat_once, f"loadgen-agent-{self.index}-beat")
         self._beat.start()
         return self._push(
             keys=[self.keys.alive, self.keys.joins],
-            args=[sign((self.index, host, pid, task), self.keys.joins), KEY_TTL_S],
+            args=[sign((self.index, host, pid, task), self.keys.joins), session_io.KEY_TTL_S],
         )
 
     def _beat_once(self) -> None:
-        self._set(keys=[self.keys.alive, self.keys.agent(self.index)], args=[b"1", ALIVE_TTL_S])
+        self._set(
+            keys=[self.keys.alive, self.keys.agent(self.index)], args=[b"1", session_io.ALIVE_TTL_S]
+        )
 
     def reply(self, message: tuple) -> bool:
         """False when the coordinator is gone."""
         key = self.keys.replies(self.index)
         signed = sign(message, numbered(key, self._sent))
-        pushed = bool(self._push(keys=[self.keys.alive, key], args=[signed, KEY_TTL_S]))
+        pushed = bool(self._push(keys=[self.keys.alive, key], args=[signed, session_io.KEY_TTL_S]))
         self._sent += pushed
         return pushed
 
-    def next_command(self, timeout: float = POLL_S) -> tuple | None:
+    def next_command(self, timeout: float = session_io.POLL_S) -> tuple | None:
         """The next command, or None: none came within `timeout`, or one not signed by
         this sweep's coordinator for this place (dropped, logged once)."""
         key = self.keys.commands(self.index)
-        item = blpop(self.redis, [key], timeout=timeout)
+        item = session_io.blpop(self.redis, [key], timeout=timeout)
         if item is None:
             return None
         try:

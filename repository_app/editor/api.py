@@ -13,16 +13,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import server_access
 from registry.server_context import SERVER_PARAMETER, server_of
 from registry.servers import Server
 
-from ..control import CONTROL_PERMISSION
 from ..modelconfig.findings import Finding
 from ..models import ConfigRevision
 from ..repository import RepositoryError
 from . import saving
 from .reload_offer import reload_offer
+from .rights import edit_refusal
 
 MAX_BODY = 1024 * 1024
 
@@ -137,10 +136,7 @@ class ConfigView(APIView):
     )
     def put(self, request: Request, name: str) -> Response:
         server = server_of(request)
-        refused = server_access.repository_refusal(
-            request.user, CONTROL_PERMISSION, server, "your role cannot edit configs"
-        )
-        if refused:
+        if refused := edit_refusal(request, server):
             raise PermissionDenied(refused)
         _current(name, server)  # 404 for an unknown model before anything else
         expected = request.headers.get("If-Match", "").strip().strip('"')

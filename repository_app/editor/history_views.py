@@ -16,7 +16,8 @@ from registry.servers import Server
 
 from ..models import ConfigRevision
 from . import diffing, saving
-from .views import current_or_404, edit_refusal, refuse
+from .rights import edit_refusal
+from .views import current_or_404, refuse
 
 
 @login_required

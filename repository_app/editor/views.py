@@ -13,6 +13,7 @@ and tries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -24,30 +25,20 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from common.negotiation import wants_json
-from registry import server_access
 from registry.server_context import server_of
 from registry.servers import Server, sharing
-from team.roles import who_can
 
-from ..control import CONTROL_PERMISSION
 from ..modelconfig import Finding, parse_config
 from ..modelconfig.findings import has_errors
 from ..modelconfig.parsing import MAX_CONFIG_BYTES
 from ..repository import RepositoryError
 from . import diffing, fill, form_mapping, page, saving, triton_actions
+from .rights import edit_refusal
 
 OFFER_KEY = "editor.reload_offer"  # in the session: a save's "reload where it is loaded"
 
 WRITE_ACTIONS = ("save", "save_reload", "try")
 ACTIONS = ("check", "to_text", "to_form", "fill", "fill_template", *WRITE_ACTIONS)
-CANNOT_EDIT = f"your role cannot change model configs ({who_can(CONTROL_PERMISSION)})"
-
-
-def edit_refusal(request: HttpRequest, server: Server, action: str = "save") -> str:
-    """Empty when the user may do ``action``; else why not. A save writes the repository, so
-    it needs the permission on every server that shares it; a try loads on this one only."""
-    check = server_access.refusal if action == "try" else server_access.repository_refusal
-    return check(request.user, CONTROL_PERMISSION, server, CANNOT_EDIT)
 
 
 def refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:
@@ -239,6 +230,16 @@ def config_editor(request: HttpRequest, name: str) -> HttpResponse:
     return _form_post(request, name, action, data, base_sha, message)
 
 
+def _again(request: HttpRequest, name: str, **shown: Any) -> Callable[..., HttpResponse]:
+    """The editor page shown again with what was posted; a status and an action's outcome
+    may be added."""
+
+    def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
+        return _page(request, name, status=status, outcome=outcome, **shown)
+
+    return again
+
+
 def _text_post(
     request: HttpRequest, name: str, action: str, text: str, base_sha: str, message: str
 ) -> HttpResponse:
@@ -246,18 +247,9 @@ def _text_post(
     server = server_of(request)
     findings = saving.editor_findings(text, name, server)
 
-    def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
-        return _page(
-            request,
-            name,
-            mode="text",
-            base_sha=base_sha,
-            text=text,
-            findings=findings,
-            outcome=outcome,
-            message=message,
-            status=status,
-        )
+    again = _again(
+        request, name, mode="text", base_sha=base_sha, text=text, findings=findings, message=message
+    )
 
     if action == "to_form":
         editor, parse_findings = form_mapping.forms_for_text(name, text)
@@ -346,22 +338,19 @@ def _form_post(
     if action == "check" and wants_json(request):
         return _form_check(result)
 
-    def again(status: int = 200, outcome: dict[str, Any] | None = None) -> HttpResponse:
-        return _page(
-            request,
-            name,
-            mode="form",
-            base_sha=base_sha,
-            text=base_text,
-            editor=result.editor,
-            findings=result.findings,
-            unplaced=result.unplaced,
-            outcome=outcome,
-            message=message,
-            rewrite_reason=result.rewrite_reason,
-            status=status,
-            config=result.applied.config if result.applied else None,
-        )
+    again = _again(
+        request,
+        name,
+        mode="form",
+        base_sha=base_sha,
+        text=base_text,
+        editor=result.editor,
+        findings=result.findings,
+        unplaced=result.unplaced,
+        message=message,
+        rewrite_reason=result.rewrite_reason,
+        config=result.applied.config if result.applied else None,
+    )
 
     if action == "fill_template":
         # The template as the form would write it (the file's own text when the change

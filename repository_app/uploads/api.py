@@ -27,7 +27,7 @@ from registry import server_access
 from registry.server_context import SERVER_PARAMETER, server_of
 from registry.servers import with_server
 
-from ..control import CONTROL_PERMISSION
+from ..editor.rights import edit_refusal
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..models import Upload
 from ..repository import RepositoryError
@@ -299,10 +299,7 @@ class VersionPolicyView(APIView):
     )
     def put(self, request: Request, name: str) -> Response:
         server = server_of(request)
-        refused = server_access.repository_refusal(
-            request.user, CONTROL_PERMISSION, server, "your role cannot change model configs"
-        )
-        if refused:
+        if refused := edit_refusal(request, server):
             return error(UploadError(refused, 403))
         data = request.data if isinstance(request.data, dict) else {}
         try:

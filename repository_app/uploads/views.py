@@ -20,6 +20,7 @@ from triton_api.client import TritonError
 
 from .. import repository
 from ..control import CONTROL_PERMISSION
+from ..editor.rights import edit_refusal
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from . import deleting, names, staging
 from .staging import UploadError
@@ -166,10 +167,7 @@ def delete_version(request: HttpRequest, name: str, version: str) -> HttpRespons
 @require_POST
 def version_policy(request: HttpRequest, name: str) -> HttpResponse:
     server = server_of(request)
-    refused = server_access.repository_refusal(
-        request.user, CONTROL_PERMISSION, server, "your role cannot change model configs"
-    )
-    if refused:
+    if refused := edit_refusal(request, server):
         messages.error(request, refused)
         return redirect(reverse("model_detail", args=[name]))
     try:
