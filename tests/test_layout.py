@@ -121,18 +121,21 @@ _ARROWS_UP_ALLOWED = {
 }
 
 
-def _dashboard_imports(tree: ast.Module) -> set[str]:
-    """The ``dashboard`` modules a module imports, at module or function level."""
+def _absolute_imports(tree: ast.Module) -> set[str]:
+    """The modules a module imports by absolute name, at module or function level
+    (relative imports stay in its own package)."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names = [node.module]
-        else:
-            continue
-        found |= {n for n in names if n == "dashboard" or n.startswith("dashboard.")}
+            found.add(node.module)
     return found
+
+
+def _dashboard_imports(tree: ast.Module) -> set[str]:
+    """The ``dashboard`` modules a module imports, at module or function level."""
+    return {n for n in _absolute_imports(tree) if n == "dashboard" or n.startswith("dashboard.")}
 
 
 def test_no_arrow_climbs_from_the_apps_or_the_ground_floor_into_the_wiring():
@@ -172,16 +175,7 @@ FLOORS = (
 
 def _app_imports(path: Path, tree: ast.Module) -> set[str]:
     """The application packages a module imports (relative imports stay in its own)."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names = [node.module]
-        else:
-            continue
-        found |= {n.split(".")[0] for n in names if n.split(".")[0] in APPS}
-    return found
+    return {n.split(".")[0] for n in _absolute_imports(tree) if n.split(".")[0] in APPS}
 
 
 def test_every_arrow_points_down_the_floors():
