@@ -436,7 +436,7 @@ def models_to_restore(server: Server, current_index: dict[str, str]) -> list[str
 def last_outcomes(server: Server, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """The outcome of the last load, unload or reload of each model on the server (from the
     audit log), so pages show it until the next action, not only until a refresh."""
-    from django.db.models import Max
+    from django.db.models import Max, Subquery
 
     from team.models import AuditEvent
 
@@ -447,7 +447,7 @@ def last_outcomes(server: Server, names: list[str] | None = None) -> dict[str, d
         events = events.filter(model_name__in=names)
     latest = events.values("model_name").annotate(last=Max("id")).values_list("last", flat=True)
     found = {}
-    for event in AuditEvent.objects.filter(id__in=list(latest)):
+    for event in AuditEvent.objects.filter(id__in=Subquery(latest)):  # one query
         found[event.model_name] = {
             "action": event.action,
             "ok": event.outcome == "ok",
