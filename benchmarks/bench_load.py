@@ -257,7 +257,7 @@ def main() -> int:
     parser.add_argument(
         "--only", choices=["fanout", "browse", "think", "poller"], help="one scenario"
     )
-    parser.add_argument("--workers", default="1,2", help="web processes, one run per value")
+    parser.add_argument("--workers", default="1,2,3", help="web processes, one run per value")
     parser.add_argument(
         "--servers",
         default="daphne",

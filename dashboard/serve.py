@@ -20,8 +20,9 @@ more is disconnected (the page reconnects and resyncs over HTTP, see static/js/l
 
 Several processes: one Daphne is one Python process, bound by its GIL (50 users on the
 model pages: 41-51 requests/s on one, about twice that on two). With ``--workers N``
-(default WEB_WORKERS, else the number of cores) the first process binds N listening sockets
-on the address with SO_REUSEPORT, starts one Daphne on each (``--fd``), restarts one that
+(default WEB_WORKERS, else one more than the cores this process may run on) the first
+process binds N listening sockets on the address with SO_REUSEPORT, starts one Daphne on
+each (``--fd``), restarts one that
 dies (on the same socket, which the front keeps open), and stops them all on SIGTERM or
 SIGINT. One socket per worker matters: with one shared socket, whichever Daphne woke first
 accepted a whole batch of connections, and browsers keep theirs open, so one worker served
@@ -57,7 +58,10 @@ from common.memory import tune_malloc
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
 WEBSOCKET_MAX_BACKLOG = env_int("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024, minimum=64 * 1024)
-WEB_WORKERS = env_int("WEB_WORKERS", os.cpu_count() or 1, minimum=1)
+# One more process than cores: a Daphne runs its sync views one at a time on one thread, so
+# while a view waits on Triton or the database its core idles; the spare process fills those
+# waits (50 users: 2 Daphnes 160 requests/s, 3 Daphnes 175, on 2 cores; BENCHMARKS.md).
+WEB_WORKERS = env_int("WEB_WORKERS", len(os.sched_getaffinity(0)) + 1, minimum=1)
 MAX_WORKERS = 64
 RESTART_PAUSE_S = 1.0
 log = logging.getLogger("dashboard.serve")
