@@ -61,5 +61,10 @@ done
   fi
   echo
 } >>"$tmp"
+# Hand runs (side by side with another tree, say) are not rerun here: what follows the
+# first "## Hand runs" heading of the old file is kept below the new figures.
+if [ -f "$out" ]; then
+  awk '/^## Hand runs/{keep=1} keep' "$out" >>"$tmp"
+fi
 mv "$tmp" "$out"
 echo "Wrote $out"
