@@ -308,10 +308,10 @@ def counted(
     statistics as it releases the request, which may come just after the answer. Read
     again until they do, at most COUNTED_WITHIN_S (then as they are)."""
     deadline = time.monotonic() + COUNTED_WITHIN_S
+    wanted = before.get(model, {}).get("requests", 0) + sent
     while True:
         after = counters()
-        was = before.get(model, {}).get("requests", 0)
-        if after.get(model, {}).get("requests", 0) >= was + sent or time.monotonic() > deadline:
+        if after.get(model, {}).get("requests", 0) >= wanted or time.monotonic() > deadline:
             return after
         time.sleep(0.01)
 
