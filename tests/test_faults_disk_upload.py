@@ -16,12 +16,14 @@ import subprocess
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from common import preallocate
 from registry import servers
 from repository_app.models import Upload
 from repository_app.uploads import chunk_asgi, sharing, staging
@@ -127,9 +129,10 @@ def through_rest_view(
 
 
 def through_asgi_route(
-    client: Client, upload_id: str, data: bytes, offset: int
+    client: Client, upload_id: str, data: bytes, offset: int, declared: int | None = None
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """The raw ASGI PATCH route (chunk_asgi.chunk_app), called in process."""
+    """The raw ASGI PATCH route (chunk_asgi.chunk_app), called in process; ``declared`` is
+    a Content-Length other than the data's (a client that stops part way)."""
     token = client.defaults["HTTP_AUTHORIZATION"]
     assert Token.objects.filter(key=token.split()[1]).exists()
     path = f"/api/v1/uploads/{upload_id}/"
@@ -141,7 +144,7 @@ def through_asgi_route(
             (b"host", b"testserver"), (b"authorization", token.encode()),
             (b"upload-offset", str(offset).encode()),
             (b"content-type", b"application/octet-stream"),
-            (b"content-length", str(len(data)).encode()),
+            (b"content-length", str(len(data) if declared is None else declared).encode()),
         ],
     }  # fmt: skip
     assert chunk_asgi.is_chunk_request(scope)
@@ -183,8 +186,11 @@ def upload_all(client: Client, data: bytes, **fields: Any) -> str:
 
 @pytest.mark.parametrize("chunk", [through_rest_view, through_asgi_route], ids=["rest", "asgi"])
 def test_a_chunk_that_fills_the_disk_answers_507_keeps_the_offset_and_resumes(
-    repo: Path, disk: Path, operator: Client, chunk: Chunk
+    repo: Path, disk: Path, operator: Client, chunk: Chunk, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A file system that cannot reserve an upload's blocks (fallocate unsupported, as on
+    # some network file systems), so the disk can fill under it.
+    monkeypatch.setattr(preallocate, "_FALLOCATE", None)
     data = os.urandom(256 * KiB)
     part = 64 * KiB
     digest = hashlib.sha256(data).hexdigest()
@@ -219,6 +225,58 @@ def test_a_chunk_that_fills_the_disk_answers_507_keeps_the_offset_and_resumes(
     assert done.json()["sha256"] == digest and done.json()["version"] == 2
     assert (repo / MODEL / "2" / "model.plan").read_bytes() == data
     assert version_one(repo) == V1
+
+
+def test_an_upload_reserves_its_declared_size_so_another_writer_cannot_starve_it(
+    repo: Path, disk: Path, operator: Client
+) -> None:
+    data = os.urandom(256 * KiB)
+    part = 64 * KiB
+    free = shutil.disk_usage(disk).free
+    created = create(operator, model=MODEL, filename="model.plan", size=len(data))
+    assert created.status_code == 201, created.content
+    upload_id = created.json()["id"]
+    path = staging.data_path(Upload.objects.get(pk=upload_id))
+    # The blocks are taken at creation; the size still says how many bytes arrived.
+    assert free - shutil.disk_usage(disk).free >= len(data)
+    assert path.stat().st_size == 0 and offset_of(operator, upload_id) == 0
+
+    # A chunk that ends short is cut off again, which frees the blocks past it: they are
+    # reserved again at once.
+    status, body, _ = through_asgi_route(operator, upload_id, data[:part], 0, declared=2 * part)
+    assert status == 400 and "ended after" in body["message"], body
+    assert path.stat().st_size == 0
+
+    filler = fill(disk)  # another writer takes everything else
+    for offset in range(0, len(data), part):
+        status, body, _ = through_asgi_route(
+            operator, upload_id, data[offset : offset + part], offset
+        )
+        assert status == 200, body
+    assert path.read_bytes() == data
+    filler.unlink()
+    done = complete(operator, upload_id)
+    assert done.status_code == 201, done.content
+    assert (repo / MODEL / "2" / "model.plan").read_bytes() == data
+
+
+def test_an_upload_whose_size_cannot_be_reserved_is_refused_and_leaves_nothing(
+    repo: Path, disk: Path, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filler = fill(disk, leave=2 * PAGE)
+    # The free-space check passed, then another writer took the space before the
+    # reservation: the check's answer is stale.
+    stale = SimpleNamespace(total=DISK_BYTES, used=0, free=DISK_BYTES)
+    with monkeypatch.context() as patched:
+        patched.setattr(shutil, "disk_usage", lambda _path: stale)
+        created = create(operator, model=MODEL, filename="model.plan", size=256 * KiB)
+    assert created.status_code == 507, created.content
+    body = created.json()
+    assert body["field"] == "size" and "not enough disk space for 262144 bytes" in body["message"]
+    assert not Upload.objects.exists()
+    assert not any(staging.staging_root(servers.default()).iterdir())
+    assert shutil.disk_usage(disk).free == 2 * PAGE
+    filler.unlink()
 
 
 # --- ENOSPC while a completed upload is prepared ---------------------------------------------

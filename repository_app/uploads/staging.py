@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.utils import timezone
 
+from common import preallocate
 from registry import server_rules, servers
 from registry.servers import Server
 from team.roles import who_can
@@ -361,8 +362,30 @@ def create_upload(
     )
     folder = upload_dir(upload)
     folder.mkdir(mode=0o700)
-    data_path(upload).touch(mode=0o600)
+    fd = os.open(data_path(upload), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        _reserve(fd, 0, declared)
+    except OSError as exc:  # another writer took the space since the check above
+        upload.delete()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise UploadError(
+            f"not enough disk space for {declared} bytes in the staging folder ({exc.strerror})",
+            507,
+            field="size",
+        ) from exc
+    finally:
+        os.close(fd)
     return upload
+
+
+def _reserve(fd: int, offset: int, length: int) -> None:
+    """Reserve the blocks an upload's bytes will take (``common.preallocate``): raises
+    OSError only when the disk is full; any other failure leaves the writes to allocate."""
+    try:
+        preallocate.reserve(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in DISK_FULL:
+            raise
 
 
 def _check_size(size: object, is_archive: bool) -> int:
@@ -492,7 +515,9 @@ def append_chunk(
                     expected_offset=end,
                 )
         except BaseException:
-            os.ftruncate(fd, end)
+            os.ftruncate(fd, end)  # which frees the blocks reserved past ``end`` too
+            with contextlib.suppress(OSError):  # the disk may be what is full
+                _reserve(fd, end, upload.size - end)
             raise
         finally:
             os.close(fd)
