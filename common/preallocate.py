@@ -1,11 +1,10 @@
 """Reserving a file's disk blocks before it is written (Linux ``fallocate``).
 
 A staged upload declares its size up front. Reserving that many blocks when it is created
-does two things: another writer can no longer fill the disk under an upload that was
-accepted, and the writes that follow land in blocks the file system has already
-allocated. On this project's ext4 VM the second mattered most: 2 GiB written in 16 MiB
-``pwrite`` calls took 0.3-0.4 s into reserved blocks and 0.4-5.6 s without, the slow runs
-being the common ones once the page cache was busy (BENCHMARKS.md, uploads).
+means another writer can no longer fill the disk under an upload that was accepted. The
+writes that follow land in blocks already allocated: alone, 2 GiB of 16 MiB ``pwrite``
+calls took 0.3-0.4 s into reserved blocks and 0.4-5.6 s without on the development VM, but
+through the web server the uploads' figures did not move (BENCHMARKS.md, hand runs).
 
 ``FALLOC_FL_KEEP_SIZE`` keeps the file's size where it is, so the size still says how many
 bytes arrived (an upload resumes from it). Where the call or the file system cannot do it

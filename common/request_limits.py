@@ -32,12 +32,8 @@ CHUNK_PATH = re.compile(r"^/api/v1/uploads/[0-9a-f-]{36}/$")
 MARGIN = 64 * 1024  # headers of multipart parts and the like
 
 
-def is_chunk_path(method: str, path: str) -> bool:
-    return method == "PATCH" and CHUNK_PATH.match(path) is not None
-
-
 def body_limit(method: str, path: str, content_type: str = "") -> int:
-    if is_chunk_path(method, path):
+    if method == "PATCH" and CHUNK_PATH.match(path):
         return int(settings.UPLOAD_MAX_CHUNK_BYTES) + MARGIN
     limit = int(settings.REQUEST_MAX_BODY_BYTES)
     if not content_type.lower().startswith("multipart/"):

@@ -6,8 +6,7 @@ Two of Daphne's defaults cost upload throughput (benchmarks/bench_upload.py):
 - Twisted reads a socket 64 KiB at a time; 1 MiB reads halve the per-byte overhead.
 - Daphne hands a request body to the application in 8 KiB messages; one upload chunk
   of 8 MiB became 1,024 trips through the event loop. 1 MiB messages make it 8.
-Neither raises memory use per request. Twisted keeps bodies over 100 kB in a temporary file;
-an upload chunk is kept in memory instead (``ChunkBody``), a bounded number per process.
+Neither raises memory use per request: Twisted keeps bodies over 100 kB in a temporary file.
 
 A request body over the limit of ``common.request_limits.body_limit`` is refused with
 413 as soon as its Content-Length arrives (or, without one, once that many bytes came),
@@ -42,7 +41,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections import deque
 from typing import Any
 
 from daphne import server as daphne_server
@@ -65,7 +63,6 @@ WEBSOCKET_MAX_BACKLOG = env_int("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024, minimu
 # waits (50 users: 2 Daphnes 160 requests/s, 3 Daphnes 175, on 2 cores; BENCHMARKS.md).
 WEB_WORKERS = env_int("WEB_WORKERS", len(os.sched_getaffinity(0)) + 1, minimum=1)
 MAX_WORKERS = 64
-CHUNKS_IN_MEMORY = 2  # per process: upload chunks received into memory at once (ChunkBody)
 RESTART_PAUSE_S = 1.0
 log = logging.getLogger("dashboard.serve")
 
@@ -118,73 +115,6 @@ class BoundedWebSocketProtocol(WebSocketProtocol):
         super().serverSend(content, binary)
 
 
-class ChunkBody:
-    """An upload chunk's body, kept as the blocks the socket delivered, in place of the
-    temporary file Twisted writes every body over 100 kB to.
-
-    Daphne reads a finished body into its application queue in one go, so the whole chunk
-    sits in memory then anyway; the temporary file only wrote every byte to disk once more
-    before the application wrote it to the staged file (and doubled the dirty pages the
-    kernel throttles writers on). Held to the chunk limit, so one connection holds at most
-    one chunk; blocks leave as Daphne reads them. Only PATCH uses it: Twisted re-reads
-    (seeks back into) a body only for POST forms.
-
-    The body arrives before anyone is authenticated, and a client may send it slowly, so
-    a process keeps at most CHUNKS_IN_MEMORY chunk limits' worth in memory this way; the
-    chunks beyond that wait in Twisted's temporary file, as every body did before.
-    """
-
-    held = 0  # bytes promised to the bodies open in this process (Twisted's reactor thread)
-
-    def __init__(self, promised: int) -> None:
-        self._blocks: deque[bytes] = deque()
-        self._size = 0
-        self._promised = promised
-        self.closed = False
-
-    @classmethod
-    def within(cls, budget: int, length: int) -> ChunkBody | None:
-        """A body promised ``length`` bytes, if the process's budget has room for them."""
-        if cls.held + length > budget:
-            return None
-        cls.held += length
-        return cls(length)
-
-    def write(self, data: bytes) -> None:
-        self._blocks.append(bytes(data))
-        self._size += len(data)
-
-    def tell(self) -> int:
-        return self._size
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if offset or whence:  # Twisted and Daphne only rewind before their one read
-            raise OSError("an upload chunk's body is read once, from its start")
-        return 0
-
-    def read(self, size: int = -1) -> bytes:
-        wanted = self._size if size is None or size < 0 else min(size, self._size)
-        parts: list[bytes] = []
-        taken = 0
-        while taken < wanted:
-            block = self._blocks.popleft()
-            if taken + len(block) > wanted:
-                keep = taken + len(block) - wanted
-                self._blocks.appendleft(block[-keep:])
-                block = block[:-keep]
-            parts.append(block)
-            taken += len(block)
-        self._size -= taken
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def close(self) -> None:  # Twisted calls it when the request ends or its connection is lost
-        self._blocks.clear()
-        self._size = 0
-        if not self.closed:
-            ChunkBody.held -= self._promised
-        self.closed = True
-
-
 class BoundedWebRequest(WebRequest):
     """Refuses an oversized body before it is buffered (Twisted calls gotLength with the
     declared length before the first body byte, then handleContentChunk per block).
@@ -202,7 +132,7 @@ class BoundedWebRequest(WebRequest):
 
     def gotLength(self, length: int | None) -> None:
         # The application has set Django up by now (body_limit reads its settings).
-        from common.request_limits import body_limit, is_chunk_path
+        from common.request_limits import body_limit
 
         channel: Any = self.channel
         method = getattr(channel, "_command", b"").decode("latin-1")
@@ -210,13 +140,7 @@ class BoundedWebRequest(WebRequest):
         content_type = (self.requestHeaders.getRawHeaders(b"content-type") or [b""])[0]
         self.limit = body_limit(method, path, content_type.decode("latin-1"))
         oversized = length is not None and length > self.limit
-        in_memory = None
-        if not oversized and is_chunk_path(method, path):
-            in_memory = ChunkBody.within(CHUNKS_IN_MEMORY * self.limit, length or self.limit)
-        if in_memory is not None:
-            self.content = in_memory  # where Twisted's gotLength puts the body, in memory
-        else:
-            super().gotLength(0 if oversized else length)
+        super().gotLength(0 if oversized else length)
         self.content_type = content_type.decode("latin-1")
         if oversized:
             self._refuse(length)
