@@ -36,3 +36,26 @@ def test_the_server_backend_authenticates_no_one(client):
 
     user = authenticate(username="olga", password="pw-server-perm-1")
     assert user is not None and user.backend == "django.contrib.auth.backends.ModelBackend"
+
+
+def test_the_permissions_are_read_in_one_query_with_modelbackends_answer(
+    django_assert_num_queries,
+):
+    from django.contrib.auth.backends import ModelBackend
+    from django.contrib.auth.models import Permission
+
+    from team.backends import all_permissions
+
+    olga = _user("olga", OPERATOR)
+    olga.user_permissions.add(Permission.objects.get(codename="view_user"))  # one of her own
+    admin = User.objects.create_superuser("root", password="pw-server-perm-1")
+    gone = _user("ghost", OPERATOR)
+    User.objects.filter(pk=gone.pk).update(is_active=False)
+    for user in (olga, admin, gone):
+        fresh = User.objects.get(pk=user.pk)
+        expected = ModelBackend().get_all_permissions(User.objects.get(pk=user.pk))
+        with django_assert_num_queries(1 if fresh.is_active else 0):
+            assert all_permissions(fresh) == expected
+        with django_assert_num_queries(0):  # cached on the user, where ModelBackend looks
+            assert ModelBackend().get_all_permissions(fresh) == expected
+    assert "auth.view_user" in all_permissions(User.objects.get(pk=olga.pk))
