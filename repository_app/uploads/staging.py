@@ -25,6 +25,7 @@ import re
 import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +42,7 @@ from ..models import Upload
 from ..naming import InvalidModelName
 from ..repository import CONFIG_FILE, OUTSIDE_ROOTS, RepositoryError, model_folder, read_config
 from . import names
+from .chunk_writer import ChunkWriter
 
 CODE_PERMISSION = "team.upload_code"
 UPLOAD_PERMISSION = "team.upload_models"
@@ -428,12 +430,19 @@ def current_offset(upload: Upload) -> int:
         return 0
 
 
-def _write_all(fd: int, offset: int, block: bytes | memoryview) -> None:
-    """Write all of ``block`` at ``offset`` (a full disk may first take part of it)."""
-    view = memoryview(block)
-    while view:
-        count = os.pwrite(fd, view, offset)
-        view, offset = view[count:], offset + count
+@contextlib.contextmanager
+def _disk_full_refused(path: Path, end: int) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise UploadError(
+            f"the disk is full ({exc.strerror} in {path.parent.parent}): nothing of this chunk "
+            f"was kept; free space and resume from offset {end}",
+            507,
+            expected_offset=end,
+        ) from exc
 
 
 def append_chunk(
@@ -485,42 +494,34 @@ def append_chunk(
             )
         digest = _take_hash(upload.id, end)
         written = 0
-        # Unbuffered: a write error surfaces at the write that hit it (nothing is left to
-        # flush at close), so the partial chunk can always be cut off again.
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            while written < length:
-                block = stream.read(min(READ_BLOCK, length - written))
-                if not block:
-                    break
-                try:
-                    _write_all(fd, end + written, block)
-                except OSError as exc:
-                    if exc.errno not in DISK_FULL:
-                        raise
+        # Through O_DIRECT where it can (chunk_writer). Nothing is left to flush at close,
+        # so a write error surfaces at the write that hit it and the partial chunk can
+        # always be cut off again.
+        with ChunkWriter(path, end) as writer:
+            try:
+                while written < length:
+                    block = stream.read(min(READ_BLOCK, length - written))
+                    if not block:
+                        break
+                    with _disk_full_refused(path, end):
+                        writer.write(block)
+                    if digest is not None:
+                        digest.update(block)
+                    written += len(block)
+                if written != length:
                     raise UploadError(
-                        f"the disk is full ({exc.strerror} in {path.parent.parent}): nothing "
-                        f"of this chunk was kept; free space and resume from offset {end}",
-                        507,
+                        f"the chunk ended after {written} of {length} bytes: send it again "
+                        f"from offset {end}",
+                        400,
                         expected_offset=end,
-                    ) from exc
-                if digest is not None:
-                    digest.update(block)
-                written += len(block)
-            if written != length:
-                raise UploadError(
-                    f"the chunk ended after {written} of {length} bytes: send it again "
-                    f"from offset {end}",
-                    400,
-                    expected_offset=end,
-                )
-        except BaseException:
-            os.ftruncate(fd, end)  # which frees the blocks reserved past ``end`` too
-            with contextlib.suppress(OSError):  # the disk may be what is full
-                _reserve(fd, end, upload.size - end)
-            raise
-        finally:
-            os.close(fd)
+                    )
+                with _disk_full_refused(path, end):
+                    writer.finish()
+            except BaseException:
+                os.ftruncate(writer.fd, end)  # which frees the blocks reserved past it too
+                with contextlib.suppress(OSError):  # the disk may be what is full
+                    _reserve(writer.fd, end, upload.size - end)
+                raise
         if digest is not None:
             _keep_hash(upload.id, end + written, digest)
         Upload.objects.filter(pk=upload.pk).update(

@@ -1,0 +1,100 @@
+"""How a chunk's bytes reach the staged file (uploads/chunk_writer.py): past the page cache
+with O_DIRECT where the file system allows it and the chunk starts on a block boundary,
+through it otherwise; byte for byte the same either way, and a write's error (a full disk)
+surfaces in the caller."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from repository_app.uploads import chunk_writer
+from repository_app.uploads.chunk_writer import ALIGN, BUFFER, ChunkWriter
+
+KiB = 1024
+
+
+def write_in_blocks(path: Path, offset: int, data: bytes, block: int) -> ChunkWriter:
+    with ChunkWriter(path, offset) as writer:
+        for start in range(0, len(data), block):
+            writer.write(data[start : start + block])
+        writer.finish()
+    return writer
+
+
+@pytest.mark.parametrize(
+    ("offset", "size", "block"),
+    [
+        (0, 2 * BUFFER + 3 * ALIGN + 123, 1024 * KiB),  # whole buffers, then a tail under a block
+        (8 * ALIGN, BUFFER, 700 * KiB),  # blocks that straddle the buffer's end
+        (0, 100, 100),  # less than one block: all through the cache
+        (ALIGN + 5, 3 * ALIGN, 4000),  # an unaligned start (a client's odd chunk size)
+    ],
+)
+def test_the_staged_bytes_are_exactly_the_chunks(
+    tmp_path: Path, offset: int, size: int, block: int
+) -> None:
+    path = tmp_path / "data"
+    head = os.urandom(offset)
+    path.write_bytes(head)
+    data = os.urandom(size)
+    write_in_blocks(path, offset, data, block)
+    assert path.read_bytes() == head + data
+
+
+def test_an_aligned_chunk_on_this_disk_goes_past_the_page_cache(tmp_path: Path) -> None:
+    # The project's machines keep /tmp on ext4, which takes O_DIRECT.
+    path = tmp_path / "data"
+    path.touch()
+    with ChunkWriter(path, 0) as writer:
+        assert writer.direct is not None
+    with ChunkWriter(path, 0) as writer:
+        writer.write(b"x" * 10)
+        writer.finish()
+    with ChunkWriter(path, 10) as unaligned:
+        assert unaligned.direct is None
+
+
+def test_a_file_system_without_direct_io_is_written_through_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = os.open
+
+    def refusing(path: object, flags: int, *args: object) -> int:
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")  # what tmpfs answers
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chunk_writer.os, "open", refusing)
+    path = tmp_path / "data"
+    path.touch()
+    data = os.urandom(BUFFER + 17)
+    writer = write_in_blocks(path, 0, data, 1024 * KiB)
+    assert writer.direct is None
+    assert path.read_bytes() == data
+
+
+def test_a_failed_direct_write_is_raised_in_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "data"
+    path.touch()
+    real_pwrite = os.pwrite
+
+    def full(fd: int, data: object, offset: int) -> int:
+        if offset >= BUFFER:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, offset)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chunk_writer.os, "pwrite", full)
+    with ChunkWriter(path, 0) as writer:
+        assert writer.direct is not None
+        with pytest.raises(OSError) as raised:
+            for _ in range(4):
+                writer.write(b"y" * BUFFER)  # the second buffer's write fails on its thread
+            writer.finish()
+    assert raised.value.errno == errno.ENOSPC
+    assert path.read_bytes() == b"y" * BUFFER  # the first buffer, written before
