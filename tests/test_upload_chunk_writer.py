@@ -6,8 +6,10 @@ surfaces in the caller."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,8 +19,10 @@ from repository_app.uploads.chunk_writer import ALIGN, BUFFER, ChunkWriter
 KiB = 1024
 
 
-def write_in_blocks(path: Path, offset: int, data: bytes, block: int) -> ChunkWriter:
-    with ChunkWriter(path, offset) as writer:
+def write_in_blocks(
+    path: Path, offset: int, data: bytes, block: int, digest: Any = None
+) -> ChunkWriter:
+    with ChunkWriter(path, offset, digest) as writer:
         for start in range(0, len(data), block):
             writer.write(data[start : start + block])
         writer.finish()
@@ -41,8 +45,10 @@ def test_the_staged_bytes_are_exactly_the_chunks(
     head = os.urandom(offset)
     path.write_bytes(head)
     data = os.urandom(size)
-    write_in_blocks(path, offset, data, block)
+    digest = hashlib.sha256(head)  # the hash of the chunks before, going on
+    write_in_blocks(path, offset, data, block, digest)
     assert path.read_bytes() == head + data
+    assert digest.hexdigest() == hashlib.sha256(head + data).hexdigest()
 
 
 def test_an_aligned_chunk_on_this_disk_goes_past_the_page_cache(tmp_path: Path) -> None:
@@ -72,9 +78,11 @@ def test_a_file_system_without_direct_io_is_written_through_the_cache(
     path = tmp_path / "data"
     path.touch()
     data = os.urandom(BUFFER + 17)
-    writer = write_in_blocks(path, 0, data, 1024 * KiB)
+    digest = hashlib.sha256()
+    writer = write_in_blocks(path, 0, data, 1024 * KiB, digest)
     assert writer.direct is None
     assert path.read_bytes() == data
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
 
 
 def test_a_failed_direct_write_is_raised_in_the_caller(

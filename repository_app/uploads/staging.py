@@ -497,16 +497,14 @@ def append_chunk(
         # Through O_DIRECT where it can (chunk_writer). Nothing is left to flush at close,
         # so a write error surfaces at the write that hit it and the partial chunk can
         # always be cut off again.
-        with ChunkWriter(path, end) as writer:
+        with ChunkWriter(path, end, digest) as writer:
             try:
                 while written < length:
                     block = stream.read(min(READ_BLOCK, length - written))
                     if not block:
                         break
                     with _disk_full_refused(path, end):
-                        writer.write(block)
-                    if digest is not None:
-                        digest.update(block)
+                        writer.write(block)  # and hashes it
                     written += len(block)
                 if written != length:
                     raise UploadError(
