@@ -8,23 +8,12 @@ On other C libraries they do nothing.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from typing import Any
+from . import libc
 
 M_ARENA_MAX = -8
 M_MMAP_THRESHOLD = -3
-
-
-def _libc() -> Any:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    libc = ctypes.CDLL(name)
-    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
-
-
-_LIBC = _libc()
+_MALLOPT = libc.function("mallopt")
+_MALLOC_TRIM = libc.function("malloc_trim")
 
 
 def tune_malloc(mmap_threshold: int = 256 * 1024, arenas: int = 2) -> None:
@@ -32,12 +21,12 @@ def tune_malloc(mmap_threshold: int = 256 * 1024, arenas: int = 2) -> None:
     32 MiB; after that, the 1 MiB body buffers of every chunk come from the heap and stay
     resident. Setting the threshold explicitly turns that adjustment off. Each thread that
     handles a chunk would also get an arena of its own (up to 8 per core)."""
-    if _LIBC is not None:
-        _LIBC.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
-        _LIBC.mallopt(M_ARENA_MAX, arenas)
+    if _MALLOPT is not None:
+        _MALLOPT(M_MMAP_THRESHOLD, mmap_threshold)
+        _MALLOPT(M_ARENA_MAX, arenas)
 
 
 def release_free_memory() -> None:
     """After a chunk: return the heap's free pages to the system (well under 1 ms)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

@@ -14,10 +14,11 @@ bytes arrived (an upload resumes from it). Where the call or the file system can
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 from typing import Any
+
+from . import libc
 
 FALLOC_FL_KEEP_SIZE = 1
 # The file system cannot reserve blocks: writes will simply allocate them, as without this.
@@ -25,15 +26,10 @@ UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
 def _fallocate() -> Any:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    call = getattr(libc, "fallocate64", None) or getattr(libc, "fallocate", None)
-    if call is None:
-        return None
-    call.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    call.restype = ctypes.c_int
+    call = libc.function("fallocate64") or libc.function("fallocate")
+    if call is not None:
+        call.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+        call.restype = ctypes.c_int
     return call
 
 

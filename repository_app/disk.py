@@ -24,9 +24,10 @@ import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
+
+from common import libc
 
 # Triton serves the sub-folders named by a positive integer. It parses "01" as 1 too (the
 # validator says so as an error); the dashboard lists and writes only the canonical names.
@@ -141,14 +142,7 @@ def write_atomically(path: Path, data: bytes) -> None:
         fsync_dir(folder)
 
 
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
+_RENAMEAT2 = libc.function("renameat2")
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
 
@@ -156,9 +150,8 @@ _AT_FDCWD = -100
 def rename_noreplace(source: Path, target: Path) -> None:
     """Rename ``source`` to ``target``; fails with FileExistsError if ``target`` exists
     (renameat2 RENAME_NOREPLACE; an existence check plus rename where it is missing)."""
-    func = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
-    if func is not None:
-        result = func(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target),
+    if _RENAMEAT2 is not None:
+        result = _RENAMEAT2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target),
                       _RENAME_NOREPLACE)  # fmt: skip
         if result == 0:
             return
