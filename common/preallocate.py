@@ -21,8 +21,7 @@ from typing import Any
 from . import libc
 
 FALLOC_FL_KEEP_SIZE = 1
-# The file system cannot reserve blocks: writes will simply allocate them, as without this.
-UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _fallocate() -> Any:
@@ -38,13 +37,14 @@ _FALLOCATE = _fallocate()
 
 def reserve(fd: int, offset: int, length: int) -> bool:
     """Reserve ``length`` bytes of ``fd`` from ``offset`` without changing its size. True
-    when reserved, False where the file system cannot; OSError (ENOSPC, EDQUOT, ...) when it
-    can but the space is not there."""
+    when reserved; False where it could not be (no fallocate, a file system without it, any
+    other failure: the writes will allocate the blocks, as without this); OSError only when
+    the space is not there (DISK_FULL)."""
     if _FALLOCATE is None or length <= 0:
         return False
     if _FALLOCATE(fd, FALLOC_FL_KEEP_SIZE, offset, length) == 0:
         return True
     code = ctypes.get_errno()
-    if code in UNSUPPORTED:
-        return False
-    raise OSError(code, os.strerror(code))
+    if code in DISK_FULL:
+        raise OSError(code, os.strerror(code))
+    return False

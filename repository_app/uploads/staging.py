@@ -18,7 +18,6 @@ repository's (``disk.staging_folder``), found again from the row for every chunk
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import re
@@ -48,7 +47,7 @@ CODE_PERMISSION = "team.upload_code"
 UPLOAD_PERMISSION = "team.upload_models"
 READ_BLOCK = 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL = preallocate.DISK_FULL
 
 
 class Readable(Protocol):
@@ -366,7 +365,7 @@ def create_upload(
     folder.mkdir(mode=0o700)
     fd = os.open(data_path(upload), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        _reserve(fd, 0, declared)
+        preallocate.reserve(fd, 0, declared)
     except OSError as exc:  # another writer took the space since the check above
         upload.delete()
         shutil.rmtree(folder, ignore_errors=True)
@@ -378,16 +377,6 @@ def create_upload(
     finally:
         os.close(fd)
     return upload
-
-
-def _reserve(fd: int, offset: int, length: int) -> None:
-    """Reserve the blocks an upload's bytes will take (``common.preallocate``): raises
-    OSError only when the disk is full; any other failure leaves the writes to allocate."""
-    try:
-        preallocate.reserve(fd, offset, length)
-    except OSError as exc:
-        if exc.errno in DISK_FULL:
-            raise
 
 
 def _check_size(size: object, is_archive: bool) -> int:
@@ -518,7 +507,7 @@ def append_chunk(
             except BaseException:
                 os.ftruncate(writer.fd, end)  # which frees the blocks reserved past it too
                 with contextlib.suppress(OSError):  # the disk may be what is full
-                    _reserve(writer.fd, end, upload.size - end)
+                    preallocate.reserve(writer.fd, end, upload.size - end)
                 raise
         if digest is not None:
             _keep_hash(upload.id, end + written, digest)
