@@ -55,13 +55,10 @@ class PermissionsInOneQuery(ModelBackend):
         return set() if obj is not None else all_permissions(user_obj)
 
 
-class ServerPermissionBackend(ModelBackend):
+class ServerPermissionBackend(PermissionsInOneQuery):
     """Object permissions whose object is a Triton server, after ModelBackend in
-    AUTHENTICATION_BACKENDS (which authenticates, and answers every check without an
-    object). It authenticates no one itself."""
-
-    def authenticate(self, request: Any, username: Any = None, password: Any = None, **kwargs: Any) -> None:  # fmt: skip
-        return None
+    AUTHENTICATION_BACKENDS (which authenticates; the first backend answers every check
+    without an object). It authenticates no one either."""
 
     def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
         return user_obj.is_active and perm in self.get_all_permissions(user_obj, obj)
