@@ -76,14 +76,14 @@ class ChunkWriter:
         self._filled = 0
         self._pending: list[threading.Thread] = []
         self._failure: BaseException | None = None
-        if offset % ALIGN == 0:
-            try:
+        try:
+            if offset % ALIGN == 0:
                 self.direct = _open_direct(path)
-            except BaseException:
-                os.close(self.fd)
-                raise
-        if self.direct is not None:  # page-aligned, as O_DIRECT needs
-            self._buffers = [mmap.mmap(-1, BUFFER), mmap.mmap(-1, BUFFER)]
+            if self.direct is not None:  # page-aligned, as O_DIRECT needs
+                self._buffers = [mmap.mmap(-1, BUFFER), mmap.mmap(-1, BUFFER)]
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> ChunkWriter:
         return self

@@ -483,9 +483,9 @@ def append_chunk(
             )
         digest = _take_hash(upload.id, end)
         written = 0
-        # Through O_DIRECT where it can (chunk_writer). Nothing is left to flush at close,
-        # so a write error surfaces at the write that hit it and the partial chunk can
-        # always be cut off again.
+        # Through O_DIRECT where it can (chunk_writer). A write's error surfaces at a later
+        # write or at finish, both inside this block, and nothing is written after close,
+        # so the partial chunk can always be cut off again.
         with ChunkWriter(path, end, digest) as writer:
             try:
                 while written < length:
