@@ -32,6 +32,21 @@ def remembered(key: Hashable, compute: Callable[[], T]) -> T:
     return memo[key]  # type: ignore[no-any-return]
 
 
+def remember(key: Hashable, value: Any) -> None:
+    """Remember ``value`` for ``key`` in the current memo (nothing outside one): an answer
+    read along with something else, in the same query (``common.json_rows``)."""
+    memo = _memo.get()
+    if memo is not None:
+        memo[key] = value
+
+
+def recall(key: Hashable) -> Any:
+    """What is remembered for ``key`` now, or None: for a question that one remembered
+    answer also settles (one server, out of the list of them)."""
+    memo = _memo.get()
+    return None if memo is None else memo.get(key)
+
+
 @contextlib.contextmanager
 def remembering() -> Iterator[None]:
     """Remember answers until the block ends (one reading request, or one upload chunk:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from common.request_memo import remembered
+from common.json_rows import JSONRows, decode
+from common.request_memo import recall, remember, remembered
 from jobs import queues
 from jobs.queues import Route
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from triton_api.client import TritonClient
 
     from .models import TritonServer
+
+ALL_MEMO = "servers.all"  # the registry's list, as a request remembers it
 
 __all__ = ["DEFAULT", "Server", "UnknownServer", "all", "default", "get", "repository_key"]
 
@@ -121,6 +124,12 @@ def get(name: object) -> Server:
         raise UnknownServer(name)
     from .models import TritonServer
 
+    listed = recall(ALL_MEMO)  # a step that read the whole registry already
+    if listed is not None:
+        for server in listed:
+            if server.name == name:
+                return server  # type: ignore[no-any-return]
+        raise UnknownServer(name)
     row = TritonServer.objects.filter(name=name).first()
     if row is None:
         raise UnknownServer(name)
@@ -153,7 +162,24 @@ def all() -> list[Server]:  # noqa: A001 - servers.all(), as the registry reads
     def read() -> list[Server]:
         return [default(), *(Server.from_row(r) for r in TritonServer.objects.order_by("name"))]
 
-    return list(remembered("servers.all", read))
+    return list(remembered(ALL_MEMO, read))
+
+
+def all_column() -> JSONRows:
+    """The whole registry as a column of another query's row (``common.json_rows``): a
+    chunk reads it with its upload; ``remember_all`` then answers ``all`` and ``get``."""
+    from .models import TritonServer
+
+    fields = [f.attname for f in TritonServer._meta.concrete_fields]
+    return JSONRows(TritonServer.objects.order_by(), fields)
+
+
+def remember_all(text: str) -> None:
+    """Remember the registry that ``all_column`` read, for the current memo."""
+    from .models import TritonServer
+
+    rows = sorted(decode(TritonServer, text), key=lambda row: row.name)
+    remember(ALL_MEMO, [default(), *(Server.from_row(row) for row in rows)])
 
 
 def names() -> list[str]:

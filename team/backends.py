@@ -18,7 +18,7 @@ from typing import Any
 
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Permission
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from .narrowing import permissions_on
 
@@ -34,12 +34,18 @@ def all_permissions(user_obj: Any) -> set[str]:
     if not user_obj.is_active or user_obj.is_anonymous:
         return set()
     if not hasattr(user_obj, "_perm_cache"):
-        perms = Permission.objects.all()
-        if not user_obj.is_superuser:
-            perms = perms.filter(Q(user=user_obj) | Q(group__user=user_obj))
-        pairs = perms.values_list("content_type__app_label", "codename").order_by().distinct()
-        user_obj._perm_cache = {f"{app}.{codename}" for app, codename in pairs}
+        pairs = permissions_of(user_obj).values_list("content_type__app_label", "codename")
+        user_obj._perm_cache = {f"{app}.{codename}" for app, codename in pairs.distinct()}
     return user_obj._perm_cache  # type: ignore[no-any-return]
+
+
+def permissions_of(user_obj: Any) -> QuerySet[Permission]:
+    """The permissions ModelBackend grants an active user: all for a superuser, else their
+    own and their groups' (a permission may come twice)."""
+    perms = Permission.objects.order_by()
+    if user_obj.is_superuser:
+        return perms
+    return perms.filter(Q(user=user_obj.pk) | Q(group__user=user_obj.pk))
 
 
 class PermissionsInOneQuery(ModelBackend):

@@ -25,6 +25,7 @@ from .roles import ADMIN, OPERATOR, ROLE_PERMISSIONS, VIEWER, role_of
 NONE = "none"  # no access at all: the server does not exist for the user
 SERVER, LABEL = "server", "label"  # what a narrowing names (ServerRole.kind)
 NARROWED_ROLES = (VIEWER, NONE)
+NARROWINGS_MEMO = "narrowings"  # a user's narrowings, as a request remembers them
 _RANK = {NONE: 0, VIEWER: 1, OPERATOR: 2, ADMIN: 3}
 
 # The permissions that are actions on one Triton server: every check of one names the
@@ -79,7 +80,7 @@ def narrowings_of(user: Any) -> list[ServerRole]:
         return []
     return list(
         remembered(
-            ("narrowings", user.pk),
+            (NARROWINGS_MEMO, user.pk),
             lambda: list(ServerRole.objects.filter(user_id=user.pk).order_by("id")),
         )
     )

@@ -59,11 +59,16 @@ def ensure_roles() -> None:
         group.permissions.set(_permissions(names))
 
 
+GROUPS_MEMO = "groups"  # the user's group names, as a request remembers them (role_facts too)
+
+
 def role_of(user) -> str:  # type: ignore[no-untyped-def]
     """The highest role a user holds (superusers are Admin)."""
     if user.is_superuser:
         return ADMIN
-    names = remembered(("groups", user.pk), lambda: set(user.groups.values_list("name", flat=True)))
+    names = remembered(
+        (GROUPS_MEMO, user.pk), lambda: set(user.groups.values_list("name", flat=True))
+    )
     for role in (ADMIN, OPERATOR, VIEWER):
         if role in names:
             return role
