@@ -31,7 +31,7 @@ from ..editor.rights import edit_refusal
 from ..editor.saving import CodeChangeRefused, InvalidConfig, SaveConflict, SaveError
 from ..models import Upload
 from ..repository import RepositoryError
-from . import deleting, publish, staging, version_policy
+from . import chunks, deleting, publish, staging, version_policy
 from .staging import UploadError
 
 
@@ -88,13 +88,7 @@ def error(exc: UploadError) -> Response:
 def get_owned(request: Any, upload_id: Any) -> Upload:
     """The caller's upload (admins see all); 404 otherwise, so ids cannot be probed, and
     for one to a server hidden from the caller (narrowed to none)."""
-    upload = Upload.objects.filter(pk=upload_id).first()
-    user = request.user
-    if upload is None or not (user.is_superuser or upload.user_id == user.pk):
-        raise UploadError("no such upload", 404)
-    if upload.server in server_access.hidden_names(user):
-        raise UploadError("no such upload", 404)
-    return upload
+    return staging.check_owned(request.user, Upload.objects.filter(pk=upload_id).first())
 
 
 class UploadSerializer(serializers.Serializer):
@@ -199,22 +193,20 @@ class UploadDetailView(APIView):
     )
     def patch(self, request: Request, upload_id: str) -> Response:
         try:
-            upload = get_owned(request, upload_id)
             offset = request.headers.get("Upload-Offset", request.query_params.get("offset", ""))
             length = request.META.get("CONTENT_LENGTH")
             # Read from the request as a stream: never request.body / request.data.
-            offset_now = staging.append_chunk(
-                upload, offset, request._request, int(length) if length else None,
-                user=request.user,
-            )  # fmt: skip
+            upload = chunks.append_chunk(
+                request.user, upload_id, offset, request._request, int(length) if length else None
+            )
         except UploadError as exc:
             return error(exc)
         except ValueError:
             return error(
                 UploadError("Content-Length must be a number", 400, field="Content-Length")
             )
-        response = Response({"id": str(upload.id), "offset": offset_now, "size": upload.size})
-        response["Upload-Offset"] = str(offset_now)
+        response = Response({"id": str(upload.id), "offset": upload.received, "size": upload.size})
+        response["Upload-Offset"] = str(upload.received)
         return response
 
     @extend_schema(request=None, responses={204: None}, summary="Abort: remove the staged data")

@@ -3,7 +3,7 @@
 Django reads a whole request body into a spooled temporary file before a view runs; for
 upload chunks that is one more copy of every byte (and one more write to disk). This route
 authenticates like the REST API (token, or session with CSRF), then streams the body's
-messages through ``staging.append_chunk``, the same function the DRF view calls, in a worker
+messages through ``chunks.append_chunk``, the same function the DRF view calls, in a worker
 thread: sha256 and the file writes release the GIL, so they overlap with the server reading
 the socket. Everything else about uploads stays in Django (api.py).
 """
@@ -20,16 +20,15 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
-from django.db import close_old_connections
 from django.http import HttpRequest
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
+from common.kept_connection import kept_connection
 from common.memory import release_free_memory
-from common.request_memo import remembering
 
-from . import staging
+from . import chunks
 from .staging import UploadError
 
 Scope = MutableMapping[str, Any]
@@ -104,18 +103,14 @@ def handle_chunk(
     request: ASGIRequest, upload_id: str, stream: BodyStream
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(status, JSON body, extra headers) for one chunk; runs in a worker thread."""
-    close_old_connections()
-    try:
-        with remembering():  # the chunk's checks read the user's groups and narrowings once
-            return _checked_chunk(request, upload_id, stream)
-    finally:
-        close_old_connections()
+    with kept_connection():  # a worker thread's, from chunk to chunk
+        return _checked_chunk(request, upload_id, stream)
 
 
 def _checked_chunk(
     request: ASGIRequest, upload_id: str, stream: BodyStream
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
-    from .api import error_parts, get_owned
+    from .api import error_parts
 
     try:
         try:
@@ -126,7 +121,6 @@ def _checked_chunk(
             request.user = authenticated_user(request)
         except exceptions.APIException as exc:
             return exc.status_code, {"message": str(exc.detail), "field": None}, {}
-        upload = get_owned(request, upload_id)
         offset = request.headers.get("Upload-Offset", request.GET.get("offset", ""))
         length = request.META.get("CONTENT_LENGTH")
         try:
@@ -135,11 +129,11 @@ def _checked_chunk(
             raise UploadError(
                 "Content-Length must be a number", 400, field="Content-Length"
             ) from None
-        offset_now = staging.append_chunk(upload, offset, stream, size, user=request.user)
+        upload = chunks.append_chunk(request.user, upload_id, offset, stream, size)
     except UploadError as exc:
         return error_parts(exc)
-    body = {"id": str(upload.id), "offset": offset_now, "size": upload.size}
-    return 200, body, {"Upload-Offset": str(offset_now)}
+    body = {"id": str(upload.id), "offset": upload.received, "size": upload.size}
+    return 200, body, {"Upload-Offset": str(upload.received)}
 
 
 async def chunk_app(scope: Scope, receive: Receive, send: Send) -> None:

@@ -24,12 +24,10 @@ import re
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.utils import timezone
 
 from common import preallocate
 from registry import server_rules, servers
@@ -41,7 +39,6 @@ from ..models import Upload
 from ..naming import InvalidModelName
 from ..repository import CONFIG_FILE, OUTSIDE_ROOTS, RepositoryError, model_folder, read_config
 from . import names
-from .chunk_writer import ChunkWriter
 
 CODE_PERMISSION = "team.upload_code"
 UPLOAD_PERMISSION = "team.upload_models"
@@ -112,19 +109,51 @@ def data_path(upload: Upload) -> Path:
     return upload_dir(upload) / "data"
 
 
-def _lock_path(upload: Upload) -> Path:
-    return staging_root(server_of_upload(upload)) / ".locks" / f"upload-{upload.id}.lock"
+_MAX_LOCK_PATHS = 1024
+_lock_paths: OrderedDict[str, Path] = OrderedDict()
+_lock_paths_lock = threading.Lock()
+
+
+def lock_path(upload: Upload) -> Path:
+    """Where the upload's lock is, from its server's staging folder; remembered in this
+    process (``known_lock_path``), so a chunk can take the lock before it reads the row."""
+    path = staging_root(server_of_upload(upload)) / ".locks" / f"upload-{upload.id}.lock"
+    with _lock_paths_lock:
+        _lock_paths[str(upload.id)] = path
+        _lock_paths.move_to_end(str(upload.id))
+        while len(_lock_paths) > _MAX_LOCK_PATHS:
+            _lock_paths.popitem(last=False)
+    return path
+
+
+def known_lock_path(upload_id: object) -> Path | None:
+    """The lock path last found for the upload in this process (None: never here). Its
+    server's repository may have moved since: whoever locks it checks again (chunks.locked)."""
+    with _lock_paths_lock:
+        return _lock_paths.get(str(upload_id))
 
 
 def upload_lock(upload: Upload) -> contextlib.AbstractContextManager[None]:
     """One writer per upload (chunks, completion, abort), across processes."""
-    return flock(_lock_path(upload))
+    return flock(lock_path(upload))
+
+
+def check_owned(user: Any, upload: Upload | None) -> Upload:
+    """``upload`` when it is the user's (admins see all); 404 otherwise, so ids cannot be
+    probed, and for one to a server hidden from the user (narrowed to none)."""
+    from registry import server_access
+
+    if upload is None or not (user.is_superuser or upload.user_id == user.pk):
+        raise UploadError("no such upload", 404)
+    if upload.server in server_access.hidden_names(user):
+        raise UploadError("no such upload", 404)
+    return upload
 
 
 def remove_staging(upload: Upload) -> None:
     shutil.rmtree(upload_dir(upload), ignore_errors=True)
     with contextlib.suppress(OSError):
-        _lock_path(upload).unlink()
+        lock_path(upload).unlink()
     forget_hash(upload.id)
 
 
@@ -135,7 +164,7 @@ _hashes: OrderedDict[str, tuple[int, Any]] = OrderedDict()
 _hashes_lock = threading.Lock()
 
 
-def _take_hash(upload_id: object, offset: int) -> Any:
+def take_hash(upload_id: object, offset: int) -> Any:
     """The running hash that covers exactly ``offset`` bytes, or None."""
     with _hashes_lock:
         entry = _hashes.pop(str(upload_id), None)
@@ -144,7 +173,7 @@ def _take_hash(upload_id: object, offset: int) -> Any:
     return hashlib.sha256() if offset == 0 else None
 
 
-def _keep_hash(upload_id: object, offset: int, digest: Any) -> None:
+def keep_hash(upload_id: object, offset: int, digest: Any) -> None:
     with _hashes_lock:
         _hashes[str(upload_id)] = (offset, digest)
         while len(_hashes) > _MAX_HASHES:
@@ -160,7 +189,7 @@ def final_sha256(upload: Upload) -> tuple[str, bool]:
     """(hex digest of the staged file, whether it was computed while streaming)."""
     path = data_path(upload)
     size = path.stat().st_size
-    digest = _take_hash(upload.id, size) if size else hashlib.sha256()
+    digest = take_hash(upload.id, size) if size else hashlib.sha256()
     if digest is not None:
         return digest.hexdigest(), True
     digest = hashlib.sha256()
@@ -363,6 +392,7 @@ def create_upload(
     )
     folder = upload_dir(upload)
     folder.mkdir(mode=0o700)
+    lock_path(upload)  # remembered: this process's first chunk reads the row once
     fd = os.open(data_path(upload), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         preallocate.reserve(fd, 0, declared)
@@ -409,7 +439,7 @@ def _check_size(size: object, is_archive: bool) -> int:
     return declared
 
 
-# --- chunks ------------------------------------------------------------------------------
+# --- chunks (the rest: chunks.py) ---------------------------------------------------------
 
 
 def current_offset(upload: Upload) -> int:
@@ -417,102 +447,3 @@ def current_offset(upload: Upload) -> int:
         return data_path(upload).stat().st_size
     except FileNotFoundError:
         return 0
-
-
-@contextlib.contextmanager
-def _disk_full_refused(path: Path, end: int) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno not in DISK_FULL:
-            raise
-        raise UploadError(
-            f"the disk is full ({exc.strerror} in {path.parent.parent}): nothing of this chunk "
-            f"was kept; free space and resume from offset {end}",
-            507,
-            expected_offset=end,
-        ) from exc
-
-
-def append_chunk(
-    upload: Upload, offset: object, stream: Readable, length: int | None, *, user: Any
-) -> int:
-    """Append one chunk at ``offset`` for ``user`` (whose role is checked again); returns
-    the new offset.
-
-    409 with ``expected_offset`` when ``offset`` is not where the staged file ends; 413 when
-    the chunk is over UPLOAD_MAX_CHUNK_BYTES or would pass the declared size; 507 with
-    ``expected_offset`` when the disk is full. A chunk that arrives short or fails to be
-    written is cut off again, so the offset stays where it was.
-    """
-    check_may_continue(user, upload)
-    try:
-        start = int(str(offset))
-    except ValueError:
-        raise UploadError(
-            f"Upload-Offset must be a whole number, got {offset!r}", field="Upload-Offset"
-        ) from None
-    if length is None:
-        raise UploadError(
-            "send the chunk with a Content-Length header", 411, field="Content-Length"
-        )
-    if length > settings.UPLOAD_MAX_CHUNK_BYTES:
-        raise UploadError(
-            f"a chunk may hold at most {settings.UPLOAD_MAX_CHUNK_BYTES} bytes "
-            "(UPLOAD_MAX_CHUNK_BYTES); split the file into smaller chunks",
-            413,
-            field="Content-Length",
-        )
-    with upload_lock(upload):
-        upload.refresh_from_db()
-        if upload.state != Upload.State.RECEIVING:
-            raise UploadError(f"the upload is {upload.get_state_display()}", 409)
-        path = data_path(upload)
-        if not path.exists():
-            raise UploadError("the staged data is gone (removed as stale): start again", 410)
-        end = path.stat().st_size
-        if start != end:
-            raise UploadError(
-                f"expected offset {end}, got {start}: resume from {end}", 409, expected_offset=end
-            )
-        if end + length > upload.size:
-            raise UploadError(
-                f"the chunk would take the upload to {end + length} bytes, over its declared "
-                f"size of {upload.size} bytes",
-                413,
-            )
-        digest = _take_hash(upload.id, end)
-        written = 0
-        # Through O_DIRECT where it can (chunk_writer). A write's error surfaces at a later
-        # write or at finish, both inside this block, and nothing is written after close,
-        # so the partial chunk can always be cut off again.
-        with ChunkWriter(path, end, digest) as writer:
-            try:
-                while written < length:
-                    block = stream.read(min(READ_BLOCK, length - written))
-                    if not block:
-                        break
-                    with _disk_full_refused(path, end):
-                        writer.write(block)  # and hashes it
-                    written += len(block)
-                if written != length:
-                    raise UploadError(
-                        f"the chunk ended after {written} of {length} bytes: send it again "
-                        f"from offset {end}",
-                        400,
-                        expected_offset=end,
-                    )
-                with _disk_full_refused(path, end):
-                    writer.finish()
-            except BaseException:
-                os.ftruncate(writer.fd, end)  # which frees the blocks reserved past it too
-                with contextlib.suppress(OSError):  # the disk may be what is full
-                    preallocate.reserve(writer.fd, end, upload.size - end)
-                raise
-        if digest is not None:
-            _keep_hash(upload.id, end + written, digest)
-        Upload.objects.filter(pk=upload.pk).update(
-            received=end + written, updated_at=timezone.now()
-        )
-        upload.received = end + written
-        return upload.received
