@@ -600,3 +600,25 @@ def test_a_chunk_for_an_id_that_is_no_uuid_is_404_not_a_crash(repo, operator):
     for bad in ("-" * 36, "0" * 36, "a" * 8 + "-" * 28):
         status, answer, _ = asgi_chunk(operator, bad, b"x", 0)
         assert (status, answer["message"]) == (404, "no such upload")
+
+
+def test_the_chunk_read_compiled_once_carries_each_users_own_role_facts(repo, operator):
+    """The chunk's read is compiled once and run again with each user's pk and upload id
+    (chunks._row_with_facts): a second user gets their own narrowing, not the first's."""
+    from team.models import ServerRole
+
+    otto = api_client("otto-operator", OPERATOR)
+    mine = create(operator, model="plain", filename="model.onnx", size=30, version=2)
+    his = create(otto, model="plain", filename="model.onnx", size=30, version=3)
+    assert (mine.status_code, his.status_code) == (201, 201)
+    mine_id, his_id = mine.json()["id"], his.json()["id"]
+    assert send(operator, mine_id, b"a" * 10, 0).status_code == 200  # compiled here
+    assert send(otto, his_id, b"b" * 10, 0).status_code == 200
+    ServerRole.objects.create(
+        user=get_user_model().objects.get(username="otto-operator"),
+        kind="server", value=servers.DEFAULT, role="Viewer",
+    )  # fmt: skip
+    refused = send(otto, his_id, b"b" * 10, 10)
+    assert refused.status_code == 403 and "narrowed" in refused.json()["message"]
+    assert send(otto, mine_id, b"b" * 10, 10).status_code == 404  # not his
+    assert send(operator, mine_id, b"a" * 10, 10).status_code == 200

@@ -17,9 +17,12 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
+from django.db.models.query import RawQuerySet
 from django.utils import timezone
 
 from common import preallocate
@@ -45,17 +48,39 @@ def read_checked(user: Any, upload_id: object) -> Upload:
         key = uuid.UUID(str(upload_id))
     except ValueError:
         raise UploadError("no such upload", 404) from None
-    row = (
-        Upload.objects.filter(pk=key)
-        .annotate(**role_facts.columns(user), **{_SERVERS: servers.all_column()})
-        .first()
-    )
+    row = next(iter(_row_with_facts(user, key)), None)
     if row is not None:
         role_facts.remember_read(user, row)
         servers.remember_all(getattr(row, _SERVERS))
     upload = staging.check_owned(user, row)
     staging.check_may_continue(user, upload)
     return upload
+
+
+# Django compiles a query each time it runs: ~4.5 ms for this one, whose SQL runs in
+# ~0.15 ms. Its SQL is compiled once (per database and for superusers or not, whose
+# permissions are all), with marks where the user's pk and the upload's id go.
+_MARK_USER = -7919  # the pk of no user
+_MARK_ID = uuid.UUID(int=7919)
+_compiled: dict[tuple[str, str, bool], tuple[str, tuple[Any, ...]]] = {}
+
+
+def _row_with_facts(user: Any, key: uuid.UUID) -> RawQuerySet[Upload]:
+    """The upload's row with ``user``'s role facts and the registry as JSON columns."""
+    variant = (connection.alias, connection.vendor, bool(user.is_superuser))
+    if variant not in _compiled:
+        marker = SimpleNamespace(pk=_MARK_USER, is_superuser=user.is_superuser)
+        query = Upload.objects.filter(pk=_MARK_ID).order_by()
+        query = query.annotate(**role_facts.columns(marker), **{_SERVERS: servers.all_column()})
+        _compiled[variant] = query.query.sql_with_params()
+    sql, marked = _compiled[variant]
+    mark_id = Upload._meta.pk.get_db_prep_value(_MARK_ID, connection)  # type: ignore[union-attr]
+    real_id = Upload._meta.pk.get_db_prep_value(key, connection)  # type: ignore[union-attr]
+    params = [
+        user.pk if value == _MARK_USER else real_id if value == mark_id else value
+        for value in marked
+    ]
+    return Upload.objects.raw(sql, params)
 
 
 @contextlib.contextmanager
