@@ -219,8 +219,15 @@ def start_tritonserver(
         start_new_session=new_session,
     )
     url = f"http://127.0.0.1:{ports.http}/v2/health/live"
+    # Triton opens its metrics port after HTTP and gRPC are live: wait for it too, unless
+    # metrics are turned off (seen refused right after "live" on a slow machine).
+    metrics = "--allow-metrics=false" not in extra_args
+
+    def started() -> bool:
+        return _http_ok(url) and (not metrics or port_is_open("127.0.0.1", ports.metrics))
+
     try:
-        wait_until(lambda: _http_ok(url), 90, "tritonserver", proc, log_path)
+        wait_until(started, 90, "tritonserver", proc, log_path)
     except BaseException:  # Ctrl-C or a timeout while it starts: never leave it running
         stop(proc)
         raise
