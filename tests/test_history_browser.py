@@ -5,11 +5,13 @@ live points; idle charts start at 0."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
 
 from profiler_app.models import Sweep
+from repository_app import events
 from repository_app.models import ConfigRevision, ModelMetricPoint
 from triton_api.client import TritonClient
 
@@ -19,6 +21,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_d
 
 PAST = "past_model"  # a model only the stored history knows
 RPS = "document.getElementById('chart-rps')"
+
+
+# Records each extendTraces/addTraces call: (name, chart id, the x values it adds, in ms).
+COUNT_PLOTLY_CALLS = """() => {
+  window.plotlyCalls = [];
+  for (const name of ["extendTraces", "addTraces"]) {
+    const original = Plotly[name];
+    Plotly[name] = function (gd, update) {
+      const xs = name === "addTraces" ? [].concat(update).map(t => t.x[0]) : update.x.map(x => x[0]);
+      window.plotlyCalls.push([name, typeof gd === "string" ? gd : gd.id, xs.map(x => x.getTime())]);
+      return original.apply(this, arguments);
+    };
+  }
+}"""
 
 
 def _trace(chart: str, name: str) -> str:
@@ -96,6 +112,23 @@ def test_the_time_range_picker_shows_the_past_then_goes_on_live(
             "document.getElementById('chart-failures')._fullLayout.yaxis.range"
         )
         assert low == 0 and high >= 1
+
+        # A live event from a server with many models is drawn with one call per chart, not
+        # one per model and chart (each call redraws its chart).
+        page.evaluate(COUNT_PLOTLY_CALLS)
+        at = until + 86_400.5  # a time no other event has
+        fields = ("requests_per_s", "failures_per_s", "queue_us", "compute_us", "p99_us",
+                  "p50_us", "batch_size", "pending")  # fmt: skip
+        many = {f"many_{i}": dict.fromkeys(fields, 1.0) for i in range(12)}
+        assert events.publish(
+            events.server_group("default"), "server.metrics", {"time": at, "models": many, "gpus": {}}
+        )  # fmt: skip
+        wait_js(page, f"{_trace(RPS, 'many_11')} !== undefined")
+        calls = page.evaluate(f"window.plotlyCalls.filter(c => c[2].includes({at * 1000}))")
+        per_chart = Counter((name, chart) for name, chart, _ in calls)
+        assert per_chart[("addTraces", "chart-rps")] == 1, calls
+        assert max(per_chart.values()) == 1, per_chart
+        assert page.evaluate(f"{RPS}.data.filter(t => t.name.startsWith('many_')).length") == 12
 
         # Another range: the 1-minute rows of five hours ago, the choice kept in the URL.
         page.click("#range-picker [data-range='6h']")

@@ -186,33 +186,45 @@
     document.getElementById("markers-none").hidden = markers.length > 0;
   }
 
-  function push(chart, name, t, raw) {
+  // One live event is drawn with one extendTraces and one addTraces per chart, whatever the
+  // number of models: a call per model and chart redrew each chart once per model, which on
+  // a server with dozens of models kept the page's main thread busy for seconds per event.
+  function push(batches, chart, name, t, raw) {
     if (raw === null || raw === undefined) return;
     const value = scaled(chart, raw);
     const id = chart.id;
     const label = traceName(chart, name);
     fit(id, value);
-    if (!(label in traces[id])) {
+    const batch = batches[id] || (batches[id] = { x: [], y: [], indices: [], added: [] });
+    if (!(label in traces[id])) {  // appended after the existing traces, in this order
       traces[id][label] = Object.keys(traces[id]).length;
-      Plotly.addTraces(id, { x: [t], y: [value], name: label, mode: "lines", line: chart.suffix === " p50" ? { dash: "dot" } : {} });
+      batch.added.push({ x: [t], y: [value], name: label, mode: "lines", line: chart.suffix === " p50" ? { dash: "dot" } : {} });
       return;
     }
-    Plotly.extendTraces(id, { x: [[t]], y: [[value]] }, [traces[id][label]]);
+    batch.x.push([t]);
+    batch.y.push([value]);
+    batch.indices.push(traces[id][label]);
   }
 
   function live(e) {
     if (!current) { queued.push(e); return; }
     if (e.time <= current.until) return;  // already in the stored history
     const t = new Date(e.time * 1000);
+    const batches = {};
     CHARTS.forEach(function (chart) {
       const key = chart.live || chart.field;
       if (chart.src === "models") {
-        Object.entries(e.models || {}).forEach(function (kv) { push(chart, kv[0], t, kv[1][key]); });
+        Object.entries(e.models || {}).forEach(function (kv) { push(batches, chart, kv[0], t, kv[1][key]); });
       } else if (chart.src === "server") {
-        if (e.cpu) push(chart, "", t, e.cpu[key]);
+        if (e.cpu) push(batches, chart, "", t, e.cpu[key]);
       } else {
-        Object.entries(e.gpus || {}).forEach(function (kv) { push(chart, kv[0], t, kv[1][key]); });
+        Object.entries(e.gpus || {}).forEach(function (kv) { push(batches, chart, kv[0], t, kv[1][key]); });
       }
+    });
+    Object.entries(batches).forEach(function (kv) {
+      const batch = kv[1];
+      if (batch.indices.length) Plotly.extendTraces(kv[0], { x: batch.x, y: batch.y }, batch.indices);
+      if (batch.added.length) Plotly.addTraces(kv[0], batch.added);
     });
     const quantiles = Object.values(e.models || {}).some(function (m) { return m.p99_us !== null && m.p99_us !== undefined; });
     showPresence(e.gpu_metrics_present, e.cpu_metrics_present, quantiles);
