@@ -1,6 +1,6 @@
 """Rows of other tables carried as one JSON column of the row a query reads, so that one
 query answers what several would (an upload chunk reads its upload, the user's role facts
-and the registry together: repository_app.uploads.locked_read).
+and the registry together: repository_app.uploads.chunks).
 
 ``JSONRows(queryset, fields)`` is a correlated subquery: every row of ``queryset`` as a JSON
 object of ``fields``, aggregated into one JSON array (text; ``'[]'`` for no rows), on
@@ -27,7 +27,7 @@ _ROW = "json_row"
 class JSONRows(Subquery):
     """``queryset``'s rows, ``fields`` of each, as one JSON array (text)."""
 
-    template = "(SELECT COALESCE(JSON_AGG(_rows.json_row)::text, '[]') FROM (%(subquery)s) _rows)"
+    template = f"(SELECT COALESCE(JSON_AGG(_rows.{_ROW})::text, '[]') FROM (%(subquery)s) _rows)"
 
     def __init__(self, queryset: QuerySet[Any], fields: Sequence[str] | Mapping[str, str]) -> None:
         # fields: the names to read, or {key in the JSON: the field or lookup it holds}
@@ -38,7 +38,7 @@ class JSONRows(Subquery):
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
         # json(): a subquery's column loses SQLite's JSON subtype and would be quoted.
         template = (
-            "(SELECT COALESCE(JSON_GROUP_ARRAY(JSON(_rows.json_row)), '[]') "
+            f"(SELECT COALESCE(JSON_GROUP_ARRAY(JSON(_rows.{_ROW})), '[]') "
             "FROM (%(subquery)s) _rows)"
         )
         return self.as_sql(compiler, connection, template=template, **extra)

@@ -562,7 +562,7 @@ def test_a_chunk_through_the_asgi_path_costs_three_queries(repo, operator, tmp_p
     assert asgi_chunk(operator, upload_id, data[:2500], 0)[::2] == (200, 3)
     status, answer, queries = asgi_chunk(operator, upload_id, data[2500:5000], 2500)
     assert (status, answer["offset"], queries) == (200, 5000, 3)
-    staging._lock_paths.clear()  # as in another web process
+    staging._lock_paths.pop(upload_id)  # as in another web process
     status, answer, queries = asgi_chunk(operator, upload_id, data[5000:], 5000)
     assert (status, answer["offset"], queries) == (200, 7500, 4)
     assert staging.known_lock_path(upload_id) == staging.lock_path(Upload.objects.get(pk=upload_id))
@@ -578,7 +578,7 @@ def test_a_remembered_lock_path_that_went_stale_is_found_again_from_the_row(
     right = staging.known_lock_path(upload_id)
     assert right is not None and right.parent.name == ".locks"
     stale = tmp_path / "stale" / "upload.lock"
-    staging._lock_paths[upload_id] = stale
+    staging._lock_paths.put(upload_id, stale)
     locked: list[Path] = []
 
     def recording_flock(path: Path):  # type: ignore[no-untyped-def]

@@ -109,28 +109,46 @@ def data_path(upload: Upload) -> Path:
     return upload_dir(upload) / "data"
 
 
-_MAX_LOCK_PATHS = 1024
-_lock_paths: OrderedDict[str, Path] = OrderedDict()
-_lock_paths_lock = threading.Lock()
+class _Recent:
+    """What this process last found per upload, for the most recent ``size`` uploads,
+    shared by the web server's threads (the running hashes, the lock paths)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, upload_id: object, value: Any) -> None:
+        with self._lock:
+            self._items[str(upload_id)] = value
+            self._items.move_to_end(str(upload_id))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def get(self, upload_id: object) -> Any:
+        with self._lock:
+            return self._items.get(str(upload_id))
+
+    def pop(self, upload_id: object) -> Any:
+        with self._lock:
+            return self._items.pop(str(upload_id), None)
+
+
+_lock_paths = _Recent(1024)
 
 
 def lock_path(upload: Upload) -> Path:
     """Where the upload's lock is, from its server's staging folder; remembered in this
     process (``known_lock_path``), so a chunk can take the lock before it reads the row."""
     path = staging_root(server_of_upload(upload)) / ".locks" / f"upload-{upload.id}.lock"
-    with _lock_paths_lock:
-        _lock_paths[str(upload.id)] = path
-        _lock_paths.move_to_end(str(upload.id))
-        while len(_lock_paths) > _MAX_LOCK_PATHS:
-            _lock_paths.popitem(last=False)
+    _lock_paths.put(upload.id, path)
     return path
 
 
 def known_lock_path(upload_id: object) -> Path | None:
     """The lock path last found for the upload in this process (None: never here). Its
     server's repository may have moved since: whoever locks it checks again (chunks.locked)."""
-    with _lock_paths_lock:
-        return _lock_paths.get(str(upload_id))
+    return _lock_paths.get(upload_id)  # type: ignore[no-any-return]
 
 
 def upload_lock(upload: Upload) -> contextlib.AbstractContextManager[None]:
@@ -159,30 +177,23 @@ def remove_staging(upload: Upload) -> None:
 
 # --- running sha256 ----------------------------------------------------------------------
 
-_MAX_HASHES = 256
-_hashes: OrderedDict[str, tuple[int, Any]] = OrderedDict()
-_hashes_lock = threading.Lock()
+_hashes = _Recent(256)  # upload id -> (the offset it covers, the running sha256)
 
 
 def take_hash(upload_id: object, offset: int) -> Any:
     """The running hash that covers exactly ``offset`` bytes, or None."""
-    with _hashes_lock:
-        entry = _hashes.pop(str(upload_id), None)
+    entry = _hashes.pop(upload_id)
     if entry is not None and entry[0] == offset:
         return entry[1]
     return hashlib.sha256() if offset == 0 else None
 
 
 def keep_hash(upload_id: object, offset: int, digest: Any) -> None:
-    with _hashes_lock:
-        _hashes[str(upload_id)] = (offset, digest)
-        while len(_hashes) > _MAX_HASHES:
-            _hashes.popitem(last=False)
+    _hashes.put(upload_id, (offset, digest))
 
 
 def forget_hash(upload_id: object) -> None:
-    with _hashes_lock:
-        _hashes.pop(str(upload_id), None)
+    _hashes.pop(upload_id)
 
 
 def final_sha256(upload: Upload) -> tuple[str, bool]:
