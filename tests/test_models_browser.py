@@ -34,6 +34,8 @@ def test_clicking_load_shows_ready_live_on_the_model_and_list_pages(
         assert detail.evaluate(shown) == ["load"]
         detail.click("button[data-action=load]")
         wait_js(detail, "document.getElementById('model-state').textContent === 'READY'")
+        # The state and the action's outcome arrive as two events, in either order.
+        wait_js(detail, "document.getElementById('action-message').textContent.includes('loaded')")
         assert "add_batched loaded: READY" in detail.text_content("#action-message")
         assert detail.evaluate("window.__marker") == "same page"  # no reload happened
         assert detail.evaluate(shown) == ["unload", "reload"]
