@@ -106,3 +106,29 @@ def test_a_failed_direct_write_is_raised_in_the_caller(
             writer.finish()
     assert raised.value.errno == errno.ENOSPC
     assert path.read_bytes() == b"y" * BUFFER  # the first buffer, written before
+
+
+def test_a_finished_chunks_buffers_serve_the_next_chunk_and_a_failed_ones_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chunk_writer, "_spare", [])
+    path = tmp_path / "data"
+    path.touch()
+    first = os.urandom(2 * BUFFER)
+    with ChunkWriter(path, 0) as writer:
+        buffers = {id(buffer): buffer for buffer in writer._buffers}
+        writer.write(first)
+        writer.finish()
+    # Kept, still mapped, for the next chunk.
+    assert [{id(buffer) for buffer in pair} for pair in chunk_writer._spare] == [set(buffers)]
+    second = os.urandom(ALIGN + 10)  # shorter than what the buffers still hold
+    with ChunkWriter(path, len(first)) as writer:
+        assert {id(buffer) for buffer in writer._buffers} == set(buffers)
+        writer.write(second)
+        writer.finish()
+    assert path.read_bytes() == first + second  # nothing left over from the first chunk
+
+    with ChunkWriter(path, 0) as failed:
+        assert {id(buffer) for buffer in failed._buffers} == set(buffers)
+        failed.write(b"z" * 100)  # closed without finishing, as when the client went away
+    assert chunk_writer._spare == [] and all(buffer.closed for buffer in buffers.values())

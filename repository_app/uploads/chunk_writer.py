@@ -34,6 +34,26 @@ if TYPE_CHECKING:
 
 ALIGN = 4096  # a multiple of every logical block size Linux file systems use
 BUFFER = 4 * 1024 * 1024
+# Pairs of buffers kept for the next chunks: fresh ones cost a page fault per 4 KiB on first
+# fill, 9-12 ms of copying per 16 MiB chunk where reused ones took 4 ms (development VM).
+SPARE_PAIRS = 2
+_spare: list[list[mmap.mmap]] = []
+_spare_lock = threading.Lock()
+
+
+def _take_buffers() -> list[mmap.mmap]:
+    with _spare_lock:
+        if _spare:
+            return _spare.pop()
+    return [mmap.mmap(-1, BUFFER), mmap.mmap(-1, BUFFER)]
+
+
+def _keep_buffers(buffers: list[mmap.mmap]) -> bool:
+    with _spare_lock:
+        if len(_spare) < SPARE_PAIRS:
+            _spare.append(buffers)
+            return True
+    return False
 
 
 def write_all(fd: int, offset: int, block: bytes | memoryview) -> None:
@@ -76,11 +96,12 @@ class ChunkWriter:
         self._filled = 0
         self._pending: list[threading.Thread] = []
         self._failure: BaseException | None = None
+        self._finished = False  # and nothing views the buffers: they may serve another chunk
         try:
             if offset % ALIGN == 0:
                 self.direct = _open_direct(path)
             if self.direct is not None:  # page-aligned, as O_DIRECT needs
-                self._buffers = [mmap.mmap(-1, BUFFER), mmap.mmap(-1, BUFFER)]
+                self._buffers = _take_buffers()
         except BaseException:
             self.close()
             raise
@@ -113,6 +134,7 @@ class ChunkWriter:
         if self._buffers and self._filled:
             self._hand_over()
         self._wait()
+        self._finished = True
 
     def _hand_over(self) -> None:
         """Write and hash the filled buffer on threads; fill the other one meanwhile."""
@@ -171,6 +193,8 @@ class ChunkWriter:
             os.close(self.direct)
             self.direct = None
         os.close(self.fd)
+        if self._finished and self._buffers and _keep_buffers(self._buffers):
+            self._buffers = []
         for buffer in self._buffers:
             with contextlib.suppress(BufferError):  # still viewed somewhere: freed with it
                 buffer.close()
