@@ -28,12 +28,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.html import escape
 
-CHUNK_PATH = re.compile(r"^/api/v1/uploads/[0-9a-f-]{36}/$")
+CHUNK_PATH = re.compile(r"^/api/v1/uploads/(?P<id>[0-9a-f-]{36})/$")
 MARGIN = 64 * 1024  # headers of multipart parts and the like
 
 
+def is_chunk(method: str, path: str) -> bool:
+    """An upload chunk: its body is streamed to the application, not buffered first."""
+    return method == "PATCH" and CHUNK_PATH.match(path) is not None
+
+
 def body_limit(method: str, path: str, content_type: str = "") -> int:
-    if method == "PATCH" and CHUNK_PATH.match(path):
+    if is_chunk(method, path):
         return int(settings.UPLOAD_MAX_CHUNK_BYTES) + MARGIN
     limit = int(settings.REQUEST_MAX_BODY_BYTES)
     if not content_type.lower().startswith("multipart/"):

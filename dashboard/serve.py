@@ -8,6 +8,17 @@ Two of Daphne's defaults cost upload throughput (benchmarks/bench_upload.py):
   of 8 MiB became 1,024 trips through the event loop. 1 MiB messages make it 8.
 Neither raises memory use per request: Twisted keeps bodies over 100 kB in a temporary file.
 
+Upload chunks (``common.request_limits.is_chunk``) are not buffered at all: Daphne would
+hand a body over only once all of it is in its temporary file, so a 16 MiB chunk's hashing
+and writing waited for its receipt, and its bytes were written and read once more on the
+way. For a chunk the application starts as soon as the headers are in, and the body goes to
+it in messages of BODY_MESSAGE_SIZE as the bytes arrive; it is hashed and written while the
+rest still arrives. The socket is no longer read while more than BODY_QUEUE_LIMIT bytes
+wait for the application, so a slow disk bounds memory per chunk, not the chunk's size. An
+application that answers before the whole body is in gets its answer sent, and the
+connection is then closed (the rest of the body cannot be told from a next request); the
+chunk path reads the body to its end before answering, so its errors keep the connection.
+
 A request body over the limit of ``common.request_limits.body_limit`` is refused with
 413 as soon as its Content-Length arrives (or, without one, once that many bytes came),
 before Daphne queues any of it for the application.
@@ -34,6 +45,7 @@ Redis layer; nothing a request needs lives in one process's memory alone.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import signal
@@ -41,6 +53,8 @@ import socket
 import subprocess
 import sys
 import time
+from functools import partial
+from io import BytesIO
 from typing import Any
 
 from daphne import server as daphne_server
@@ -57,6 +71,7 @@ from common.memory import tune_malloc
 
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
+BODY_QUEUE_LIMIT = 4 * BODY_MESSAGE_SIZE  # of a streamed body, received and not yet taken
 WEBSOCKET_MAX_BACKLOG = env_int("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024, minimum=64 * 1024)
 # One more process than cores: a Daphne runs its sync views one at a time on one thread, so
 # while a view waits on Triton or the database its core idles; the spare process fills those
@@ -115,6 +130,30 @@ class BoundedWebSocketProtocol(WebSocketProtocol):
         super().serverSend(content, binary)
 
 
+class StreamedBodyQueue(asyncio.Queue[dict[str, Any]]):
+    """The application's input queue for a request whose body is streamed: the body goes in
+    through ``put_body`` as it arrives, and taking a body message tells the request, which
+    reads the socket again once the application has caught up. Daphne's ``process`` queues
+    the body it buffered, which for a streamed request is none: that message is dropped."""
+
+    def __init__(self, request: BoundedWebRequest) -> None:
+        super().__init__()
+        self.request = request
+
+    def put_nowait(self, item: dict[str, Any]) -> None:
+        if item.get("type") != "http.request":  # http.disconnect
+            super().put_nowait(item)
+
+    def put_body(self, body: bytes, more: bool) -> None:
+        super().put_nowait({"type": "http.request", "body": body, "more_body": more})
+
+    def get_nowait(self) -> dict[str, Any]:  # asyncio.Queue.get ends here too
+        item = super().get_nowait()
+        if item.get("type") == "http.request":
+            self.request.body_taken(len(item["body"]))
+        return item
+
+
 class BoundedWebRequest(WebRequest):
     """Refuses an oversized body before it is buffered (Twisted calls gotLength with the
     declared length before the first body byte, then handleContentChunk per block).
@@ -129,10 +168,14 @@ class BoundedWebRequest(WebRequest):
     received = 0
     limit = 0
     content_type = ""
+    streamed = False  # the body goes to the application as it arrives
+    body_done = False
+    paused = False
+    queued = 0  # bytes of a streamed body queued and not yet taken
 
     def gotLength(self, length: int | None) -> None:
         # The application has set Django up by now (body_limit reads its settings).
-        from common.request_limits import body_limit
+        from common.request_limits import body_limit, is_chunk
 
         channel: Any = self.channel
         method = getattr(channel, "_command", b"").decode("latin-1")
@@ -140,11 +183,80 @@ class BoundedWebRequest(WebRequest):
         content_type = (self.requestHeaders.getRawHeaders(b"content-type") or [b""])[0]
         self.limit = body_limit(method, path, content_type.decode("latin-1"))
         oversized = length is not None and length > self.limit
-        super().gotLength(0 if oversized else length)
         self.content_type = content_type.decode("latin-1")
         if oversized:
+            super().gotLength(0)
             self._refuse(length)
             self._transport().loseConnection()
+        elif (
+            length  # a body to stream, of a known length
+            and is_chunk(method, path)
+            and not self.requestHeaders.hasHeader(b"upgrade")
+        ):
+            self._stream()
+        else:
+            super().gotLength(length)
+
+    def _stream(self) -> None:
+        """Start the application now, before the body, which is handed over as it arrives."""
+        channel: Any = self.channel
+        self.streamed = True
+        self._held: list[bytes] = []
+        self._held_size = 0
+        self.content = BytesIO()  # what Daphne's process reads as the body so far: nothing
+        # What Twisted's requestReceived would set once the body is in.
+        self.method, self.uri, self.clientproto = channel._command, channel._path, channel._version
+        self.path = self.uri.split(b"?", 1)[0]
+        self.args: dict[bytes, list[bytes]] = {}
+        self.process()  # checks the headers, builds the scope and starts the application
+
+    def _hold(self, data: bytes) -> None:
+        if self.finished or self.application_queue is None:
+            return  # answered already (an error): the rest is dropped, the connection closes
+        self._held.append(data)
+        self._held_size += len(data)
+        if self._held_size >= BODY_MESSAGE_SIZE:
+            self._pass_on(more=True)
+
+    def _pass_on(self, more: bool) -> None:
+        body = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+        self._held, self._held_size = [], 0
+        self.queued += len(body)
+        self.application_queue.put_body(body, more)  # type: ignore[union-attr]
+        if more and not self.paused and self.queued > BODY_QUEUE_LIMIT:
+            self.paused = True
+            self._transport().pauseProducing()
+
+    def body_taken(self, size: int) -> None:
+        self.queued -= size
+        if self.paused and self.queued <= BODY_QUEUE_LIMIT // 2:
+            self.paused = False
+            if self.channel is not None and self._transport() is not None:
+                self._transport().resumeProducing()
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if not self.streamed:
+            super().requestReceived(command, path, version)
+            return
+        self.body_done = True  # the application runs already: the last message says so
+        if not self.finished and self.application_queue is not None:
+            self._pass_on(more=False)
+
+    def handle_reply(self, message: dict[str, Any]) -> None:
+        if (
+            self.streamed
+            and not self.body_done
+            and message.get("type") == "http.response.start"
+            and self.channel is not None
+        ):
+            # Answered before the whole body came: the rest of it would be read as the next
+            # request, so the connection closes once the answer is out, and what still comes
+            # is buffered by Twisted as it does while a request is handled, not parsed.
+            channel: Any = self.channel
+            channel.persistent = False
+            channel._handlingRequest = True
+            self.responseHeaders.setRawHeaders(b"connection", [b"close"])
+        super().handle_reply(message)
 
     def handleContentChunk(self, data: bytes) -> None:
         self.received += len(data)
@@ -155,7 +267,10 @@ class BoundedWebRequest(WebRequest):
         if self.received > self.limit:
             self._refuse(None)
             return
-        super().handleContentChunk(data)
+        if self.streamed:
+            self._hold(data)
+        else:
+            super().handleContentChunk(data)
 
     def _transport(self) -> Any:
         return self.channel.transport  # type: ignore[union-attr]
@@ -190,6 +305,23 @@ class DashboardServer(Server):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("request_buffer_size", BODY_MESSAGE_SIZE)
         super().__init__(*args, **kwargs)
+
+    def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
+        if not getattr(protocol, "streamed", False):
+            return super().create_application(protocol, scope)
+        # Daphne's own, with the queue of a streamed body.
+        if protocol not in self.connections:
+            return None
+        assert "application_instance" not in self.connections[protocol]
+        queue = StreamedBodyQueue(protocol)
+        scope.setdefault("asgi", {"version": "3.0"})
+        instance = self.application(
+            scope=scope, receive=queue.get, send=partial(self.handle_reply, protocol)
+        )
+        self.connections[protocol]["application_instance"] = asyncio.ensure_future(
+            instance, loop=asyncio.get_event_loop()
+        )
+        return queue
 
     def run(self) -> None:
         from twisted.internet import reactor

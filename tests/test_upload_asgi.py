@@ -110,6 +110,22 @@ def test_chunks_stream_past_django_with_the_apis_auth_offsets_and_limits(
     status, headers, body = api.patch(upload_id, first, 0)
     assert status == 409 and headers["Upload-Offset"] == str(len(first))
     assert json.loads(body)["expected_offset"] == len(first)
+    # The server streams a chunk's body to the application, which answers a wrong offset
+    # before 24 MiB can have arrived (it stops reading while 4 MiB wait): the answer comes
+    # once the body is read to its end, on a connection kept for the next chunk, as the
+    # browser and scripts send them.
+    kept = http.client.HTTPConnection(api.host, api.port, timeout=60)
+    try:
+        for _ in range(2):
+            kept.request(
+                "PATCH", f"/api/v1/uploads/{upload_id}/", body=b"r" * (24 * MiB),
+                headers={**api.headers, "Upload-Offset": "0"},
+            )  # fmt: skip
+            answer = kept.getresponse()
+            assert answer.status == 409 and json.loads(answer.read())["expected_offset"]
+            assert not answer.will_close and answer.getheader("Connection") != "close"
+    finally:
+        kept.close()
     # Over the declared size, a non-numeric offset: refused, offset unchanged.
     status, _, body = api.patch(upload_id, data[len(first) :] + b"x", len(first))
     assert status == 413 and "declared size" in json.loads(body)["message"]

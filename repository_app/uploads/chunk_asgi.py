@@ -5,14 +5,13 @@ upload chunks that is one more copy of every byte (and one more write to disk). 
 authenticates like the REST API (token, or session with CSRF), then streams the body's
 messages through ``chunks.append_chunk``, the same function the DRF view calls, in a worker
 thread: sha256 and the file writes release the GIL, so they overlap with the server reading
-the socket. Everything else about uploads stays in Django (api.py).
+the socket (dashboard.serve hands a chunk's body over as it arrives, not once it is all in). Everything else about uploads stays in Django (api.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from io import BytesIO
 from typing import Any
@@ -27,6 +26,7 @@ from rest_framework.settings import api_settings
 
 from common.kept_connection import kept_connection
 from common.memory import release_free_memory
+from common.request_limits import CHUNK_PATH, is_chunk
 
 from . import chunks
 from .staging import UploadError
@@ -35,15 +35,9 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-CHUNK_PATH = re.compile(r"^/api/v1/uploads/(?P<id>[0-9a-f-]{36})/$")
-
 
 def is_chunk_request(scope: Scope) -> bool:
-    return (
-        scope["type"] == "http"
-        and scope.get("method") == "PATCH"
-        and CHUNK_PATH.match(scope.get("path", "")) is not None
-    )
+    return scope["type"] == "http" and is_chunk(scope.get("method", ""), scope.get("path", ""))
 
 
 class BodyStream:
@@ -63,13 +57,25 @@ class BodyStream:
     def _next_message(self) -> None:
         message = asyncio.run_coroutine_threadsafe(self._receive_one(), self._loop).result()
         if message["type"] == "http.disconnect":
+            self._more = False
             raise ConnectionResetError("the client went away during the chunk")
         self._pending = memoryview(message.get("body", b""))
         self._more = bool(message.get("more_body", False))
 
+    async def drain(self) -> None:
+        """Take the rest of the body, unread. The web server streams a chunk's body to the
+        application as it arrives (dashboard.serve), so an early answer (401, 409, 413) is
+        ready while the client still sends: it reads the answer, and keeps its connection
+        for the next chunk, once it has sent everything."""
+        while self._more:
+            message = await self._receive()
+            self._more = message["type"] != "http.disconnect" and bool(
+                message.get("more_body", False)
+            )
+
     def read(self, size: int = -1) -> bytes | memoryview:
         """Up to ``size`` bytes (all that is left for -1), as views of the messages: no copies
-        of the body beyond the one Daphne queued."""
+        of the body beyond the one the server queued."""
         if size < 0:
             parts = [bytes(self._pending)]
             while self._more:
@@ -145,6 +151,7 @@ async def chunk_app(scope: Scope, receive: Receive, send: Send) -> None:
     status, body, headers = await sync_to_async(handle_chunk, thread_sensitive=False)(
         request, match["id"], stream
     )
+    await stream.drain()
     payload = json.dumps(body).encode()
     raw_headers = [
         (b"content-type", b"application/json"),
