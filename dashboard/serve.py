@@ -18,6 +18,10 @@ wait for the application, so a slow disk bounds memory per chunk, not the chunk'
 application that answers before the whole body is in gets its answer sent, and the
 connection is then closed (the rest of the body cannot be told from a next request); the
 chunk path reads the body to its end before answering, so its errors keep the connection.
+Since a streamed chunk holds a worker thread, the upload's lock and a database connection
+until its body is in, a client that sends no byte for UPLOAD_CHUNK_IDLE_S seconds (a laptop
+gone to sleep, a dead link that TCP has not noticed) is disconnected: the application sees
+``http.disconnect`` and cuts the partial chunk off, as when the client closes.
 
 A request body over the limit of ``common.request_limits.body_limit`` is refused with
 413 as soon as its Content-Length arrives (or, without one, once that many bytes came),
@@ -72,6 +76,7 @@ from common.memory import tune_malloc
 READ_SIZE = 1024 * 1024
 BODY_MESSAGE_SIZE = 1024 * 1024
 BODY_QUEUE_LIMIT = 4 * BODY_MESSAGE_SIZE  # of a streamed body, received and not yet taken
+CHUNK_IDLE_S = env_int("UPLOAD_CHUNK_IDLE_S", 60, minimum=5)
 WEBSOCKET_MAX_BACKLOG = env_int("WEBSOCKET_MAX_BACKLOG", 4 * 1024 * 1024, minimum=64 * 1024)
 # One more process than cores: a Daphne runs its sync views one at a time on one thread, so
 # while a view waits on Triton or the database its core idles; the spare process fills those
@@ -172,6 +177,7 @@ class BoundedWebRequest(WebRequest):
     body_done = False
     paused = False
     queued = 0  # bytes of a streamed body queued and not yet taken
+    last_byte = 0.0  # time.monotonic() of the last body byte of a streamed body
 
     def gotLength(self, length: int | None) -> None:
         # The application has set Django up by now (body_limit reads its settings).
@@ -201,6 +207,7 @@ class BoundedWebRequest(WebRequest):
         """Start the application now, before the body, which is handed over as it arrives."""
         channel: Any = self.channel
         self.streamed = True
+        self.last_byte = time.monotonic()
         self._held: list[bytes] = []
         self._held_size = 0
         self.content = BytesIO()  # what Daphne's process reads as the body so far: nothing
@@ -211,6 +218,7 @@ class BoundedWebRequest(WebRequest):
         self.process()  # checks the headers, builds the scope and starts the application
 
     def _hold(self, data: bytes) -> None:
+        self.last_byte = time.monotonic()
         if self.finished or self.application_queue is None:
             return  # answered already (an error): the rest is dropped, the connection closes
         self._held.append(data)
@@ -231,6 +239,7 @@ class BoundedWebRequest(WebRequest):
         self.queued -= size
         if self.paused and self.queued <= BODY_QUEUE_LIMIT // 2:
             self.paused = False
+            self.last_byte = time.monotonic()  # the client was waiting on us, not idle
             if self.channel is not None and self._transport() is not None:
                 self._transport().resumeProducing()
 
@@ -241,6 +250,24 @@ class BoundedWebRequest(WebRequest):
         self.body_done = True  # the application runs already: the last message says so
         if not self.finished and self.application_queue is not None:
             self._pass_on(more=False)
+
+    def check_timeouts(self) -> None:  # Daphne calls it every 2 s
+        if (
+            self.streamed
+            and not self.body_done
+            and not self.paused
+            and not self.finished
+            and self.channel is not None
+            and time.monotonic() - self.last_byte > CHUNK_IDLE_S
+        ):
+            log.warning(
+                "upload chunk from %s: no byte for %d s, disconnected",
+                self.client_addr,
+                CHUNK_IDLE_S,
+            )
+            self._transport().abortConnection()  # the application gets http.disconnect
+            return
+        super().check_timeouts()
 
     def handle_reply(self, message: dict[str, Any]) -> None:
         if (

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
 
 from dashboard import serve
@@ -145,3 +146,26 @@ def test_a_chunk_read_to_its_end_keeps_the_connection_for_the_next(
     channel.dataReceived(head("PATCH", CHUNK, 3) + b"abc")
     assert current(channel) is not request and current(channel).streamed
     assert [m["body"] for m in queued(channel)] == [b"abc"]
+
+
+def test_a_chunk_whose_client_went_silent_is_dropped_and_its_application_told(
+    server: serve.DashboardServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel, transport = connect(server)
+    channel.dataReceived(head("PATCH", CHUNK, 2 * MiB) + b"x" * MiB)
+    request = current(channel)
+    queued(channel)
+    now = request.last_byte
+    monkeypatch.setattr(serve.time, "monotonic", lambda: now + serve.CHUNK_IDLE_S - 1)
+    request.check_timeouts()
+    assert not transport.disconnecting  # quiet, but not for long enough
+
+    request.paused = True  # the server stopped reading, the client is not to blame
+    monkeypatch.setattr(serve.time, "monotonic", lambda: now + serve.CHUNK_IDLE_S + 1)
+    request.check_timeouts()
+    assert not transport.disconnecting
+    request.paused = False
+    request.check_timeouts()
+    assert transport.disconnecting
+    channel.connectionLost(ConnectionDone())  # what the reactor does once it is closed
+    assert queued(channel) == [{"type": "http.disconnect"}]
