@@ -5,7 +5,8 @@ upload chunks that is one more copy of every byte (and one more write to disk). 
 authenticates like the REST API (token, or session with CSRF), then streams the body's
 messages through ``chunks.append_chunk``, the same function the DRF view calls, in a worker
 thread: sha256 and the file writes release the GIL, so they overlap with the server reading
-the socket (dashboard.serve hands a chunk's body over as it arrives, not once it is all in). Everything else about uploads stays in Django (api.py).
+the socket (dashboard.serve hands a chunk's body over as it arrives, not once it is all in).
+Everything else about uploads stays in Django (api.py).
 """
 
 from __future__ import annotations
