@@ -155,15 +155,17 @@ def test_several_daphnes_each_on_its_own_socket_and_a_dead_one_is_replaced(
         ]
         assert all(len(own) == 1 for own in listening), listening
         assert listening[0] != listening[1], "the workers share one listening socket"
-        # 40 connections kept open: by the kernel's hash each worker gets some (both
-        # getting fewer than 8 of 40 has a chance of about 2e-5).
+        # 40 connections kept open: the kernel picks a socket by a hash of each
+        # connection's addresses, which shares them out unevenly (a CI run saw 7 and
+        # 33), so the check is only that each worker accepts some: all 40 on one has a
+        # chance of 2 in 2**40.
         kept = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(40)]
         try:
             for conn in kept:  # one request each, so each is surely accepted
                 conn.sendall(b"GET /accounts/login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 assert conn.recv(12).startswith(b"HTTP/1.1 200")
             spread = _spread_over(workers, port)
-            assert sum(spread) == 40 and min(spread) >= 8, spread
+            assert sum(spread) == 40 and min(spread) >= 1, spread
         finally:
             for conn in kept:
                 conn.close()
