@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: the static checks, then the whole pytest suite against real services, in
-# parallel (pytest-xdist, --dist loadgroup: tests that start processes or measure share one
-# serial group; unit and ORM tests run beside it).
+# parallel (pytest-xdist, three workers, --dist loadgroup: the tests on real services run in
+# three serial groups, one per worker; unit and ORM tests run beside them; see
+# tests/run_isolation.py).
 #   scripts/test.sh [--no-checks] [PYTEST ARGS...]
 # --no-checks skips the static checks (.ci/run's PostgreSQL pass: they ran once already).
 #
@@ -82,7 +83,7 @@ fi
 
 echo "== pytest (database: ${DATABASE_URL:-SQLite under $VAR_DIR}; Redis: $REDIS_URL)"
 set +o errexit
-"${die_with_me[@]}" $VENV_BIN/pytest -n "${TEST_WORKERS:-2}" --dist loadgroup "$@" &
+"${die_with_me[@]}" $VENV_BIN/pytest -n "${TEST_WORKERS:-3}" --dist loadgroup "$@" &
 pytest_pid=$!
 wait "$pytest_pid"
 status=$?

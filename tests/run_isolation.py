@@ -4,7 +4,7 @@
   touches another's (pytest-django already gives each its own test database);
 - an interrupted run tears its fixtures down: SIGTERM and SIGHUP end pytest as Ctrl-C
   does, and a pytest process whose parent died interrupts itself;
-- which tests run in the two serial groups of real services (each on one xdist worker, with
+- which tests run in the three serial groups of real services (each on one xdist worker, with
   its own tritonservers, Celery worker and Daphne), and which touch a database (the
   PostgreSQL pass of .ci/run runs those: `-m database`).
 """
@@ -26,24 +26,27 @@ SERVICE_FIXTURES = frozenset({
     "service_env", "celery_worker", "web_server", "browser",
 })  # fmt: skip
 SERVICE_MARKERS = ("integration", "browser")
-# Two serial groups, beside each other (each xdist worker starts its own session services):
-# the tests that start processes of their own (tritonservers, workers, whole stacks, other
-# test runs) or measure through a load generator...
+# Three serial groups, beside each other (each xdist worker starts its own session services):
+# the tests that measure through a load generator (sweeps, searches, the engine)...
+SWEEPS_GROUP = "sweeps"
+SWEEP_MODULES = frozenset({
+    "test_distributed_sweep", "test_engine_gpu", "test_engine_grpc_h2", "test_engine_loadgen",
+    "test_engine_perf_analyzer", "test_engine_sequences", "test_engine_streaming",
+    "test_search_confirm_run", "test_search_kinds_run", "test_search_run", "test_sweep_cli",
+    "test_sweep_kinds", "test_sweep_run", "test_sweep_steps", "test_sweep_unstable_levels",
+})  # fmt: skip
+# ...the other tests that start processes of their own (tritonservers, workers, whole
+# stacks, other test runs)...
 PROCESSES_GROUP = "processes"
 PROCESS_MODULES = frozenset({
-    "test_demo_kinds", "test_devstack", "test_distributed_sweep", "test_engine_gpu",
-    "test_engine_grpc_h2", "test_engine_loadgen", "test_engine_perf_analyzer",
-    "test_engine_sequences", "test_engine_streaming", "test_faults", "test_faults_disk_upload",
+    "test_demo_kinds", "test_devstack", "test_faults", "test_faults_disk_upload",
     "test_faults_publish_kill", "test_faults_redis_websocket", "test_faults_triton_mid_load",
     "test_grafana_dashboard", "test_hardening", "test_health", "test_job_routing_workers",
-    "test_run_guard", "test_search_confirm_run", "test_search_kinds_run", "test_search_run",
-    "test_sweep_cli", "test_sweep_kinds", "test_sweep_run", "test_sweep_steps",
-    "test_sweep_unstable_levels", "test_triton_client", "test_triton_command",
-    "test_triton_restart",
+    "test_run_guard", "test_triton_client", "test_triton_command", "test_triton_restart",
 })  # fmt: skip
 # ...and every other test on the session's services: pages, the API, sockets, the browser.
 SERVICES_GROUP = "services"
-GROUP_SUFFIXES = ("@" + PROCESSES_GROUP, "@" + SERVICES_GROUP)
+GROUP_SUFFIXES = tuple("@" + group for group in (SWEEPS_GROUP, PROCESSES_GROUP, SERVICES_GROUP))
 
 
 def worker_index() -> int | None:
@@ -116,12 +119,14 @@ def touches_database(item: pytest.Item) -> bool:
 def group_of(item: pytest.Item) -> str:
     module = getattr(item, "module", None)
     name = module.__name__.rpartition(".")[2] if module is not None else ""
+    if name in SWEEP_MODULES:
+        return SWEEPS_GROUP
     return PROCESSES_GROUP if name in PROCESS_MODULES else SERVICES_GROUP
 
 
 def mark(items: list[pytest.Item]) -> None:
     """Mark each test `database` where it touches one, and put every test that uses services
-    in the serial group (before xdist reads the groups)."""
+    in its serial group (before xdist reads the groups)."""
     for item in items:
         if touches_database(item) and not item.get_closest_marker("database"):
             item.add_marker(pytest.mark.database)
@@ -131,7 +136,7 @@ def mark(items: list[pytest.Item]) -> None:
 
 class BrowsersLast:
     """Moves the browser tests to the end, after every other plugin's ordering (pytest-django
-    sorts by database use): the serial group then runs them back to back, so one Chromium
+    sorts by database use): the `services` group then runs them back to back, so one Chromium
     serves them all, and no asyncio test runs while its event loop is open."""
 
     @pytest.hookimpl(trylast=True)
