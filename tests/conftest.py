@@ -269,6 +269,29 @@ def database_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker) -> Iterator[None]:
+    """pytest-django's, and before it drops the test databases, the PostgreSQL sessions still
+    on them end. A worker thread that ran an upload chunk in this process keeps its
+    connection (common.kept_connection), and DROP DATABASE refuses while any session is on
+    the database: the run ended with a warning and left test_dashboard_gwN behind."""
+    yield
+    with django_db_blocker.unblock():
+        end_other_sessions()
+
+
+def end_other_sessions() -> None:
+    from django.db import connections
+
+    for alias in connections:
+        if connections[alias].vendor == "postgresql":
+            with connections[alias].cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+
+
+@pytest.fixture(scope="session")
 def service_env(
     django_db_setup: None, django_db_blocker, triton: TritonFixture, repository_roots: list[Path]
 ) -> dict[str, str]:
@@ -287,7 +310,7 @@ def service_env(
         "MODEL_REPOSITORY_ROOTS": os.pathsep.join(str(root) for root in repository_roots),
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",
         "PYTHONUNBUFFERED": "1",
-        # One Daphne per test web server (two xdist workers share two cores); the front's
+        # One Daphne per test web server (three xdist workers share two cores); the front's
         # several workers have a test of their own (test_web_tier).
         "WEB_WORKERS": "1",
         # The session's workers would record the tests' own edits of the shared demo

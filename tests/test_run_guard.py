@@ -35,8 +35,9 @@ def _var_dir(tmp_path: Path, name: str) -> Path:
     return var
 
 
-def _make_test(var: Path, *pytest_args: str) -> subprocess.Popen:
-    """`make test` on its own VAR_DIR, as its own process group (like `timeout`'s child)."""
+def _make_test(var: Path, *pytest_args: str, database_url: str = "") -> subprocess.Popen:
+    """`make test` on its own VAR_DIR, as its own process group (like `timeout`'s child);
+    on SQLite there unless ``database_url`` names another database."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -44,6 +45,8 @@ def _make_test(var: Path, *pytest_args: str) -> subprocess.Popen:
     }
     # VAR_DIR too, so that make and scripts/test.sh are found as processes of this run.
     env.update(TEST_VAR_DIR=str(var), VAR_DIR=str(var), TEST_WORKERS="0")
+    if database_url:
+        env["DATABASE_URL"] = database_url
     args = " ".join(["--no-checks", "-p", "no:cacheprovider", *pytest_args])
     return subprocess.Popen(
         ["make", "--no-print-directory", "test", f"TEST_ARGS={args}"],
@@ -154,3 +157,26 @@ def test_a_job_no_worker_takes_fails_fast_naming_its_queue_and_consumers(redis_d
     assert message.endswith(
         " s waiting for the sweep to succeed; workers consuming triton.nobody: none"
     ), message
+
+
+@pytest.mark.django_db
+def test_a_connection_kept_by_a_worker_thread_does_not_leave_the_test_database_behind(
+    tmp_path: Path,
+) -> None:
+    """On PostgreSQL (.ci/run's second pass) the nested run uses a database of its own on
+    the same server: DROP DATABASE refused while a worker thread's kept connection was on
+    it, and the run left test_<name> behind with a warning (conftest.django_db_setup)."""
+    from django.db import connection
+
+    url = ""
+    if connection.vendor == "postgresql":
+        url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/dashboard_kept_check"
+    var = _var_dir(tmp_path, "var")
+    make = _make_test(var, "tests/nested_kept_connection.py", database_url=url)
+    assert make.wait(RUN_BOUND_S) == 0, _log(var)
+    assert "1 passed" in _log(var), _log(var)
+    assert "Error when trying to teardown test databases" not in _log(var), _log(var)
+    if url:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = 'test_dashboard_kept_check'")
+            assert cursor.fetchone() is None, "the nested run's test database was left behind"
