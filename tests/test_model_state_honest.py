@@ -360,14 +360,15 @@ def test_what_a_real_triton_fills_is_no_drift_after_a_load_but_an_edit_is(triton
     client = TritonClient(triton.grpc_url, triton.metrics_url)
     server = servers.default()
     names = write_fill_models(triton.repository)
+    # Four loads at a time (a Python model's load mostly waits for its stub process to
+    # start; one at a time these took ~45 s), the ensembles once their steps are in.
+    ensembles = [name for name in names if "ensemble" in name]
+    steps = [name for name in names if name not in ensembles]
     try:
-        # Four loads at a time (a Python model's load mostly waits for its stub process to
-        # start; one at a time these took ~45 s), the ensembles once their steps are in.
-        steps = [name for name in names if "ensemble" not in name]
         with ThreadPoolExecutor(4) as pool:
             for name, states in zip(steps, pool.map(client.load, steps), strict=True):
                 assert any(s.state == "READY" for s in states), name
-        for name in names[len(steps) :]:
+        for name in ensembles:
             assert any(s.state == "READY" for s in client.load(name)), name
         assert {name: drift_of(server, triton.repository, name) for name in names} == {
             name: [] for name in names
@@ -392,11 +393,10 @@ def test_what_a_real_triton_fills_is_no_drift_after_a_load_but_an_edit_is(triton
         client.load(f"{PREFIX}groups_none")
         assert drift_of(server, triton.repository, f"{PREFIX}groups_none") == []
     finally:
-        ensembles = [name for name in names if "ensemble" in name]
         for name in ensembles:
             client.unload(name)
         with ThreadPoolExecutor(4) as pool:
-            list(pool.map(client.unload, [name for name in names if name not in ensembles]))
+            list(pool.map(client.unload, steps))
         for name in names:
             shutil.rmtree(triton.repository / name, ignore_errors=True)
 

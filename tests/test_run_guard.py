@@ -168,9 +168,10 @@ def test_a_connection_kept_by_a_worker_thread_does_not_leave_the_test_database_b
     it, and the run left test_<name> behind with a warning (conftest.django_db_setup)."""
     from django.db import connection
 
+    name = "dashboard_kept_check"
     url = ""
     if connection.vendor == "postgresql":
-        url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/dashboard_kept_check"
+        url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + f"/{name}"
     var = _var_dir(tmp_path, "var")
     make = _make_test(var, "tests/nested_kept_connection.py", database_url=url)
     assert make.wait(RUN_BOUND_S) == 0, _log(var)
@@ -178,5 +179,5 @@ def test_a_connection_kept_by_a_worker_thread_does_not_leave_the_test_database_b
     assert "Error when trying to teardown test databases" not in _log(var), _log(var)
     if url:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_database WHERE datname = 'test_dashboard_kept_check'")
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [f"test_{name}"])
             assert cursor.fetchone() is None, "the nested run's test database was left behind"
