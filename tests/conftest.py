@@ -270,25 +270,34 @@ def database_url() -> str:
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker) -> Iterator[None]:
-    """pytest-django's, and before it drops the test databases, the PostgreSQL sessions still
-    on them end. A worker thread that ran an upload chunk in this process keeps its
-    connection (common.kept_connection), and DROP DATABASE refuses while any session is on
-    the database: the run ended with a warning and left test_dashboard_gwN behind."""
+    """pytest-django's, whose drop of a PostgreSQL test database ends the sessions still on
+    it (DROP DATABASE ... WITH (FORCE)). A plain DROP refuses while any session is on the
+    database, and some are at the end of a run: a worker thread that ran an upload chunk in
+    this process keeps its connection (common.kept_connection), and a service process may
+    still be going away. The run then ended with a warning and left test_dashboard_gwN
+    behind."""
     yield
-    with django_db_blocker.unblock():
-        end_other_sessions()
+    force_drops()
 
 
-def end_other_sessions() -> None:
+def force_drops() -> None:
     from django.db import connections
 
     for alias in connections:
-        if connections[alias].vendor == "postgresql":
-            with connections[alias].cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
+        connection = connections[alias]
+        if connection.vendor == "postgresql":
+            connection.creation._destroy_test_db = _forced_drop(connection)  # type: ignore[method-assign]
+
+
+def _forced_drop(connection):  # type: ignore[no-untyped-def]
+    def destroy(test_database_name: str, verbosity: int) -> None:
+        connection.close_pool()
+        with connection.creation._nodb_cursor() as cursor:
+            cursor.execute(
+                f"DROP DATABASE {connection.ops.quote_name(test_database_name)} WITH (FORCE)"
+            )
+
+    return destroy
 
 
 @pytest.fixture(scope="session")
