@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -307,17 +308,26 @@ def start_redis(
 
 def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
     """Terminate a process started here (and its process group), then kill if it lingers."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, 15)
-    except (ProcessLookupError, PermissionError):
-        proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
+    stop_all([proc], timeout)
+
+
+def stop_all(procs: list[subprocess.Popen], timeout: float = 15) -> None:
+    """``stop`` for several processes at once: all are signalled before any is waited for,
+    so their shutdowns overlap (a tritonserver takes seconds to unload its models)."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in running:
         try:
-            os.killpg(proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait(5)
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait(5)
+
+
+def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        proc.send_signal(sig)

@@ -3,9 +3,12 @@ ASGI server's memory stays flat however many requests it serves."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 import urllib.request
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from .conftest import TritonFixture, WebServer
+from .conftest import TritonFixture, WebServer, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -65,6 +68,52 @@ def test_every_thread_shares_one_grpc_client_per_server(triton: TritonFixture):
     assert client.opened == 1
     client.close()
     assert client.is_live() and client.opened == 2  # reopened after close, once
+
+
+def _connections_to(port: int) -> set[int]:
+    """The local ports of this process's established TCP connections to ``port``."""
+    sockets = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                sockets.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/self/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if state == "01" and inode in sockets and int(remote.rpartition(":")[2], 16) == port:
+                found.add(int(local.rpartition(":")[2], 16))
+    return found
+
+
+def test_close_all_ends_every_clients_connection_and_a_client_nobody_holds_is_collected(
+    triton: TritonFixture,
+):
+    """A tritonserver asked to stop waits ~5 s for each of its services that still has a
+    connection open: the tests' session teardown closes this process's first. And a client
+    is not kept alive by an exit hook once nobody holds it."""
+    from triton_api.client import TritonClient, close_all
+
+    port = int(triton.grpc_url.rpartition(":")[2])
+    before = _connections_to(port)
+    held = TritonClient(triton.grpc_url, "")
+    assert held.is_live()
+    opened = _connections_to(port) - before
+    assert opened, "the client's call left no connection to Triton's gRPC port"
+
+    dropped = TritonClient(triton.grpc_url, "")
+    assert dropped.is_live()
+    collected = weakref.ref(dropped)
+    del dropped
+    gc.collect()
+    assert collected() is None
+
+    close_all()
+    wait_for(lambda: not opened & _connections_to(port), 10, "the client's connection to close")
+    assert held.is_live()  # a closed client opens a new channel when it is used again
+    held.close()
 
 
 def _children(pid: int) -> set[int]:

@@ -1,9 +1,9 @@
 """The synchronous Triton client: every control, metadata, statistics and metrics call that
 the pages, the API, the CLI, the poller and the search make.
 
-Every call goes through `TritonClient`: it sets timeouts, keeps one gRPC client per
-thread (tritonclient's HTTP client is gevent-based and not thread-safe; the gRPC one
-is, but a channel per thread keeps a hung call from blocking others), and turns every
+Every call goes through `TritonClient`: it sets timeouts, keeps one gRPC client for all
+threads (tritonclient's HTTP client is gevent-based and not thread-safe; the gRPC one
+is), and turns every
 failure into `TritonError` whose message a user can read: Triton's own reason text
 verbatim where Triton gives one, "Triton unreachable at URL" when nothing answers.
 
@@ -31,6 +31,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -168,9 +169,7 @@ class TritonClient:
         # Try's channels, one per pair of size limits (reused: a new channel's connection
         # would cost each request a few milliseconds).
         self._bounded: dict[tuple[int, int], grpcclient.InferenceServerClient] = {}
-        # tritonclient's __del__ prints a traceback when it runs during interpreter
-        # shutdown; closing the channel first keeps command output clean.
-        atexit.register(self.close)
+        _live.add(self)
 
     def close(self) -> None:
         with self._lock:
@@ -592,3 +591,19 @@ def fetch_metrics(url: str, timeout_s: float) -> list[MetricSample]:
 def engine_metrics_url(server: Endpoint) -> str | None:
     """The metrics page a sweep samples GPU use from; None when none is configured."""
     return server.metrics_url or None
+
+
+# The clients of this process, weakly: one nobody holds is collected, and closes its channel.
+_live: weakref.WeakSet[TritonClient] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Close the channels of every client of this process. At exit: tritonclient's __del__
+    prints a traceback when it runs during interpreter shutdown. And before a tritonserver
+    this process talked to is stopped: it waits ~5 s for each of its services (gRPC, HTTP)
+    that still has a connection open (the tests' session teardown)."""
+    for client in list(_live):
+        client.close()
+
+
+atexit.register(close_all)
