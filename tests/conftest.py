@@ -302,7 +302,7 @@ def database_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup: None, django_db_blocker) -> Iterator[None]:
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
     """pytest-django's, whose drop of a PostgreSQL test database ends the sessions still on
     it (DROP DATABASE ... WITH (FORCE)). A plain DROP refuses while any session is on the
     database, and some are at the end of a run: a worker thread that ran an upload chunk in
@@ -314,23 +314,22 @@ def django_db_setup(django_db_setup: None, django_db_blocker) -> Iterator[None]:
 
 
 def force_drops() -> None:
+    """On the backend's class: the connection that pytest-django drops with may not be the
+    one ``connections`` gives here (a browser test's last context is Playwright's greenlet,
+    whose context variables hold connections of their own)."""
     from django.db import connections
 
     for alias in connections:
-        connection = connections[alias]
-        if connection.vendor == "postgresql":
-            connection.creation._destroy_test_db = _forced_drop(connection)  # type: ignore[method-assign]
+        creation = type(connections[alias].creation)
+        if connections[alias].vendor == "postgresql":
+            creation._destroy_test_db = _forced_drop  # type: ignore[method-assign]
 
 
-def _forced_drop(connection):  # type: ignore[no-untyped-def]
-    def destroy(test_database_name: str, verbosity: int) -> None:
-        connection.close_pool()
-        with connection.creation._nodb_cursor() as cursor:
-            cursor.execute(
-                f"DROP DATABASE {connection.ops.quote_name(test_database_name)} WITH (FORCE)"
-            )
-
-    return destroy
+def _forced_drop(self, test_database_name: str, verbosity: int) -> None:  # type: ignore[no-untyped-def]
+    self.connection.close_pool()
+    with self._nodb_cursor() as cursor:
+        name = self.connection.ops.quote_name(test_database_name)
+        cursor.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")
