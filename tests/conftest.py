@@ -605,7 +605,7 @@ class PatientBrowser:
 
 class SessionChromium:
     """One Playwright and one Debian Chromium (never `playwright install`) for the browser
-    tests, which run back to back at the end of the `services` group (run_isolation.BrowsersLast).
+    tests, which run back to back in the `browsers` group (run_isolation.BrowsersLast).
 
     Playwright's sync API runs an event loop in this thread while it is open, so it is closed
     before any other test runs (pytest_runtest_setup below): such a test must not find a

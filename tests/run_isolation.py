@@ -4,8 +4,9 @@
   touches another's (pytest-django already gives each its own test database);
 - an interrupted run tears its fixtures down: SIGTERM and SIGHUP end pytest as Ctrl-C
   does, and a pytest process whose parent died interrupts itself;
-- which tests run in the three serial groups of real services (each on one xdist worker, with
-  its own tritonservers, Celery worker and Daphne), and which touch a database (the
+- which tests run in the four serial groups of real services (each group on one xdist
+  worker at a time, with that worker's own tritonservers, Celery worker and Daphne), and
+  which touch a database (the
   PostgreSQL pass of .ci/run runs those: `-m database`).
 """
 
@@ -26,7 +27,7 @@ SERVICE_FIXTURES = frozenset({
     "service_env", "celery_worker", "web_server", "browser",
 })  # fmt: skip
 SERVICE_MARKERS = ("integration", "browser")
-# Three serial groups, beside each other (each xdist worker starts its own session services):
+# Four serial groups, beside each other (each xdist worker starts its own session services):
 # the tests that measure through a load generator (sweeps, searches, the engine)...
 SWEEPS_GROUP = "sweeps"
 SWEEP_MODULES = frozenset({
@@ -44,9 +45,14 @@ PROCESS_MODULES = frozenset({
     "test_grafana_dashboard", "test_hardening", "test_health", "test_job_routing_workers",
     "test_run_guard", "test_triton_client", "test_triton_command", "test_triton_restart",
 })  # fmt: skip
-# ...and every other test on the session's services: pages, the API, sockets, the browser.
+# ...every other test on the session's services (pages, the API, sockets)...
 SERVICES_GROUP = "services"
-GROUP_SUFFIXES = tuple("@" + group for group in (SWEEPS_GROUP, PROCESSES_GROUP, SERVICES_GROUP))
+# ...and those of them that drive Chromium, back to back so that one browser serves them all.
+# They were the last ~40 % of `services`, which ran ~560 s while the others were done at
+# ~340 s; xdist hands this fourth group to whichever worker is first done with its own.
+BROWSERS_GROUP = "browsers"
+GROUPS = (SWEEPS_GROUP, PROCESSES_GROUP, SERVICES_GROUP, BROWSERS_GROUP)
+GROUP_SUFFIXES = tuple("@" + group for group in GROUPS)
 
 
 def worker_index() -> int | None:
@@ -121,7 +127,9 @@ def group_of(item: pytest.Item) -> str:
     name = module.__name__.rpartition(".")[2] if module is not None else ""
     if name in SWEEP_MODULES:
         return SWEEPS_GROUP
-    return PROCESSES_GROUP if name in PROCESS_MODULES else SERVICES_GROUP
+    if name in PROCESS_MODULES:
+        return PROCESSES_GROUP
+    return BROWSERS_GROUP if "browser" in getattr(item, "fixturenames", ()) else SERVICES_GROUP
 
 
 def mark(items: list[pytest.Item]) -> None:
@@ -136,8 +144,8 @@ def mark(items: list[pytest.Item]) -> None:
 
 class BrowsersLast:
     """Moves the browser tests to the end, after every other plugin's ordering (pytest-django
-    sorts by database use): the `services` group then runs them back to back, so one Chromium
-    serves them all, and no asyncio test runs while its event loop is open."""
+    sorts by database use): a group then runs its browser tests back to back, so one Chromium
+    serves them all, and no asyncio test of the group runs while its event loop is open."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
