@@ -313,7 +313,7 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
 
 def stop_all(procs: list[subprocess.Popen], timeout: float = 15) -> None:
     """``stop`` for several processes at once: all are signalled before any is waited for,
-    so their shutdowns overlap (a tritonserver takes seconds to unload its models)."""
+    so their shutdowns overlap (a tritonserver can take seconds to stop)."""
     running = [proc for proc in procs if proc.poll() is None]
     for proc in running:
         _signal_group(proc, signal.SIGTERM)

@@ -320,9 +320,8 @@ def force_drops() -> None:
     from django.db import connections
 
     for alias in connections:
-        creation = type(connections[alias].creation)
         if connections[alias].vendor == "postgresql":
-            creation._destroy_test_db = _forced_drop  # type: ignore[method-assign]
+            type(connections[alias].creation)._destroy_test_db = _forced_drop  # type: ignore[method-assign]
 
 
 def _forced_drop(self, test_database_name: str, verbosity: int) -> None:  # type: ignore[no-untyped-def]

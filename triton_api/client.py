@@ -2,10 +2,10 @@
 the pages, the API, the CLI, the poller and the search make.
 
 Every call goes through `TritonClient`: it sets timeouts, keeps one gRPC client for all
-threads (tritonclient's HTTP client is gevent-based and not thread-safe; the gRPC one
-is), and turns every
-failure into `TritonError` whose message a user can read: Triton's own reason text
-verbatim where Triton gives one, "Triton unreachable at URL" when nothing answers.
+threads (tritonclient's HTTP client is gevent-based and not thread-safe; the gRPC one is),
+and turns every failure into `TritonError` whose message a user can read: Triton's own
+reason text verbatim where Triton gives one, "Triton unreachable at URL" when nothing
+answers.
 
 Quirks documented once, here:
 - `load_model(config=...)` takes the override as a JSON string of ModelConfig; with
