@@ -4,7 +4,7 @@
   touches another's (pytest-django already gives each its own test database);
 - an interrupted run tears its fixtures down: SIGTERM and SIGHUP end pytest as Ctrl-C
   does, and a pytest process whose parent died interrupts itself;
-- which tests run in the four serial groups of real services (each group on one xdist
+- which tests run in the five serial groups of real services (each group on one xdist
   worker at a time, with that worker's own tritonservers, Celery worker and Daphne), and
   which touch a database (the
   PostgreSQL pass of .ci/run runs those: `-m database`).
@@ -27,7 +27,7 @@ SERVICE_FIXTURES = frozenset({
     "service_env", "celery_worker", "web_server", "browser",
 })  # fmt: skip
 SERVICE_MARKERS = ("integration", "browser")
-# Four serial groups, beside each other (each xdist worker starts its own session services):
+# Five serial groups, beside each other (each xdist worker starts its own session services):
 # the tests that measure through a load generator (sweeps, searches, the engine)...
 SWEEPS_GROUP = "sweeps"
 SWEEP_MODULES = frozenset({
@@ -47,11 +47,13 @@ PROCESS_MODULES = frozenset({
 })  # fmt: skip
 # ...every other test on the session's services (pages, the API, sockets)...
 SERVICES_GROUP = "services"
-# ...and those of them that drive Chromium, back to back so that one browser serves them all.
-# They were the last ~40 % of `services`, which ran ~560 s while the others were done at
-# ~340 s; xdist hands this fourth group to whichever worker is first done with its own.
-BROWSERS_GROUP = "browsers"
-GROUPS = (SWEEPS_GROUP, PROCESSES_GROUP, SERVICES_GROUP, BROWSERS_GROUP)
+# ...and those of them that drive Chromium, in two groups (their modules dealt out in turn),
+# each run back to back so that one browser serves it. In one group with `services` they
+# made that worker run ~560 s of the PostgreSQL pass while the others were done at ~340 s;
+# in one group of their own (~300 s) the first worker done with its group still ran ~100 s
+# past the others. xdist hands each to a worker once it is done with its own group.
+BROWSER_GROUPS = ("browsers", "browsers-2")
+GROUPS = (SWEEPS_GROUP, PROCESSES_GROUP, SERVICES_GROUP, *BROWSER_GROUPS)
 GROUP_SUFFIXES = tuple("@" + group for group in GROUPS)
 
 
@@ -122,24 +124,41 @@ def touches_database(item: pytest.Item) -> bool:
     )
 
 
-def group_of(item: pytest.Item) -> str:
+def _module_name(item: pytest.Item) -> str:
     module = getattr(item, "module", None)
-    name = module.__name__.rpartition(".")[2] if module is not None else ""
+    return module.__name__.rpartition(".")[2] if module is not None else ""
+
+
+def _drives_a_browser(item: pytest.Item) -> bool:
+    return "browser" in getattr(item, "fixturenames", ())
+
+
+def group_of(item: pytest.Item, browser_modules: list[str]) -> str:
+    """``browser_modules``: the modules whose browser tests go to the browser groups, in
+    order; they are dealt out to the groups in turn."""
+    name = _module_name(item)
     if name in SWEEP_MODULES:
         return SWEEPS_GROUP
     if name in PROCESS_MODULES:
         return PROCESSES_GROUP
-    return BROWSERS_GROUP if "browser" in getattr(item, "fixturenames", ()) else SERVICES_GROUP
+    if _drives_a_browser(item):
+        return BROWSER_GROUPS[browser_modules.index(name) % len(BROWSER_GROUPS)]
+    return SERVICES_GROUP
 
 
 def mark(items: list[pytest.Item]) -> None:
     """Mark each test `database` where it touches one, and put every test that uses services
     in its serial group (before xdist reads the groups)."""
+    browser_modules = sorted({
+        _module_name(item)
+        for item in items
+        if _drives_a_browser(item) and _module_name(item) not in SWEEP_MODULES | PROCESS_MODULES
+    })  # fmt: skip
     for item in items:
         if touches_database(item) and not item.get_closest_marker("database"):
             item.add_marker(pytest.mark.database)
         if uses_services(item):
-            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+            item.add_marker(pytest.mark.xdist_group(group_of(item, browser_modules)))
 
 
 class BrowsersLast:
