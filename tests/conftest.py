@@ -113,10 +113,11 @@ class TritonFixture:
 
 class SessionServices:
     """The session's service processes: tritonservers, the Celery worker, Daphne. The first of
-    their fixtures to be torn down stops them all at once, after every test's own teardown,
-    and this process's Triton clients are closed first: a tritonserver waits ~5 s for each of
-    its services that still has a connection open. Stopped one after the other, with the
-    connections open, they made the last test's teardown 19-27 s in CI."""
+    their fixtures to be torn down stops them all at once (the others find them stopped),
+    after every test's own teardown, and this process's Triton clients are closed first: a
+    tritonserver waits ~5 s for each of its services that still has a connection open.
+    Stopped one after the other, with the connections open, they made the last test's
+    teardown 19-27 s in CI."""
 
     def __init__(self) -> None:
         # How to reach each one's current process: a test may stop and restart a server.
@@ -165,7 +166,6 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonFixture]:
     for key, value in saved.items():
         setattr(settings, key, value)
     SESSION_SERVICES.stop_all()
-    svc.stop(fixture.process)
 
 
 # --- more Triton servers (registry.servers), started only for the tests that ask ---------
@@ -201,10 +201,6 @@ class ExtraTriton(TritonFixture):
     def stop(self) -> None:
         svc.stop(self.process)
 
-    def stop_with_session(self) -> None:
-        SESSION_SERVICES.stop_all()
-        self.stop()
-
     def restart(self) -> None:
         """Start it again on the same ports (after `stop`): nothing is loaded then."""
         self.process = svc.start_tritonserver(
@@ -229,7 +225,7 @@ def triton_shared(triton: TritonFixture, tmp_path_factory: pytest.TempPathFactor
     extra = _start_extra("shared", triton.repository, tmp_path_factory.mktemp("shared"))
     SESSION_SERVICES.add(lambda: extra.process)
     yield extra
-    extra.stop_with_session()
+    SESSION_SERVICES.stop_all()
 
 
 @pytest.fixture(scope="session")
@@ -245,7 +241,7 @@ def triton_solo(tmp_path_factory: pytest.TempPathFactory):
     extra = _start_extra("solo", repository, work)
     SESSION_SERVICES.add(lambda: extra.process)
     yield extra
-    extra.stop_with_session()
+    SESSION_SERVICES.stop_all()
 
 
 @pytest.fixture()
@@ -413,7 +409,6 @@ def celery_worker(service_env: dict[str, str], tmp_path_factory: pytest.TempPath
     SESSION_SERVICES.add(lambda: proc)
     yield proc
     SESSION_SERVICES.stop_all()
-    svc.stop(proc)
 
 
 @dataclass
@@ -557,7 +552,6 @@ def web_server(service_env: dict[str, str], tmp_path_factory: pytest.TempPathFac
     SESSION_SERVICES.add(lambda: proc)
     yield WebServer(url, proc)
     SESSION_SERVICES.stop_all()
-    svc.stop(proc)
 
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")

@@ -133,32 +133,33 @@ def _drives_a_browser(item: pytest.Item) -> bool:
     return "browser" in getattr(item, "fixturenames", ())
 
 
-def group_of(item: pytest.Item, browser_modules: list[str]) -> str:
-    """``browser_modules``: the modules whose browser tests go to the browser groups, in
-    order; they are dealt out to the groups in turn."""
+def group_of(item: pytest.Item, browser_groups: dict[str, str]) -> str:
+    """``browser_groups``: the browser group of each module whose browser tests go there."""
     name = _module_name(item)
     if name in SWEEP_MODULES:
         return SWEEPS_GROUP
     if name in PROCESS_MODULES:
         return PROCESSES_GROUP
-    if _drives_a_browser(item):
-        return BROWSER_GROUPS[browser_modules.index(name) % len(BROWSER_GROUPS)]
-    return SERVICES_GROUP
+    return browser_groups[name] if _drives_a_browser(item) else SERVICES_GROUP
+
+
+def deal_browser_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """The modules whose browser tests go to the browser groups, dealt out to them in turn
+    (in name order, so every xdist worker deals them alike)."""
+    names = {_module_name(item) for item in items if _drives_a_browser(item)}
+    names -= SWEEP_MODULES | PROCESS_MODULES
+    return {name: BROWSER_GROUPS[i % len(BROWSER_GROUPS)] for i, name in enumerate(sorted(names))}
 
 
 def mark(items: list[pytest.Item]) -> None:
     """Mark each test `database` where it touches one, and put every test that uses services
     in its serial group (before xdist reads the groups)."""
-    browser_modules = sorted({
-        _module_name(item)
-        for item in items
-        if _drives_a_browser(item) and _module_name(item) not in SWEEP_MODULES | PROCESS_MODULES
-    })  # fmt: skip
+    browser_groups = deal_browser_groups(items)
     for item in items:
         if touches_database(item) and not item.get_closest_marker("database"):
             item.add_marker(pytest.mark.database)
         if uses_services(item):
-            item.add_marker(pytest.mark.xdist_group(group_of(item, browser_modules)))
+            item.add_marker(pytest.mark.xdist_group(group_of(item, browser_groups)))
 
 
 class BrowsersLast:

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from .conftest import ROOT, TritonFixture, WebServer
+from .proc_sockets import ESTABLISHED, LISTENING, socket_inodes, tcp_sockets
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -73,34 +74,16 @@ def test_every_thread_shares_one_grpc_client_per_server(triton: TritonFixture):
 # process that have the same address and arguments, so in the test process another test's
 # client may hold the connection that this one's call went over.
 CLOSE_ALL_SCRIPT = """
-import contextlib, gc, os, sys, time, weakref
-from pathlib import Path
+import gc, sys, time, weakref
+from tests.proc_sockets import connections_to
 from triton_api.client import TritonClient, close_all
 
 url = sys.argv[1]
 port = int(url.rpartition(":")[2])
 
-
-def connections():
-    sockets = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        with contextlib.suppress(OSError):  # closed meanwhile
-            target = os.readlink(fd)
-            if target.startswith("socket:["):
-                sockets.add(target[8:-1])
-    found = set()
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/self/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            remote, state, inode = fields[2], fields[3], fields[9]
-            if state == "01" and inode in sockets and int(remote.rpartition(":")[2], 16) == port:
-                found.add(fields[1])
-    return found
-
-
 held = TritonClient(url, "")
 assert held.is_live()
-print("open after a call:", len(connections()))
+print("open after a call:", len(connections_to(port)))
 dropped = TritonClient(url, "")
 assert dropped.is_live()
 collected = weakref.ref(dropped)
@@ -109,9 +92,9 @@ gc.collect()
 print("a client nobody holds collected:", collected() is None)
 close_all()
 deadline = time.monotonic() + 10
-while connections() and time.monotonic() < deadline:
+while connections_to(port) and time.monotonic() < deadline:
     time.sleep(0.05)
-print("open after close_all:", len(connections()))
+print("open after close_all:", len(connections_to(port)))
 assert held.is_live()  # a closed client opens a new channel when it is used again
 """
 
@@ -144,35 +127,12 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def _tcp_sockets(port: int) -> dict[int, str]:
-    """Inode -> TCP state ('0A' listening, '01' established) of this host's sockets on
-    ``port`` as the local side."""
-    found: dict[int, str] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                found[int(fields[9])] = fields[3]
-    return found
-
-
-def _socket_inodes(pid: int) -> set[int]:
-    inodes: set[int] = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if target.startswith("socket:["):
-            inodes.add(int(target[8:-1]))
-    return inodes
-
-
 def _spread_over(workers: set[int], port: int) -> list[int]:
     """Per worker: how many established connections on ``port`` it holds."""
-    sockets = _tcp_sockets(port)
+    sockets = tcp_sockets(port)
     return [
-        sum(1 for i in _socket_inodes(pid) if sockets.get(i) == "01") for pid in sorted(workers)
+        sum(1 for i in socket_inodes(pid) if sockets.get(i) == ESTABLISHED)
+        for pid in sorted(workers)
     ]
 
 
@@ -216,9 +176,10 @@ def test_several_daphnes_each_on_its_own_socket_and_a_dead_one_is_replaced(
         workers = wait_for(lambda: len(_children(front.pid)) == 2 and _children(front.pid),
                            SERVICE_START_S, "two web workers")  # fmt: skip
         assert all(answers() for _ in range(20))
-        sockets = _tcp_sockets(port)
+        sockets = tcp_sockets(port)
         listening = [
-            {i for i in _socket_inodes(pid) if sockets.get(i) == "0A"} for pid in sorted(workers)
+            {i for i in socket_inodes(pid) if sockets.get(i) == LISTENING}
+            for pid in sorted(workers)
         ]
         assert all(len(own) == 1 for own in listening), listening
         assert listening[0] != listening[1], "the workers share one listening socket"
